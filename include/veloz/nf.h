@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The NF API. An NF is one C file that includes this header and nothing
+ * backend-specific; it is compiled twice:
+ *
+ *   clang -target bpf   -> a BPF object run at the XDP hook (xdp, xdp-generic)
+ *   the host compiler   -> a shared object called by userspace workers and by
+ *                          `veloz replay --backend native`
+ *
+ * Everything an NF touches goes through this header: the packet context
+ * (vz_data, vz_data_end, vz_header, vz_ingress_port), the verdicts (VZ_DROP,
+ * VZ_PASS, VZ_TX, VZ_REDIRECT(port)), head adjustment, checksum helpers, time,
+ * maps (VZ_ARRAY, VZ_PERCPU_ARRAY, VZ_HASH, VZ_PERCPU_HASH, VZ_LRU_HASH,
+ * VZ_LPM) and the NF's configuration (VZ_CONFIG, VZ_CONFIG_CHECK).
+ *
+ * The rule that keeps both builds identical: an NF sees only the linear part
+ * of a frame (at most VZ_LINEAR_MAX bytes, as XDP multi-buffer does), reaches
+ * packet bytes only through vz_header(), and keeps its state in maps.
+ */
+#ifndef VELOZ_NF_H
+#define VELOZ_NF_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <veloz/abi.h>
+
+#if defined(__bpf__)
+#define VZ_BUILD_BPF 1
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#define VZ_INLINE static __always_inline
+#else
+#define VZ_BUILD_NATIVE 1
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <bpf/bpf_endian.h>	/* bpf_htons() and friends work in userspace */
+#include <veloz/maps.h>
+#include <veloz/nf_native.h>
+#define VZ_INLINE static inline __attribute__((always_inline))
+#ifndef SEC
+#define SEC(name)
+#endif
+#endif
+
+/* ---- Maps ---------------------------------------------------------------- */
+
+#ifdef VZ_BUILD_BPF
+#define VZ__MAP(name, mtype, ktype, vtype, n, mflags)                          \
+	struct {                                                               \
+		__uint(type, mtype);                                           \
+		__type(key, ktype);                                            \
+		__type(value, vtype);                                          \
+		__uint(max_entries, n);                                        \
+		__uint(map_flags, mflags);                                     \
+	} name SEC(".maps")
+#define vz_map_lookup(map, key) bpf_map_lookup_elem(map, key)
+#define vz_map_update(map, key, value, flags)                                  \
+	bpf_map_update_elem(map, key, value, flags)
+#define vz_map_delete(map, key) bpf_map_delete_elem(map, key)
+#else
+/*
+ * A native map is a struct vz_map; a pointer to it goes into the "vz_maps"
+ * section so the loader can find every map of an NF (the linker provides
+ * __start_vz_maps and __stop_vz_maps).
+ */
+#define VZ__MAP(map_name, mtype, ktype, vtype, n, mflags)                      \
+	static struct vz_map map_name = {                                      \
+		.name = #map_name,                                             \
+		.type = (mtype),                                               \
+		.key_size = sizeof(ktype),                                     \
+		.value_size = sizeof(vtype),                                   \
+		.max_entries = (n),                                            \
+		.flags = (mflags),                                             \
+	};                                                                     \
+	static struct vz_map *const vz__map_ref_##map_name                     \
+		__attribute__((used, section("vz_maps"))) = &map_name
+#define vz_map_lookup(map, key) vz_map_lookup_elem(map, key)
+#define vz_map_update(map, key, value, flags)                                  \
+	vz_map_update_elem(map, key, value, flags)
+#define vz_map_delete(map, key) vz_map_delete_elem(map, key)
+#endif
+
+#define VZ_ARRAY(name, vtype, n)                                               \
+	VZ__MAP(name, BPF_MAP_TYPE_ARRAY, __u32, vtype, n, 0)
+#define VZ_PERCPU_ARRAY(name, vtype, n)                                        \
+	VZ__MAP(name, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, vtype, n, 0)
+#define VZ_HASH(name, ktype, vtype, n)                                         \
+	VZ__MAP(name, BPF_MAP_TYPE_HASH, ktype, vtype, n, 0)
+#define VZ_PERCPU_HASH(name, ktype, vtype, n)                                  \
+	VZ__MAP(name, BPF_MAP_TYPE_PERCPU_HASH, ktype, vtype, n, 0)
+#define VZ_LRU_HASH(name, ktype, vtype, n)                                     \
+	VZ__MAP(name, BPF_MAP_TYPE_LRU_HASH, ktype, vtype, n, 0)
+/* ktype starts with __u32 prefixlen, then the address bytes (as BPF's). */
+#define VZ_LPM(name, ktype, vtype, n)                                          \
+	VZ__MAP(name, BPF_MAP_TYPE_LPM_TRIE, ktype, vtype, n, BPF_F_NO_PREALLOC)
+
+/* ---- Configuration --------------------------------------------------------
+ *
+ * VZ_CONFIG(struct my_config) = { defaults };  declares the NF's config as a
+ * global the NF reads as vz_config.field. The control plane finds its fields
+ * by name in the BPF object's BTF and writes them into the BPF global data
+ * map or the native symbol. VZ_CONFIG_CHECK(struct my_config, cfg) { ... }
+ * returns NULL or a one-line complaint; it runs natively before anything is
+ * attached, whatever the backend.
+ */
+#ifdef VZ_BUILD_BPF
+#define VZ_CONFIG(type) type vz_config SEC(".data.vz_config")
+#define VZ_CONFIG_CHECK(type, cfg)                                             \
+	static __attribute__((unused)) const char *vz_config_check(            \
+		const type *cfg)
+#else
+#define VZ_CONFIG(type) type vz_config
+#define VZ_CONFIG_CHECK(type, cfg)                                             \
+	const char *vz_config_check(const type *cfg);                          \
+	const char *vz_config_check(const type *cfg)
+#endif
+
+/* ---- Maps every NF has ---------------------------------------------------- */
+
+/* Packets and bytes per final verdict, and redirected per output port. */
+VZ_PERCPU_ARRAY(vz_stats, struct vz_stat, VZ_VERDICT_COUNT);
+VZ_PERCPU_ARRAY(vz_redirects, struct vz_stat, VZ_MAX_PORTS);
+
+#ifdef VZ_BUILD_BPF
+/* Port number -> ifindex, for VZ_REDIRECT (a devmap: bulk transmit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, VZ_MAX_PORTS);
+} vz_ports SEC(".maps");
+
+/* ifindex -> port number, for vz_ingress_port(); missing means port 0. */
+VZ_HASH(vz_ifports, __u32, __u32, VZ_MAX_PORTS);
+#else
+/* Port number -> non-zero when the port exists. */
+VZ_ARRAY(vz_ports, __u32, VZ_MAX_PORTS);
+#endif
+
+/* ---- Packet context ------------------------------------------------------- */
+
+#ifdef VZ_BUILD_BPF
+struct vz_ctx {
+	struct xdp_md *xdp;
+	__u32 redirect_port;
+};
+
+VZ_INLINE void *vz_data(const struct vz_ctx *ctx)
+{
+	return (void *)(long)ctx->xdp->data;
+}
+
+VZ_INLINE void *vz_data_end(const struct vz_ctx *ctx)
+{
+	return (void *)(long)ctx->xdp->data_end;
+}
+
+VZ_INLINE __u32 vz_ingress_port(const struct vz_ctx *ctx)
+{
+	__u32 ifindex = ctx->xdp->ingress_ifindex;
+	__u32 *port = bpf_map_lookup_elem(&vz_ifports, &ifindex);
+
+	return port ? *port : 0;
+}
+
+/* Whole frame length, fragments included. */
+VZ_INLINE __u64 vz__frame_len(const struct vz_ctx *ctx)
+{
+	return bpf_xdp_get_buff_len(ctx->xdp);
+}
+
+/* Grow (delta < 0) or shrink (delta > 0) the frame at its head. */
+VZ_INLINE int vz_adjust_head(struct vz_ctx *ctx, int delta)
+{
+	return bpf_xdp_adjust_head(ctx->xdp, delta);
+}
+
+VZ_INLINE __u64 vz_time_ns(void)
+{
+	return bpf_ktime_get_ns();
+}
+
+#else /* native */
+
+VZ_INLINE void *vz_data(const struct vz_ctx *ctx)
+{
+	return ctx->data;
+}
+
+VZ_INLINE void *vz_data_end(const struct vz_ctx *ctx)
+{
+	return ctx->data_end;
+}
+
+VZ_INLINE __u32 vz_ingress_port(const struct vz_ctx *ctx)
+{
+	return ctx->ingress_port;
+}
+
+VZ_INLINE __u64 vz__frame_len(const struct vz_ctx *ctx)
+{
+	return (__u64)(ctx->data_end - ctx->data) + ctx->frags_len;
+}
+
+/* The checks of the kernel's bpf_xdp_adjust_head(), byte for byte. */
+VZ_INLINE int vz_adjust_head(struct vz_ctx *ctx, int delta)
+{
+	__u8 *data = ctx->data + delta;
+
+	if (data < ctx->data_hard_start + VZ_FRAME_RESERVE ||
+	    data > ctx->data_end - ETH_HLEN)
+		return -EINVAL;
+	ctx->data = data;
+	return 0;
+}
+
+VZ_INLINE __u64 vz_time_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* bpf_ktime_get_ns()'s clock */
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
+
+#endif
+
+/*
+ * A pointer to len bytes at offset off of the packet, or NULL when the
+ * packet is shorter. The only way an NF should reach packet bytes: the
+ * bounds check is what the verifier wants and what keeps the native build
+ * from reading past a frame.
+ */
+VZ_INLINE void *vz_header(const struct vz_ctx *ctx, __u32 off, __u32 len)
+{
+	__u8 *data = vz_data(ctx);
+	__u8 *data_end = vz_data_end(ctx);
+
+	if (off > VZ_HEADER_OFF_MAX || len > VZ_HEADER_LEN_MAX)
+		return 0;
+	if (data + off + len > data_end)
+		return 0;
+	return data + off;
+}
+
+VZ_INLINE __u32 vz_len(const struct vz_ctx *ctx)
+{
+	return (__u32)((__u8 *)vz_data_end(ctx) - (__u8 *)vz_data(ctx));
+}
+
+/* ---- Verdicts --------------------------------------------------------------
+ * An NF returns VZ_DROP, VZ_PASS, VZ_TX or VZ_REDIRECT(port).
+ */
+#define VZ_REDIRECT(port) vz_redirect(ctx, (port))
+
+VZ_INLINE int vz_redirect(struct vz_ctx *ctx, __u32 port)
+{
+	ctx->redirect_port = port;
+	return VZ_REDIRECT_VERDICT;
+}
+
+/* A redirect to a port that does not exist becomes VZ_ABORTED. */
+VZ_INLINE int vz__redirect_action(struct vz_ctx *ctx)
+{
+#ifdef VZ_BUILD_BPF
+	return (int)bpf_redirect_map(&vz_ports, ctx->redirect_port, VZ_ABORTED);
+#else
+	__u32 *present = vz_map_lookup(&vz_ports, &ctx->redirect_port);
+
+	return present && *present ? VZ_REDIRECT_VERDICT : VZ_ABORTED;
+#endif
+}
+
+/* Turn the NF's verdict into the final action and count it. */
+VZ_INLINE int vz__finish(struct vz_ctx *ctx, int verdict, __u64 frame_len)
+{
+	struct vz_stat *stat;
+	__u32 action;
+
+	switch (verdict) {
+	case VZ_DROP:
+	case VZ_PASS:
+	case VZ_TX:
+		action = (__u32)verdict;
+		break;
+	case VZ_REDIRECT_VERDICT:
+		action = (__u32)vz__redirect_action(ctx);
+		break;
+	default:
+		action = VZ_ABORTED;
+	}
+	stat = vz_map_lookup(&vz_stats, &action);
+	if (stat) {
+		stat->packets++;
+		stat->bytes += frame_len;
+	}
+	if (action == VZ_REDIRECT_VERDICT) {
+		stat = vz_map_lookup(&vz_redirects, &ctx->redirect_port);
+		if (stat) {
+			stat->packets++;
+			stat->bytes += frame_len;
+		}
+	}
+	return (int)action;
+}
+
+/* ---- Declaring the NF ------------------------------------------------------
+ *
+ *   VZ_NF(name) { ... return VZ_DROP; }
+ *
+ * defines the NF body, a function of `struct vz_ctx *ctx`, and the entry point
+ * of the build: the XDP program vz_xdp_<name> (frags-aware, so jumbo frames
+ * reach it), or the native descriptor vz_nf_desc.
+ */
+#ifdef VZ_BUILD_BPF
+#define VZ_NF(nf_name)                                                            \
+	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx);                       \
+	SEC("xdp.frags") int vz_xdp_##nf_name(struct xdp_md *xdp)                 \
+	{                                                                      \
+		struct vz_ctx ctx = { .xdp = xdp };                            \
+		__u64 frame_len = vz__frame_len(&ctx);                         \
+		return vz__finish(&ctx, vz__nf_##nf_name(&ctx), frame_len);       \
+	}                                                                      \
+	char vz_license[] SEC("license") = "Dual BSD/GPL";                     \
+	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx __attribute__((unused)))
+#else
+extern struct vz_map *const __start_vz_maps[];
+extern struct vz_map *const __stop_vz_maps[];
+
+#define VZ_NF(nf_name)                                                            \
+	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx);                       \
+	static int vz__run_##nf_name(struct vz_ctx *ctx)                          \
+	{                                                                      \
+		__u64 frame_len = vz__frame_len(ctx);                          \
+		return vz__finish(ctx, vz__nf_##nf_name(ctx), frame_len);         \
+	}                                                                      \
+	const struct vz_nf_desc vz_nf_desc = {                                 \
+		.abi = VZ_NF_ABI,                                              \
+		.name = #nf_name,                                                 \
+		.run = vz__run_##nf_name,                                         \
+		.maps = __start_vz_maps,                                       \
+		.maps_end = __stop_vz_maps,                                    \
+	};                                                                     \
+	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx __attribute__((unused)))
+#endif
+
+/* ---- Protocol helpers: one implementation for both builds ----------------- */
+
+VZ_INLINE void vz_eth_swap(struct ethhdr *eth)
+{
+	__u8 tmp[ETH_ALEN];
+
+	__builtin_memcpy(tmp, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, tmp, ETH_ALEN);
+}
+
+/* Fold a 32-bit one's-complement sum to 16 bits and complement it. */
+VZ_INLINE __u16 vz_csum_fold(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}
+
+/*
+ * Incremental update of a checksum field after a 16-bit word of the covered
+ * data changed from old to new (RFC 1624, eqn. 3). Words in network order.
+ */
+VZ_INLINE void vz_csum_replace2(__u16 *check, __u16 old, __u16 new)
+{
+	__u32 sum = (__u16)~*check;
+
+	sum += (__u16)~old;
+	sum += new;
+	*check = vz_csum_fold(sum);
+}
+
+VZ_INLINE void vz_csum_replace4(__u16 *check, __u32 old, __u32 new)
+{
+	__u32 sum = (__u16)~*check;
+
+	sum += (__u16)~(old >> 16);
+	sum += (__u16)~(old & 0xffff);
+	sum += new >> 16;
+	sum += new & 0xffff;
+	*check = vz_csum_fold(sum);
+}
+
+/* Header checksum of an option-less IPv4 header (its check field as is). */
+VZ_INLINE __u16 vz_ipv4_csum(const void *iph)
+{
+	const __u16 *word = iph;
+	__u32 sum = 0;
+	int i;
+
+	for (i = 0; i < 10; i++)
+		sum += word[i];
+	return vz_csum_fold(sum);
+}
+
+#endif /* VELOZ_NF_H */

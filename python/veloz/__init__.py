@@ -1,0 +1,1 @@
+"""veloz: fast packet processing on Linux, and a lab that measures it."""

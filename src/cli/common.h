@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* What the C tools behind `veloz` share: errors, and opening an NF. */
+#ifndef VZ_CLI_COMMON_H
+#define VZ_CLI_COMMON_H
+
+#include <bpf/libbpf.h>
+
+#include "runtime/nf_config.h"
+#include "runtime/nf_loader.h"
+
+#define VZ_MAX_SETS 64
+
+/* One line on stderr, prefixed "veloz: ". */
+void vz_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* An NF as the control plane holds it: both builds and one configuration. */
+struct vz_nf {
+	const char *name;
+	struct bpf_object *obj;		/* opened, not loaded */
+	struct vz_native_nf native;	/* loaded: runs VZ_CONFIG_CHECK too */
+	struct vz_nf_config cfg;
+};
+
+/*
+ * Open NAME.bpf.o and NAME.so, apply the "key=value" settings and check
+ * them with the NF's own rules. Nothing is loaded into the kernel yet, so a
+ * bad config is refused before anything is attached. Prints the reason.
+ */
+int vz_nf_open(struct vz_nf *nf, const char *bpf_path, const char *native_path,
+	       char **sets, int nsets, __u32 nworkers);
+void vz_nf_close(struct vz_nf *nf);
+
+/* First XDP program of the object. */
+struct bpf_program *vz_nf_program(struct vz_nf *nf);
+
+/* Verdict words, as in JSON output: drop, pass, tx, redirect, aborted. */
+const char *vz_verdict_name(int verdict);
+
+/* Parse a whole decimal number in [min, max] or fail with a message. */
+int vz_parse_u64(const char *what, const char *text, __u64 min, __u64 max,
+		 __u64 *out);
+
+#endif

@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Native maps with the semantics of the kernel's BPF maps: the same flags,
+ * the same error numbers, preallocated storage (a full hash map refuses a new
+ * key with -E2BIG; an LRU map evicts its least recently used entry instead;
+ * an LPM map answers the longest matching prefix).
+ *
+ * Hash-like maps share one table: a pool of max_entries nodes, chained
+ * buckets and a recency list (used by LRU only). LPM entries are stored with
+ * their address masked to the prefix, and a lookup tries prefix lengths from
+ * the longest down. That is simple and exact; issue 6 brings a DIR-24-8 table
+ * for full-size routing tables.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <veloz/maps.h>
+
+__thread __u32 vz_worker_id __attribute__((tls_model("initial-exec")));
+
+#define VZ_NIL 0xffffffffu
+
+struct vz_node {
+	__u32 next;		/* bucket chain, or free list */
+	__u32 lru_prev;
+	__u32 lru_next;
+	__u32 in_use;
+};
+
+struct vz_map_impl {
+	pthread_spinlock_t lock;
+	__u32 nbuckets;		/* power of two */
+	__u32 *buckets;
+	struct vz_node *nodes;
+	__u8 *keys;		/* max_entries * key_size */
+	__u8 *vals;		/* max_entries * per-node value bytes */
+	__u64 node_value_bytes;
+	__u32 free_head;
+	__u32 lru_head;		/* most recently used */
+	__u32 lru_tail;
+	__u32 count;
+	__u8 *scratch_key;	/* LPM lookups build masked keys here */
+};
+
+static __u64 round_up(__u64 n, __u64 to)
+{
+	return (n + to - 1) / to * to;
+}
+
+static int is_percpu(const struct vz_map *map)
+{
+	return map->type == BPF_MAP_TYPE_PERCPU_ARRAY ||
+	       map->type == BPF_MAP_TYPE_PERCPU_HASH ||
+	       map->type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+static int is_lru(const struct vz_map *map)
+{
+	return map->type == BPF_MAP_TYPE_LRU_HASH ||
+	       map->type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+/* FNV-1a: keys are small and this is not the fast path's hash. */
+static __u32 hash_key(const void *key, __u32 size)
+{
+	const __u8 *byte = key;
+	__u32 hash = 2166136261u;
+	__u32 i;
+
+	for (i = 0; i < size; i++)
+		hash = (hash ^ byte[i]) * 16777619u;
+	return hash;
+}
+
+static int impl_init(struct vz_map *map)
+{
+	struct vz_map_impl *impl;
+	__u32 i;
+
+	impl = calloc(1, sizeof(*impl));
+	if (!impl)
+		return -ENOMEM;
+	map->impl = impl;
+	pthread_spin_init(&impl->lock, PTHREAD_PROCESS_PRIVATE);
+	impl->nbuckets = 1;
+	while (impl->nbuckets < map->max_entries)
+		impl->nbuckets <<= 1;
+	impl->node_value_bytes = is_percpu(map) ? map->worker_stride :
+						  map->value_stride;
+	impl->buckets = malloc(sizeof(*impl->buckets) * impl->nbuckets);
+	impl->nodes = calloc(map->max_entries, sizeof(*impl->nodes));
+	impl->keys = calloc(map->max_entries, map->key_size);
+	impl->vals = calloc(map->max_entries, impl->node_value_bytes);
+	impl->scratch_key = calloc(1, map->key_size);
+	if (!impl->buckets || !impl->nodes || !impl->keys || !impl->vals ||
+	    !impl->scratch_key)
+		return -ENOMEM;
+	for (i = 0; i < impl->nbuckets; i++)
+		impl->buckets[i] = VZ_NIL;
+	for (i = 0; i < map->max_entries; i++)
+		impl->nodes[i].next = i + 1 < map->max_entries ? i + 1 : VZ_NIL;
+	impl->free_head = 0;
+	impl->lru_head = impl->lru_tail = VZ_NIL;
+	return 0;
+}
+
+int vz_map_init(struct vz_map *map, __u32 nworkers)
+{
+	if (!map->key_size || !map->value_size || !map->max_entries ||
+	    nworkers == 0 || nworkers > VZ_MAX_WORKERS)
+		return -EINVAL;
+	map->value_stride = (__u32)round_up(map->value_size, 8);
+	map->nworkers = is_percpu(map) ? nworkers : 1;
+
+	switch (map->type) {
+	case BPF_MAP_TYPE_ARRAY:
+	case BPF_MAP_TYPE_PERCPU_ARRAY:
+		if (map->key_size != sizeof(__u32))
+			return -EINVAL;
+		map->worker_stride = round_up((__u64)map->max_entries *
+						      map->value_stride, 64);
+		map->values = aligned_alloc(64, map->worker_stride *
+							map->nworkers);
+		if (!map->values)
+			return -ENOMEM;
+		memset(map->values, 0, map->worker_stride * map->nworkers);
+		return 0;
+	case BPF_MAP_TYPE_HASH:
+	case BPF_MAP_TYPE_PERCPU_HASH:
+	case BPF_MAP_TYPE_LRU_HASH:
+	case BPF_MAP_TYPE_LRU_PERCPU_HASH:
+		/* per-CPU hash values: nworkers copies, one stride apart */
+		map->worker_stride = map->value_stride;
+		if (is_percpu(map))
+			map->worker_stride *= map->nworkers;
+		return impl_init(map);
+	case BPF_MAP_TYPE_LPM_TRIE:
+		if (map->key_size <= sizeof(__u32) ||
+		    !(map->flags & BPF_F_NO_PREALLOC))
+			return -EINVAL;
+		map->worker_stride = map->value_stride;
+		return impl_init(map);
+	default:
+		return -EINVAL;
+	}
+}
+
+void vz_map_free(struct vz_map *map)
+{
+	struct vz_map_impl *impl = map->impl;
+
+	free(map->values);
+	map->values = NULL;
+	if (impl) {
+		pthread_spin_destroy(&impl->lock);
+		free(impl->buckets);
+		free(impl->nodes);
+		free(impl->keys);
+		free(impl->vals);
+		free(impl->scratch_key);
+		free(impl);
+		map->impl = NULL;
+	}
+}
+
+/* ---- the shared hash table ----------------------------------------------- */
+
+static __u8 *node_key(struct vz_map *map, __u32 n)
+{
+	return map->impl->keys + (size_t)n * map->key_size;
+}
+
+static __u8 *node_value(struct vz_map *map, __u32 n)
+{
+	return map->impl->vals + (size_t)n * map->impl->node_value_bytes;
+}
+
+static __u32 *bucket_of(struct vz_map *map, const void *key)
+{
+	struct vz_map_impl *impl = map->impl;
+
+	return &impl->buckets[hash_key(key, map->key_size) &
+			      (impl->nbuckets - 1)];
+}
+
+static __u32 find_node(struct vz_map *map, const void *key)
+{
+	__u32 n = *bucket_of(map, key);
+
+	while (n != VZ_NIL && memcmp(node_key(map, n), key, map->key_size))
+		n = map->impl->nodes[n].next;
+	return n;
+}
+
+static void lru_unlink(struct vz_map_impl *impl, __u32 n)
+{
+	struct vz_node *node = &impl->nodes[n];
+
+	if (node->lru_prev != VZ_NIL)
+		impl->nodes[node->lru_prev].lru_next = node->lru_next;
+	else
+		impl->lru_head = node->lru_next;
+	if (node->lru_next != VZ_NIL)
+		impl->nodes[node->lru_next].lru_prev = node->lru_prev;
+	else
+		impl->lru_tail = node->lru_prev;
+}
+
+static void lru_push_front(struct vz_map_impl *impl, __u32 n)
+{
+	struct vz_node *node = &impl->nodes[n];
+
+	node->lru_prev = VZ_NIL;
+	node->lru_next = impl->lru_head;
+	if (impl->lru_head != VZ_NIL)
+		impl->nodes[impl->lru_head].lru_prev = n;
+	impl->lru_head = n;
+	if (impl->lru_tail == VZ_NIL)
+		impl->lru_tail = n;
+}
+
+static void remove_node(struct vz_map *map, __u32 n)
+{
+	struct vz_map_impl *impl = map->impl;
+	__u32 *link = bucket_of(map, node_key(map, n));
+
+	while (*link != n)
+		link = &impl->nodes[*link].next;
+	*link = impl->nodes[n].next;
+	lru_unlink(impl, n);
+	impl->nodes[n].in_use = 0;
+	impl->nodes[n].next = impl->free_head;
+	impl->free_head = n;
+	impl->count--;
+}
+
+static __u32 alloc_node(struct vz_map *map)
+{
+	struct vz_map_impl *impl = map->impl;
+	__u32 n;
+
+	if (impl->free_head == VZ_NIL) {
+		if (!is_lru(map) || impl->lru_tail == VZ_NIL)
+			return VZ_NIL;
+		remove_node(map, impl->lru_tail);
+	}
+	n = impl->free_head;
+	impl->free_head = impl->nodes[n].next;
+	return n;
+}
+
+static int hash_update(struct vz_map *map, const void *key, const void *value,
+		       __u64 flags, int all_workers)
+{
+	struct vz_map_impl *impl = map->impl;
+	__u32 n = find_node(map, key), w;
+	__u32 *bucket;
+	__u8 *dst;
+
+	if (n != VZ_NIL && flags == BPF_NOEXIST)
+		return -EEXIST;
+	if (n == VZ_NIL && flags == BPF_EXIST)
+		return -ENOENT;
+	if (n == VZ_NIL) {
+		n = alloc_node(map);
+		if (n == VZ_NIL)
+			return map->type == BPF_MAP_TYPE_LPM_TRIE ? -ENOSPC :
+								    -E2BIG;
+		memcpy(node_key(map, n), key, map->key_size);
+		memset(node_value(map, n), 0, impl->node_value_bytes);
+		bucket = bucket_of(map, key);
+		impl->nodes[n].next = *bucket;
+		impl->nodes[n].in_use = 1;
+		*bucket = n;
+		lru_push_front(impl, n);
+		impl->count++;
+	} else if (is_lru(map)) {
+		lru_unlink(impl, n);
+		lru_push_front(impl, n);
+	}
+	dst = node_value(map, n);
+	if (!is_percpu(map)) {
+		memcpy(dst, value, map->value_size);
+	} else if (all_workers) {
+		for (w = 0; w < map->nworkers; w++)
+			memcpy(dst + (size_t)w * map->value_stride,
+			       (const __u8 *)value +
+				       (size_t)w * map->value_stride,
+			       map->value_size);
+	} else {
+		/* from an NF: its own copy; the others start at zero (BPF) */
+		memcpy(dst + (size_t)vz_worker_id * map->value_stride, value,
+		       map->value_size);
+	}
+	return 0;
+}
+
+/* ---- LPM: entries keyed by (prefixlen, address masked to prefixlen) ------- */
+
+static __u32 lpm_data_bits(const struct vz_map *map)
+{
+	return (map->key_size - (__u32)sizeof(__u32)) * 8;
+}
+
+static void lpm_mask(struct vz_map *map, __u8 *key, __u32 prefixlen)
+{
+	__u8 *data = key + sizeof(__u32);
+	__u32 bytes = map->key_size - (__u32)sizeof(__u32), i;
+
+	memcpy(key, &prefixlen, sizeof(prefixlen));
+	for (i = 0; i < bytes; i++) {
+		if (prefixlen >= (i + 1) * 8)
+			continue;
+		if (prefixlen <= i * 8)
+			data[i] = 0;
+		else
+			data[i] &= (__u8)(0xff << (8 - (prefixlen - i * 8)));
+	}
+}
+
+static __u32 lpm_find(struct vz_map *map, const void *key)
+{
+	__u8 *probe = map->impl->scratch_key;
+	__u32 prefixlen, plen, n;
+
+	memcpy(&prefixlen, key, sizeof(prefixlen));
+	if (prefixlen > lpm_data_bits(map))
+		prefixlen = lpm_data_bits(map);
+	for (plen = prefixlen + 1; plen-- > 0;) {
+		memcpy(probe, key, map->key_size);
+		lpm_mask(map, probe, plen);
+		n = find_node(map, probe);
+		if (n != VZ_NIL)
+			return n;
+	}
+	return VZ_NIL;
+}
+
+/* ---- the API ---------------------------------------------------------------- */
+
+void *vz_map_lookup_slow(struct vz_map *map, const void *key)
+{
+	struct vz_map_impl *impl = map->impl;
+	void *value = NULL;
+	__u32 n;
+
+	if (!impl)
+		return NULL;
+	pthread_spin_lock(&impl->lock);
+	n = map->type == BPF_MAP_TYPE_LPM_TRIE ? lpm_find(map, key) :
+						 find_node(map, key);
+	if (n != VZ_NIL) {
+		if (is_lru(map)) {
+			lru_unlink(impl, n);
+			lru_push_front(impl, n);
+		}
+		value = node_value(map, n);
+		if (is_percpu(map))
+			value = (__u8 *)value +
+				(size_t)vz_worker_id * map->value_stride;
+	}
+	pthread_spin_unlock(&impl->lock);
+	return value;
+}
+
+static int array_write(struct vz_map *map, const void *key, const void *value,
+		       __u64 flags, int all_workers)
+{
+	__u32 index = *(const __u32 *)key, w;
+
+	if (index >= map->max_entries)
+		return -E2BIG;
+	if (flags == BPF_NOEXIST)
+		return -EEXIST;	/* every array slot always exists */
+	for (w = 0; w < map->nworkers; w++) {
+		const __u8 *src = value;
+
+		if (is_percpu(map)) {
+			if (!all_workers && w != vz_worker_id)
+				continue;
+			if (all_workers)
+				src += (size_t)w * map->value_stride;
+		}
+		memcpy(map->values + w * map->worker_stride +
+			       (size_t)index * map->value_stride,
+		       src, map->value_size);
+	}
+	return 0;
+}
+
+static int map_write(struct vz_map *map, const void *key, const void *value,
+		     __u64 flags, int all_workers)
+{
+	__u8 *masked;
+	__u32 prefixlen;
+	int err;
+
+	if (flags > BPF_EXIST)
+		return -EINVAL;
+	if (map->values)
+		return array_write(map, key, value, flags, all_workers);
+	if (!map->impl)
+		return -EINVAL;
+	pthread_spin_lock(&map->impl->lock);
+	if (map->type == BPF_MAP_TYPE_LPM_TRIE) {
+		memcpy(&prefixlen, key, sizeof(prefixlen));
+		if (prefixlen > lpm_data_bits(map)) {
+			err = -EINVAL;
+		} else {
+			masked = map->impl->scratch_key;
+			memcpy(masked, key, map->key_size);
+			lpm_mask(map, masked, prefixlen);
+			err = hash_update(map, masked, value, flags,
+					  all_workers);
+		}
+	} else {
+		err = hash_update(map, key, value, flags, all_workers);
+	}
+	pthread_spin_unlock(&map->impl->lock);
+	return err;
+}
+
+int vz_map_update_elem(struct vz_map *map, const void *key, const void *value,
+		       __u64 flags)
+{
+	return map_write(map, key, value, flags, 0);
+}
+
+int vz_map_write(struct vz_map *map, const void *key, const void *value,
+		 __u64 flags)
+{
+	return map_write(map, key, value, flags, 1);
+}
+
+int vz_map_delete_elem(struct vz_map *map, const void *key)
+{
+	__u8 *probe;
+	__u32 prefixlen, n;
+	int err = 0;
+
+	if (map->values)
+		return -EINVAL;	/* array slots cannot be deleted */
+	if (!map->impl)
+		return -EINVAL;
+	pthread_spin_lock(&map->impl->lock);
+	if (map->type == BPF_MAP_TYPE_LPM_TRIE) {
+		memcpy(&prefixlen, key, sizeof(prefixlen));
+		probe = map->impl->scratch_key;
+		memcpy(probe, key, map->key_size);
+		if (prefixlen > lpm_data_bits(map)) {
+			err = -EINVAL;
+			goto out;
+		}
+		lpm_mask(map, probe, prefixlen);
+		key = probe;
+	}
+	n = find_node(map, key);
+	if (n == VZ_NIL)
+		err = -ENOENT;
+	else
+		remove_node(map, n);
+out:
+	pthread_spin_unlock(&map->impl->lock);
+	return err;
+}
+
+int vz_map_read(struct vz_map *map, const void *key, void *value)
+{
+	__u32 index, n, w;
+	int err = 0;
+
+	if (map->values) {
+		index = *(const __u32 *)key;
+		if (index >= map->max_entries)
+			return -ENOENT;
+		for (w = 0; w < map->nworkers; w++)
+			memcpy((__u8 *)value + (size_t)w * map->value_stride,
+			       map->values + w * map->worker_stride +
+				       (size_t)index * map->value_stride,
+			       map->value_size);
+		return 0;
+	}
+	if (!map->impl)
+		return -EINVAL;
+	pthread_spin_lock(&map->impl->lock);
+	n = map->type == BPF_MAP_TYPE_LPM_TRIE ? lpm_find(map, key) :
+						 find_node(map, key);
+	if (n == VZ_NIL) {
+		err = -ENOENT;
+	} else if (is_percpu(map)) {
+		for (w = 0; w < map->nworkers; w++)
+			memcpy((__u8 *)value + (size_t)w * map->value_stride,
+			       node_value(map, n) +
+				       (size_t)w * map->value_stride,
+			       map->value_size);
+	} else {
+		memcpy(value, node_value(map, n), map->value_size);
+	}
+	pthread_spin_unlock(&map->impl->lock);
+	return err;
+}
+
+int vz_map_next_key(struct vz_map *map, const void *key, void *next_key)
+{
+	struct vz_map_impl *impl = map->impl;
+	__u32 index = 0, n;
+	int err = -ENOENT;
+
+	if (map->values) {
+		if (key)
+			index = *(const __u32 *)key + 1;
+		if (index >= map->max_entries)
+			return -ENOENT;
+		memcpy(next_key, &index, sizeof(index));
+		return 0;
+	}
+	if (!impl)
+		return -EINVAL;
+	/* Node order is stable between calls that do not change the map. */
+	pthread_spin_lock(&impl->lock);
+	n = 0;
+	if (key) {
+		n = find_node(map, key);
+		n = n == VZ_NIL ? 0 : n + 1;
+	}
+	for (; n < map->max_entries; n++) {
+		if (impl->nodes[n].in_use) {
+			memcpy(next_key, node_key(map, n), map->key_size);
+			err = 0;
+			break;
+		}
+	}
+	pthread_spin_unlock(&impl->lock);
+	return err;
+}
