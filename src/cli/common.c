@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xdp/libxdp.h>
+
 #include "cli/common.h"
 
 void vz_err(const char *fmt, ...)
@@ -38,6 +40,8 @@ int vz_nf_open(struct vz_nf *nf, const char *bpf_path, const char *native_path,
 
 	memset(nf, 0, sizeof(*nf));
 	libbpf_set_print(quiet_libbpf);
+	/* e.g. its dispatcher fallback notice: say it only when debugging */
+	libxdp_set_print((libxdp_print_fn_t)quiet_libbpf);
 	nf->obj = bpf_object__open_file(bpf_path, NULL);
 	if (!nf->obj) {
 		ret = -errno;
