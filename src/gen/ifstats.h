@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Interface facts through SIOCETHTOOL/SIOCGIFHWADDR ioctls. */
+#ifndef VZ_GEN_IFSTATS_H
+#define VZ_GEN_IFSTATS_H
+
+#include <linux/types.h>
+#include <stdbool.h>
+
+/* XDP transmit counters, summed over queues (veth: tx_queue_N_xdp_xmit). */
+struct vz_if_xmit {
+	bool known;		/* the driver reports them */
+	__u64 xmit;
+	__u64 errors;
+};
+
+int vz_if_xmit_read(const char *ifname, struct vz_if_xmit *out);
+int vz_if_mac(const char *ifname, __u8 mac[6]);
+
+#endif
