@@ -1,0 +1,72 @@
+"""Running veloz's own commands, possibly inside a testbed namespace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from veloz.errors import VelozError
+
+
+def veloz_argv(*args: str) -> list[str]:
+    """This very veloz, runnable in another namespace (same interpreter/venv)."""
+    return [sys.executable, "-m", "veloz.cli", *args]
+
+
+def in_netns(netns: str | None, argv: Sequence[str]) -> list[str]:
+    return ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
+
+
+def run_json(argv: Sequence[str], timeout: float) -> dict:
+    """Run a command that prints one JSON object; its error line on failure."""
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise VelozError(_last_line(done.stderr) or f"{argv[0]} failed", code=1)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].removeprefix("veloz: ") if lines else ""
+
+
+class Runner:
+    """`veloz run ... --json` in the background: wait for attach, stop, summary."""
+
+    def __init__(self, argv: Sequence[str], attach_timeout: float = 15.0) -> None:
+        self.proc = subprocess.Popen(
+            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + attach_timeout
+        line = self.proc.stdout.readline()
+        if time.monotonic() > deadline or not line:
+            self.proc.wait(timeout=10)
+            err = _last_line(self.proc.stderr.read() if self.proc.stderr else "")
+            raise VelozError(err or "the NF did not start", code=1)
+        self.attached = json.loads(line)
+
+    def stop(self) -> dict:
+        """SIGINT, as a user's Ctrl-C; returns the summary record."""
+        self.proc.send_signal(2)
+        out, err = self.proc.communicate(timeout=20)
+        records = [json.loads(x) for x in out.splitlines() if x.strip()]
+        summary = [r for r in records if r.get("summary")]
+        if self.proc.returncode != 0 or not summary:
+            raise VelozError(_last_line(err) or "the NF did not stop cleanly", code=1)
+        return summary[-1]
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(2)
+            try:
+                self.proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.communicate()
