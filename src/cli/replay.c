@@ -42,6 +42,7 @@ struct replay {
 	__u64 redirected[VZ_MAX_PORTS];
 	/* totals */
 	__u64 packets, sent, by_verdict[VZ_VERDICT_COUNT], skipped;
+	__u64 timing_counted[VZ_VERDICT_COUNT]; /* counted by --repeat runs */
 	double ns_sum;
 };
 
@@ -115,6 +116,20 @@ static int xdp_setup(struct replay *r)
 	CPU_SET(sched_getcpu(), &cpus);
 	sched_setaffinity(0, sizeof(cpus), &cpus);
 	return 0;
+}
+
+/* Take the per-port totals as they are now (after timing runs). */
+static void xdp_refresh_redirected(struct replay *r)
+{
+	__u32 port;
+	int cpu;
+
+	for (port = 0; port < VZ_MAX_PORTS; port++) {
+		if (bpf_map_lookup_elem(r->redirects_fd, &port, r->percpu))
+			continue;
+		for (r->redirected[port] = 0, cpu = 0; cpu < r->ncpus; cpu++)
+			r->redirected[port] += r->percpu[cpu].packets;
+	}
 }
 
 /* Which port's counter moved since the last redirect. */
@@ -285,7 +300,8 @@ static int print_summary(struct replay *r, const char *out_path)
 	}
 	for (v = 0; v < VZ_VERDICT_COUNT; v++) {
 		/* runts and oversize frames are dropped before the NF */
-		__u64 expect = r->by_verdict[v] - (v == VZ_DROP ? r->skipped : 0);
+		__u64 expect = r->by_verdict[v] + r->timing_counted[v] -
+			       (v == VZ_DROP ? r->skipped : 0);
 
 		if (counted[v] != expect) {
 			vz_err("counters disagree: the NF counted %llu %s, "
@@ -338,10 +354,11 @@ static int print_summary(struct replay *r, const char *out_path)
 static int replay_all(struct replay *r, struct vz_pcap_in *in,
 		      struct vz_pcap_out *out)
 {
+	__u64 before[VZ_VERDICT_COUNT], after[VZ_VERDICT_COUNT];
 	struct vz_pcap_record rec;
 	struct result res;
 	char err[256];
-	int rc;
+	int rc, v;
 
 	while ((rc = vz_pcap_next(in, &rec, err, sizeof(err))) == 1) {
 		__u32 len = rec.caplen;
@@ -352,12 +369,27 @@ static int replay_all(struct replay *r, struct vz_pcap_in *in,
 			res.verdict = VZ_DROP;
 			res.skipped = len < ETH_HLEN ? "runt" : "oversize";
 			r->skipped++;
-		} else if (r->backend == BACKEND_XDP) {
-			rc = xdp_run(r, rec.data, len, &res);
-			if (rc)
-				return rc;
 		} else {
-			native_run(r, rec.data, len, &res);
+			if (r->repeat && read_nf_stats(r, before))
+				return -EIO;
+			if (r->backend == BACKEND_XDP) {
+				rc = xdp_run(r, rec.data, len, &res);
+				if (rc)
+					return rc;
+			} else {
+				native_run(r, rec.data, len, &res);
+			}
+			/* The timing runs count too: keep them apart. */
+			if (r->repeat) {
+				if (read_nf_stats(r, after))
+					return -EIO;
+				for (v = 0; v < VZ_VERDICT_COUNT; v++)
+					r->timing_counted[v] +=
+						after[v] - before[v] -
+						(v == res.verdict ? 1 : 0);
+				if (r->backend == BACKEND_XDP)
+					xdp_refresh_redirected(r);
+			}
 		}
 		if (res.verdict < 0 || res.verdict >= VZ_VERDICT_COUNT)
 			res.verdict = VZ_ABORTED;
