@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from veloz import paths
 from veloz.errors import VelozError
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr, like every other veloz error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"veloz: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from veloz import demo, gen, replay, run, testbed_cli
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="veloz",
         description="Fast packet processing on Linux: one NF, written once, on XDP "
         "(native and generic) and in userspace, and a lab that measures it.",

@@ -478,8 +478,10 @@ int main(int argc, char **argv)
 		vz_err("%s", errbuf);
 		return 2;
 	}
-	if (vz_nf_open(&r.nf, bpf_path, native_path, sets, nsets, 1))
+	if (vz_nf_open(&r.nf, bpf_path, native_path, sets, nsets, 1)) {
+		err = 2;	/* a bad NF or config: bad input */
 		goto out;
+	}
 	if (r.backend == BACKEND_XDP) {
 		if (xdp_setup(&r))
 			goto out;
@@ -493,8 +495,14 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (replay_all(&r, in, out))
+	if (replay_all(&r, in, out)) {
+		/* no half-written output that looks like a result */
+		vz_pcap_close_out(out);
+		out = NULL;
+		if (out_path)
+			unlink(out_path);
 		goto out;
+	}
 	vz_pcap_close_out(out);
 	out = NULL;
 	err = print_summary(&r, out_path) ? 1 : 0;
