@@ -44,8 +44,10 @@ def measure(backend: str, gen_args: list[str], timeout: float) -> dict:
     """One phase: drop NF attached in vz-dut, traffic from vz-gen, both counts."""
     nf_argv = veloz_argv("run", "drop", "--backend", backend, "--iface", "dut-gen", "--json")
     with Runner(in_netns("vz-dut", nf_argv)) as runner:
-        sent = run_json(in_netns("vz-gen", veloz_argv("gen", "--iface", "gen-dut",
-                                                      "--json", *gen_args)), timeout)
+        sent = run_json(
+            in_netns("vz-gen", veloz_argv("gen", "--iface", "gen-dut", "--json", *gen_args)),
+            timeout,
+        )
         time.sleep(0.3)  # the last frames reach the DUT's counters
         counted = runner.stop()
     return {
@@ -69,12 +71,18 @@ def run(args: argparse.Namespace) -> int:
         testbed.up()
         for backend in BACKENDS:
             err.print(f"[bold]{backend}[/]: exact phase, {args.count} packets at {args.rate} pps")
-            exact = measure(backend, ["--size", str(args.size), "--count", str(args.count),
-                                      "--rate", args.rate], timeout=120)
+            exact = measure(
+                backend,
+                ["--size", str(args.size), "--count", str(args.count), "--rate", args.rate],
+                timeout=120,
+            )
             rows.append({"phase": "exact", **exact})
             err.print(f"[bold]{backend}[/]: peak phase, {args.peak_seconds} s unpaced")
-            peak = measure(backend, ["--size", str(args.size), "--rate", "0",
-                                     "--duration", str(args.peak_seconds)], timeout=120)
+            peak = measure(
+                backend,
+                ["--size", str(args.size), "--rate", "0", "--duration", str(args.peak_seconds)],
+                timeout=120,
+            )
             rows.append({"phase": "peak", **peak})
     except testbed.TestbedError as e:
         raise VelozError(str(e), code=1) from None
@@ -93,13 +101,20 @@ def run(args: argparse.Namespace) -> int:
 
 def print_table(rows: list[dict], size: int) -> None:
     table = Table(title=f"drop NF, {size}-byte frames, vz-gen -> vz-dut (veth)")
-    for col in ("backend", "phase", "sent", "counted by NF", "lost", "offered pps",
-                "counted pps"):
+    for col in ("backend", "phase", "sent", "counted by NF", "lost", "offered pps", "counted pps"):
         table.add_column(col, justify="left" if col in ("backend", "phase") else "right")
     for r in rows:
-        table.add_row(r["backend"], r["phase"], f"{r['sent']:,}", f"{r['counted']:,}",
-                      f"{r['sent'] - r['counted']:,}", f"{r['offered_pps']:,.0f}",
-                      f"{r['counted_pps']:,.0f}")
+        table.add_row(
+            r["backend"],
+            r["phase"],
+            f"{r['sent']:,}",
+            f"{r['counted']:,}",
+            f"{r['sent'] - r['counted']:,}",
+            f"{r['offered_pps']:,.0f}",
+            f"{r['counted_pps']:,.0f}",
+        )
     Console().print(table)
-    print("peak rates are limited by the generator and veth on this machine, not by "
-          "the NF: both share its CPUs")
+    print(
+        "peak rates are limited by the generator and veth on this machine, not by "
+        "the NF: both share its CPUs"
+    )

@@ -15,12 +15,15 @@ whatever state it starts from, and `down()` removes it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
+import io
 import ipaddress
 import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -31,6 +34,8 @@ from pyroute2 import IPRoute, netns
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.ifaddrmsg import IFA_F_NODAD
 from pyroute2.netlink.rtnl.ndmsg import NUD_PERMANENT
+from rich.console import Console
+from rich.table import Table
 
 NAMESPACES: tuple[str, ...] = ("vz-gen", "vz-dut", "vz-sink")
 
@@ -41,6 +46,11 @@ ROUTER = "vz-dut"
 # leak that into the next one (and veth native XDP refuses large MTUs).
 MTU = 1500
 
+# The far ends, where frames an NF sends out of the DUT arrive.
+FAR_ENDS = ("gen-dut", "sink-dut")
+# What up() attaches there (see _ensure_receiver); `veloz run` replaces it.
+RECEIVER_PROG = "vz_tb_rx"
+
 NETNS_DIR = "/run/netns"
 # Serialises up()/down() between processes (two pytest runs, CLI + tests):
 # interleaved creation would otherwise fail with EEXIST half-way.
@@ -49,6 +59,9 @@ LOCK_PATH = "/run/lock/veloz-testbed.lock"
 # How long up() waits for the kernel to report the links operationally up
 # (linkwatch applies carrier changes asynchronously, up to ~1 s later).
 UP_TIMEOUT_S = 5.0
+# up() returns only after the veths have been silent this long (see _sysctls).
+QUIET_S = 0.2
+QUIET_TIMEOUT_S = 5.0
 
 
 class TestbedError(Exception):
@@ -95,6 +108,8 @@ ROUTES: tuple[Route, ...] = (
     Route("vz-sink", "198.18.0.0/24", "198.18.1.1"),
     Route("vz-sink", "fd00:198:18::/64", "fd00:198:18:1::1"),
 )
+
+RTN_UNICAST = 1  # <linux/rtnetlink.h>: an ordinary route (not local, blackhole, ...)
 
 # IFLA_XDP_ATTACHED as decoded by pyroute2 -> the names status() reports.
 _XDP_MODES = {"xdp": "native", "xdpgeneric": "generic", "xdpoffload": "offload",
@@ -207,7 +222,11 @@ def _link(ipr: Any, ifname: str) -> Any | None:
 
 
 def up() -> None:
-    """Build the testbed, or repair it: converges to PLAN from any state."""
+    """Build the testbed, or repair it: converges to PLAN from any state.
+
+    Returns once every link is up and the kernel has stopped talking on its
+    own, so the next frame on a veth is one a test sent.
+    """
     _require_root()
     with _lock():
         for ns in NAMESPACES:
@@ -215,16 +234,104 @@ def up() -> None:
         for a, b in _pairs():
             _ensure_veth(a, b)
         for ns in NAMESPACES:
+            # Before the links go up: a new link's first moments are when
+            # IPv6 would send RS, DAD and MLD frames.
+            _in_netns(ns, ["sysctl", "-q", "-w", *_sysctls(ns)], f"{ns}: setting sysctls")
+        for ns in NAMESPACES:
             _configure_netns(ns)
-        _in_netns(ROUTER, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1",
-                           "net.ipv6.conf.all.forwarding=1"],
-                  f"{ROUTER}: enabling forwarding")  # fmt: skip
         for ep in PLAN:
             # Without GRO (NAPI) on the receiving veth, frames an XDP program
-            # sends into the pair (XDP_TX, redirect) are dropped.
+            # sends into the pair (XDP_TX, redirect) are dropped at once. (On
+            # 6.18 native XDP_TX into a GRO-only peer was still lost in our
+            # runs; a peer running any XDP program, or generic mode, works.)
             _in_netns(ep.netns, ["ethtool", "-K", ep.ifname, "gro", "on"],
                       f"{ep.netns}: enabling GRO on {ep.ifname}")  # fmt: skip
+        for ifname in FAR_ENDS:
+            _ensure_receiver(endpoint(ifname))
         _wait_operational()
+        _wait_quiet()
+
+
+# ---------------------------------------------------------------- receivers
+
+_BPF_PROG_LOAD = 5
+_BPF_PROG_TYPE_XDP = 6
+_XDP_FLAGS_UPDATE_IF_NOEXIST = 1
+_XDP_FLAGS_DRV_MODE = 4
+_SYS_BPF = {"x86_64": 321, "aarch64": 280}
+
+
+def _load_xdp_pass(name: str) -> int:
+    """`return XDP_PASS` loaded straight through bpf(2): no compiler, no build."""
+    nr = _SYS_BPF.get(os.uname().machine)
+    if nr is None:
+        raise TestbedError(f"bpf(2) syscall number unknown on {os.uname().machine}")
+    insns = bytes.fromhex("b7000000020000009500000000000000")  # r0 = XDP_PASS; exit
+    insn_buf = ctypes.create_string_buffer(insns, len(insns))
+    license_buf = ctypes.create_string_buffer(b"GPL")
+    attr = bytearray(128)
+    struct.pack_into("=IIQQ", attr, 0, _BPF_PROG_TYPE_XDP, len(insns) // 8,
+                     ctypes.addressof(insn_buf), ctypes.addressof(license_buf))  # fmt: skip
+    attr[48 : 48 + len(name)] = name.encode()  # prog_name
+    attr_buf = ctypes.create_string_buffer(bytes(attr), len(attr))
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.syscall(nr, _BPF_PROG_LOAD, attr_buf, len(attr))
+    if fd < 0:
+        raise TestbedError(f"cannot load the receive program: {os.strerror(ctypes.get_errno())}")
+    return int(fd)
+
+
+def _ensure_receiver(ep: Endpoint) -> None:
+    """An XDP_PASS program on a far end, unless it already runs XDP.
+
+    A veth delivers frames that XDP sends into it (XDP_TX, redirect) only if
+    the receiving end's NAPI runs. GRO is enough for redirects, but on 6.18
+    the XDP_TX flush (veth_xdp_flush) wakes the peer only when the peer has
+    an XDP program: without one, XDP_TX frames fill its ring and are lost.
+    A real NIC has no such condition, so the testbed gives each far end the
+    smallest XDP program there is. Attached through netlink, it stays after
+    we close the fd, and goes with the namespace.
+    """
+    with _ipr(ep.netns) as ipr:
+        link = _link(ipr, ep.ifname)
+        if link is None or _xdp(link) is not None:
+            return  # someone's program (a veloz run, a test): leave it
+        fd = _load_xdp_pass(RECEIVER_PROG)
+        try:
+            with _step(f"{ep.netns}: attaching the receive program to {ep.ifname}"):
+                flags = _XDP_FLAGS_DRV_MODE | _XDP_FLAGS_UPDATE_IF_NOEXIST
+                ipr.link(
+                    "set",
+                    index=link["index"],
+                    xdp={"attrs": [("IFLA_XDP_FD", fd), ("IFLA_XDP_FLAGS", flags)]},
+                )
+        finally:
+            os.close(fd)
+
+
+def _sysctls(ns: str) -> list[str]:
+    """key=value settings for `ns`: forwarding only in the DUT, and a silent IPv6.
+
+    Left alone, IPv6 sends router solicitations forever (with backoff), DAD
+    probes and MLD reports on every veth; a test counting frames would count
+    those too. With neighbours static and no router advertising, none is needed.
+    MLD reports cannot be switched off, so their repeats are squeezed into a
+    few ms and up() waits them out (_wait_quiet).
+    """
+    forward = "1" if ns == ROUTER else "0"
+    settings = [f"net.ipv4.ip_forward={forward}", f"net.ipv6.conf.all.forwarding={forward}"]
+    quiet = {
+        "accept_dad": 0,
+        "dad_transmits": 0,
+        "router_solicitations": 0,
+        "accept_ra": 0,
+        "mldv1_unsolicited_report_interval": 10,  # ms
+        "mldv2_unsolicited_report_interval": 10,
+    }
+    # "default" for links created later, each link because they exist already.
+    for conf in ("all", "default", *(ep.ifname for ep in PLAN if ep.netns == ns)):
+        settings += [f"net.ipv6.conf.{conf}.{key}={value}" for key, value in quiet.items()]
+    return settings
 
 
 def _ensure_netns(ns: str) -> None:
@@ -282,12 +389,16 @@ def _configure_endpoint(ipr: Any, ep: Endpoint) -> None:
         # veth allows MAC and MTU changes while up; setting them
         # unconditionally is simpler than comparing first.
         ipr.link("set", index=index, address=ep.mac, mtu=MTU, state="up")
+    have = {f"{a.get('address')}/{a['prefixlen']}" for a in ipr.addr("dump", index=index)}
     for cidr in (ep.ipv4, ep.ipv6):
+        # Only if missing: even a no-op "replace" of an IPv6 address makes the
+        # kernel send MLD reports, i.e. stray frames on an idle testbed.
+        if cidr in have:
+            continue
         iface = ipaddress.ip_interface(cidr)
         with _step(f"{ep.netns}: adding {cidr} to {ep.ifname}"):
-            # replace = add-or-update, so a second up() is a no-op. NODAD:
-            # usable at once (IPv4 ignores the flag).
-            ipr.addr("replace", index=index, address=str(iface.ip),
+            # NODAD: usable at once (IPv4 ignores the flag).
+            ipr.addr("add", index=index, address=str(iface.ip),
                      prefixlen=iface.network.prefixlen, flags=IFA_F_NODAD)  # fmt: skip
     for addr, mac in _neighbours(ep):
         with _step(f"{ep.netns}: neighbour {addr} -> {mac} on {ep.ifname}"):
@@ -296,13 +407,17 @@ def _configure_endpoint(ipr: Any, ep: Endpoint) -> None:
 
 def _remove_default_routes(ipr: Any, ns: str) -> None:
     # Nothing in the plan adds one, but a test or a stray RA could; a default
-    # route is the one way testbed traffic could leave for a real network.
+    # route is the one way testbed traffic could head for a real network.
+    # Any table, gateway or not: policy routing could use any of them.
     for family in (socket.AF_INET, socket.AF_INET6):
-        for route in ipr.route("dump", family=family, dst_len=0, table=254):
-            if route.get("dst") is None and route.get("gateway") is not None:
-                with _step(f"{ns}: removing a default route"):
-                    ipr.route("del", family=family, dst_len=0, table=254,
-                              gateway=route.get("gateway"), oif=route.get("oif"))  # fmt: skip
+        for route in ipr.route("dump", family=family):
+            if route["dst_len"] != 0 or route["type"] != RTN_UNICAST:
+                continue
+            keys = {"table": route.get("table"), "priority": route.get("priority"),
+                    "oif": route.get("oif"), "gateway": route.get("gateway")}  # fmt: skip
+            with _step(f"{ns}: removing a default route"):
+                ipr.route("del", family=family, dst_len=0,
+                          **{k: v for k, v in keys.items() if v is not None})  # fmt: skip
 
 
 def _wait_operational() -> None:
@@ -315,6 +430,31 @@ def _wait_operational() -> None:
         if time.monotonic() > deadline:
             raise TestbedError("testbed did not come up: " + "; ".join(st["problems"]))
         time.sleep(0.05)
+
+
+def _wait_quiet() -> None:
+    """Wait until no veth has sent a frame for QUIET_S (the last MLD reports).
+
+    Gives up silently after QUIET_TIMEOUT_S: traffic a test is already sending
+    is not up()'s business.
+    """
+    deadline = time.monotonic() + QUIET_TIMEOUT_S
+    last, since = _tx_packets(), time.monotonic()
+    while time.monotonic() - since < QUIET_S and time.monotonic() < deadline:
+        time.sleep(QUIET_S / 4)
+        now = _tx_packets()
+        if now != last:
+            last, since = now, time.monotonic()
+
+
+def _tx_packets() -> int:
+    total = 0
+    for ns in NAMESPACES:
+        with _ipr(ns) as ipr, _step(f"{ns}: reading link counters"):
+            for ep in (ep for ep in PLAN if ep.netns == ns):
+                (link,) = ipr.link("get", ifname=ep.ifname)
+                total += link.get("IFLA_STATS64")["tx_packets"]
+    return total
 
 
 # ---------------------------------------------------------------- down
@@ -398,10 +538,10 @@ def _describe(ns: str, link: Any, cidrs: list[str], gro: dict[str, bool]) -> dic
 
 def _gro(ns: str) -> dict[str, bool]:
     """GRO state of the plan's interfaces in `ns` (ethtool; no rtnetlink attribute has it)."""
-    result = {}
+    result: dict[str, bool] = {}
+    if shutil.which("ethtool") is None:
+        return result
     for ep in (ep for ep in PLAN if ep.netns == ns):
-        if shutil.which("ethtool") is None:
-            break
         proc = subprocess.run(["ip", "netns", "exec", ns, "ethtool", "--json", "-k", ep.ifname],
                               capture_output=True, text=True, check=False)  # fmt: skip
         if proc.returncode == 0:
@@ -446,10 +586,13 @@ def _problems(present: list[str], interfaces: list[dict[str, Any]]) -> list[str]
     for ep in PLAN:
         iface = found.get((ep.netns, ep.ifname))
         if iface is None:
-            problems.append(f"{ep.netns}/{ep.ifname} missing")
+            if ep.netns in present:  # else the namespace's line already says it
+                problems.append(f"{ep.netns}/{ep.ifname} missing")
             continue
         if iface["state"] != "UP":
             problems.append(f"{ep.ifname} is {iface['state']}, not UP")
+        if iface["gro"] is False:
+            problems.append(f"{ep.ifname} has GRO off (XDP_TX/redirect into it would be lost)")
         if iface["mac"] != ep.mac:
             problems.append(f"{ep.ifname} has MAC {iface['mac']}, not {ep.mac}")
         for want, have in ((ep.ipv4, iface["ipv4"]), (ep.ipv6, iface["ipv6"])):
@@ -469,15 +612,15 @@ def ping(ns: str, address: str, timeout: float = 2.0) -> bool:
     """
     _require_root()
     v6 = ipaddress.ip_address(address).version == 6
-    family, proto = (socket.AF_INET6, socket.IPPROTO_ICMPV6) if v6 else (socket.AF_INET, 1)
+    family, proto = (
+        (socket.AF_INET6, socket.IPPROTO_ICMPV6) if v6 else (socket.AF_INET, socket.IPPROTO_ICMP)
+    )
     request, reply = (128, 129) if v6 else (8, 0)
     ident = os.getpid() & 0xFFFF
     with _step(f"{ns}: opening an ICMP socket"):
         sock = netns.create_socket(ns, family, socket.SOCK_RAW, proto, flags=0)
     with sock:
-        sock.settimeout(timeout)
-        # The kernel fills in the ICMPv6 checksum; ICMPv4 needs ours.
-        echo = _icmp_echo(request, ident, compute_checksum=not v6)
+        echo = _icmp_echo(request, ident)
         sock.sendto(echo, (address, 0))
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
@@ -493,10 +636,10 @@ def ping(ns: str, address: str, timeout: float = 2.0) -> bool:
     return False
 
 
-def _icmp_echo(icmp_type: int, ident: int, compute_checksum: bool) -> bytes:
+def _icmp_echo(icmp_type: int, ident: int) -> bytes:
+    """An echo request with sequence 1 and the ICMPv4 checksum; for ICMPv6 the
+    kernel overwrites the checksum (it covers the pseudo-header)."""
     body = ident.to_bytes(2, "big") + (1).to_bytes(2, "big") + b"veloz-testbed"
-    if not compute_checksum:
-        return bytes([icmp_type, 0, 0, 0]) + body
     data = bytes([icmp_type, 0, 0, 0]) + body
     data += b"\0" * (len(data) % 2)
     total = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
@@ -511,11 +654,6 @@ def _icmp_echo(icmp_type: int, ident: int, compute_checksum: bool) -> bytes:
 
 def format_status(st: dict[str, Any]) -> str:
     """A plain-text table of status(); no colours or TTY needed."""
-    import io
-
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(box=None, pad_edge=False)
     for column in ("netns", "ifname", "mac", "state", "mtu", "ipv4", "ipv6", "gro", "xdp"):
         table.add_column(column, no_wrap=column != "ipv6")

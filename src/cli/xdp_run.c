@@ -170,6 +170,13 @@ static int check_port(struct runner *r, struct port *port)
 	}
 	if (!now.any)
 		return 0;
+	if (!strcmp(now.names, VZ_TESTBED_RX_PROG)) {
+		ret = vz_xdp_detach_all(port->ifindex);
+		if (ret)
+			vz_err("cannot replace the testbed's receive program on "
+			       "%s: %s", port->ifname, strerror(-ret));
+		return ret;
+	}
 	if (!now.ours) {
 		vz_err("%s already has an XDP program that is not veloz's (%s, "
 		       "%s mode); detach it first, e.g. xdp-loader unload %s "

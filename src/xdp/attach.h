@@ -13,6 +13,11 @@
 
 /* Programs veloz attaches are named vz_xdp_<nf>. */
 #define VZ_XDP_PROG_PREFIX "vz_xdp_"
+/*
+ * The testbed's XDP_PASS program on its far ends (python/veloz/testbed.py):
+ * a placeholder, which `veloz run` replaces without asking.
+ */
+#define VZ_TESTBED_RX_PROG "vz_tb_rx"
 
 /* Does this process have CAP_NET_ADMIN and CAP_BPF (or CAP_SYS_ADMIN)? */
 bool vz_xdp_privileged(void);
