@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
 
 def print_table(rows: list[dict], size: int) -> None:
     table = Table(title=f"drop NF, {size}-byte frames, vz-gen -> vz-dut (veth)")
-    for col in ("backend", "phase", "sent", "counted by NF", "lost", "offered pps", "counted pps"):
+    for col in ("backend", "phase", "sent", "counted", "lost", "offered pps", "counted pps"):
         table.add_column(col, justify="left" if col in ("backend", "phase") else "right")
     for r in rows:
         table.add_row(
@@ -113,8 +113,11 @@ def print_table(rows: list[dict], size: int) -> None:
             f"{r['offered_pps']:,.0f}",
             f"{r['counted_pps']:,.0f}",
         )
-    Console().print(table)
+    # Not a terminal (CI, a pipe): rich would squeeze the table to 80 columns.
+    console = Console() if sys.stdout.isatty() else Console(width=100)
+    console.print(table)
     print(
-        "peak rates are limited by the generator and veth on this machine, not by "
-        "the NF: both share its CPUs"
+        "sent: frames the generator's driver transmitted; counted: by the NF's own counters.\n"
+        "peak: unpaced, as fast as the generator goes. Generator and DUT share this machine's\n"
+        "CPUs and a veth pair, so the peak is a testbed figure, not the NF's ceiling."
     )

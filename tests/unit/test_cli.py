@@ -1,0 +1,102 @@
+"""The `veloz` command's plumbing, without root: config, rates, errors."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+
+import pytest
+
+from veloz import config, gen, paths, run
+from veloz.errors import VelozError
+from veloz.proc import veloz_argv
+
+
+def test_config_file_and_sets_become_assignments(tmp_path):
+    f = tmp_path / "m.toml"
+    f.write_text("accesses = 400\nflag = true\n")
+    values = config.load(str(f)) | config.parse_sets(["accesses=12"])
+    assert config.to_assignments(values) == ["accesses=12", "flag=1"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("accesses = ", "config file"), ("accesses = 1.5", "expected an integer"),
+     ("accesses = 'many'", "not an integer")],
+)  # fmt: skip
+def test_bad_config_files_are_refused(tmp_path, content, message):
+    f = tmp_path / "bad.toml"
+    f.write_text(content + "\n")
+    with pytest.raises(VelozError, match=message):
+        config.to_assignments(config.load(str(f)))
+
+
+def test_missing_config_file():
+    with pytest.raises(VelozError, match="does not exist"):
+        config.load("/nonexistent/veloz.toml")
+
+
+def test_port_fields_may_name_interfaces():
+    assert config.to_assignments({"port": "dut-sink"}, ["dut-gen", "dut-sink"]) == ["port=1"]
+    with pytest.raises(VelozError, match="one of the ports"):
+        config.to_assignments({"port": "eth9"}, ["dut-gen"])
+
+
+def test_run_adds_a_named_port_and_keeps_order():
+    args = argparse.Namespace(
+        nf="redirect", backend="xdp", iface=["dut-gen", "dut-gen"], config=None,
+        set=["port=dut-sink"], json=True, duration=None, interval=1.0, replace=False,
+    )  # fmt: skip
+    cmd = run.command(args)
+    ifaces = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--iface"]
+    assert ifaces == ["dut-gen", "dut-sink"]
+    assert cmd[cmd.index("--set") + 1] == "port=1"
+    assert cmd[cmd.index("--mode") + 1] == "native"
+
+
+def test_later_backends_say_so():
+    args = argparse.Namespace(nf="drop", backend="dpdk", iface=["x"], config=None, set=None,
+                              json=False, duration=None, interval=1.0, replace=False)  # fmt: skip
+    with pytest.raises(VelozError, match="not available"):
+        run.command(args)
+
+
+@pytest.mark.parametrize(
+    ("text", "size", "pps"),
+    [("100k", 64, 100_000), ("2M", 64, 2_000_000), ("2Mpps", 64, 2_000_000),
+     ("1.5k", 64, 1500), ("512kbps", 64, 1000), ("1Gbps", 1000, 125_000)],
+)  # fmt: skip
+def test_rates(text, size, pps):
+    assert gen.parse_rate(text, size) == pps
+
+
+@pytest.mark.parametrize("text", ["fast", "1Tpps", "-5", "0.1", ""])
+def test_bad_rates(text):
+    with pytest.raises(VelozError):
+        gen.parse_rate(text, 64)
+
+
+def test_unknown_nf_lists_the_known_ones():
+    with pytest.raises(VelozError, match=r"unknown NF 'nope' \(available: .*drop.*\)"):
+        paths.nf("nope")
+    with pytest.raises(VelozError, match="unknown NF"):
+        paths.nf("../nf/drop")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["replay"], ["replay", "drop", "--backend", "bogus", "--in", "x"], ["frobnicate"],
+     ["run", "drop", "--backend", "xdp"], ["gen", "--iface", "lo", "--size", "many"]],
+)  # fmt: skip
+def test_usage_errors_are_one_line(argv):
+    done = subprocess.run(veloz_argv(*argv), capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith("veloz: ") and done.stderr.count("\n") == 1, done.stderr
+    assert done.stdout == ""
+
+
+def test_every_subcommand_has_help():
+    for sub in ("testbed", "run", "replay", "gen", "demo", "nfs"):
+        done = subprocess.run(veloz_argv(sub, "--help"), capture_output=True, text=True,
+                              check=False)  # fmt: skip
+        assert done.returncode == 0 and "usage: veloz " + sub in done.stdout
