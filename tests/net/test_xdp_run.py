@@ -50,12 +50,17 @@ def xdp_attached(netns: str, ifname: str) -> bool:
 
 
 class Capture:
-    """tcpdump in a namespace, incoming frames only, until stop()."""
+    """tcpdump in a namespace, incoming frames only, until stop().
+
+    --immediate-mode: otherwise libpcap's TPACKET_V3 ring hands frames to
+    tcpdump a block at a time, on a 1 s timer, and a capture stopped sooner
+    ends with frames the kernel saw but tcpdump never wrote.
+    """
 
     def __init__(self, netns: str, ifname: str, path: Path, bpf_filter: str) -> None:
         self.path = path
         self.proc = subprocess.Popen(
-            in_netns(netns, ["tcpdump", "-n", "-U", "-Q", "in", "-i", ifname,
+            in_netns(netns, ["tcpdump", "-n", "-U", "--immediate-mode", "-Q", "in", "-i", ifname,
                              "-w", str(path), bpf_filter]),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
