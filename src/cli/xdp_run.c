@@ -19,6 +19,7 @@
 #include <bpf/bpf.h>
 
 #include "cli/common.h"
+#include "runtime/clock.h"
 #include "xdp/attach.h"
 
 struct port {
@@ -59,14 +60,6 @@ static void usage(FILE *out)
 		"                  [--mode native|skb] [--set KEY=VALUE]... "
 		"[--json]\n"
 		"                  [--interval S] [--duration S] [--replace]\n");
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Sum a per-CPU vz_stat map entry over CPUs. */
@@ -310,23 +303,10 @@ static void print_attached(struct runner *r)
 	fflush(stdout);
 }
 
-/* Sleep until t or a signal. */
-static void sleep_until(double t)
-{
-	double left;
-	struct timespec ts;
-
-	while (!stop_signal && (left = t - now_s()) > 0) {
-		ts.tv_sec = (time_t)left;
-		ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
-		nanosleep(&ts, NULL);
-	}
-}
-
 static void count_loop(struct runner *r)
 {
 	struct snapshot first, prev, cur;
-	double start = now_s(), last = start, next = start, t;
+	double start = vz_now_s(), last = start, next = start, t;
 
 	take_snapshot(r, &first);
 	prev = first;
@@ -334,8 +314,8 @@ static void count_loop(struct runner *r)
 		next += r->interval;
 		if (r->duration > 0 && next > start + r->duration)
 			next = start + r->duration;
-		sleep_until(next);
-		t = now_s();
+		vz_sleep_until(next, &stop_signal);
+		t = vz_now_s();
 		take_snapshot(r, &cur);
 		print_stats(r, &cur, &prev, t - start, t - last, false);
 		prev = cur;
@@ -343,7 +323,7 @@ static void count_loop(struct runner *r)
 		if (r->duration > 0 && t - start >= r->duration - 1e-6)
 			break;
 	}
-	t = now_s();
+	t = vz_now_s();
 	take_snapshot(r, &cur);
 	print_stats(r, &cur, &first, t - start, t - start, true);
 }

@@ -36,8 +36,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <veloz/csum.h>
+
 #include "gen/gen.h"
 #include "gen/ifstats.h"
+#include "runtime/clock.h"
 #include "xdp/attach.h"
 
 #define GEN_DST_PORT 9		/* discard */
@@ -73,14 +76,6 @@ static void fail(const char *fmt, const char *arg)
 	fputc('\n', stderr);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int parse_mac(const char *text, __u8 mac[ETH_ALEN])
 {
 	unsigned int b[ETH_ALEN];
@@ -93,19 +88,6 @@ static int parse_mac(const char *text, __u8 mac[ETH_ALEN])
 	for (i = 0; i < ETH_ALEN; i++)
 		mac[i] = (__u8)b[i];
 	return 0;
-}
-
-static __u16 ipv4_checksum(const void *hdr)
-{
-	const __u16 *word = hdr;
-	__u32 sum = 0;
-	int i;
-
-	for (i = 0; i < 10; i++)
-		sum += word[i];
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (__u16)~sum;
 }
 
 static void build_template(struct gen *g)
@@ -127,7 +109,7 @@ static void build_template(struct gen *g)
 	ip->protocol = IPPROTO_UDP;
 	ip->saddr = g->src_ip.s_addr;
 	ip->daddr = g->dst_ip.s_addr;
-	ip->check = ipv4_checksum(ip);
+	ip->check = vz_ipv4_csum(ip);
 	udp->source = htons(GEN_BASE_PORT);
 	udp->dest = htons(GEN_DST_PORT);
 	udp->len = htons((__u16)(g->size - VZ_GEN_UDP_OFF));
@@ -340,8 +322,7 @@ static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 		    .ctx_size_in = sizeof(ctx),
 		    .flags = BPF_F_TEST_XDP_LIVE_FRAMES);
 	__u64 sent = 0, chunk;
-	double start = now_s(), due, t;
-	struct timespec ts;
+	double start = vz_now_s(), due, t;
 
 	/* About a millisecond of traffic per call; big calls at full rate. */
 	chunk = g->rate ? g->rate / 1000 : GEN_MAX_CHUNK;
@@ -351,7 +332,7 @@ static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 		chunk = GEN_MAX_CHUNK;
 	*err = 0;
 	while (!stop_signal) {
-		t = now_s();
+		t = vz_now_s();
 		if (g->duration > 0 && !g->count && t - start >= g->duration)
 			break;
 		if (g->count && sent >= g->count)
@@ -359,10 +340,7 @@ static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 		if (g->rate) {
 			due = start + (double)sent / (double)g->rate;
 			if (due > t) {
-				ts.tv_sec = (time_t)(due - t);
-				ts.tv_nsec = (long)((due - t -
-						     (double)ts.tv_sec) * 1e9);
-				nanosleep(&ts, NULL);
+				vz_sleep_until(due, &stop_signal);
 				continue;
 			}
 		}
@@ -377,7 +355,7 @@ static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 		}
 		sent += opts.repeat;
 	}
-	*elapsed = now_s() - start;
+	*elapsed = vz_now_s() - start;
 	return sent;
 }
 
