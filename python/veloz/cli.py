@@ -6,7 +6,6 @@ import argparse
 import sys
 from typing import NoReturn
 
-from veloz import paths
 from veloz.errors import VelozError
 
 
@@ -18,7 +17,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from veloz import demo, gen, replay, run, testbed_cli
+    from veloz import demo, gen, nfs, replay, run, testbed_cli
 
     parser = OneLineParser(
         prog="veloz",
@@ -31,8 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_parser(sub)
     gen.add_parser(sub)
     demo.add_parser(sub)
-    nfs = sub.add_parser("nfs", help="list the NFs this build has")
-    nfs.set_defaults(func=lambda _args: print("\n".join(paths.available_nfs())) or 0)
+    nfs.add_parser(sub)
     return parser
 
 

@@ -66,10 +66,10 @@ def run_veloz(*args: str | Path, timeout: float = TIMEOUT) -> subprocess.Complet
 
 
 def list_nfs() -> list[str]:
-    proc = run_veloz("nfs", timeout=30)
+    proc = run_veloz("nfs", "--json", timeout=30)
     if proc.returncode != 0:
         raise RuntimeError(f"`veloz nfs` failed ({proc.returncode}): {proc.stderr.strip()}")
-    nfs = proc.stdout.split()
+    nfs = [nf["name"] for nf in json.loads(proc.stdout)]
     if not nfs:
         raise RuntimeError("`veloz nfs` lists no NF: is the C build done (ninja -C build)?")
     return nfs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 
 import pytest
@@ -100,3 +101,15 @@ def test_every_subcommand_has_help():
         done = subprocess.run(veloz_argv(sub, "--help"), capture_output=True, text=True,
                               check=False)  # fmt: skip
         assert done.returncode == 0 and "usage: veloz " + sub in done.stdout
+
+
+def test_nfs_describes_config_from_btf():
+    done = subprocess.run(veloz_argv("nfs", "--json"), capture_output=True, text=True, check=True)
+    infos = {nf["name"]: nf for nf in json.loads(done.stdout)}
+    assert {"drop", "pass", "tx", "redirect", "memaccess"} <= infos.keys()
+    assert infos["redirect"]["config"] == [
+        {"name": "port", "offset": 0, "size": 4, "signed": False, "default": 1}
+    ]
+    assert [f["name"] for f in infos["memaccess"]["config"]] == ["accesses"]
+    assert infos["memaccess"]["maps"][0]["type"] == "percpu_array"
+    assert all(nf["program"] == "vz_xdp_" + name for name, nf in infos.items())
