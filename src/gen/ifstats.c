@@ -29,11 +29,7 @@ static bool ends_with(const char *s, const char *suffix)
 
 int vz_if_xmit_read(const char *ifname, struct vz_if_xmit *out)
 {
-	struct {
-		struct ethtool_sset_info hdr;
-		__u32 len;
-	} sset = { .hdr = { .cmd = ETHTOOL_GSSET_INFO,
-			    .sset_mask = 1ull << ETH_SS_STATS } };
+	struct ethtool_sset_info *sset = NULL;	/* + one __u32: the count */
 	struct ethtool_gstrings *names = NULL;
 	struct ethtool_stats *stats = NULL;
 	const char *name;
@@ -44,9 +40,14 @@ int vz_if_xmit_read(const char *ifname, struct vz_if_xmit *out)
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (ethtool(fd, ifname, &sset) || !sset.hdr.sset_mask)
+	sset = calloc(1, sizeof(*sset) + sizeof(__u32));
+	if (!sset)
 		goto out;
-	n = sset.len;
+	sset->cmd = ETHTOOL_GSSET_INFO;
+	sset->sset_mask = 1ull << ETH_SS_STATS;
+	if (ethtool(fd, ifname, sset) || !sset->sset_mask)
+		goto out;
+	n = sset->data[0];
 	names = calloc(1, sizeof(*names) + (size_t)n * ETH_GSTRING_LEN);
 	stats = calloc(1, sizeof(*stats) + (size_t)n * sizeof(__u64));
 	if (!names || !stats)
@@ -69,6 +70,7 @@ int vz_if_xmit_read(const char *ifname, struct vz_if_xmit *out)
 	}
 	err = 0;
 out:
+	free(sset);
 	free(names);
 	free(stats);
 	close(fd);
