@@ -5,7 +5,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 
-.PHONY: all build build-sanitize test test-unit test-prog test-net test-sanitize demo clean lint
+.PHONY: all build build-sanitize build-fuzz test test-unit test-prog test-net test-sanitize fuzz \
+	demo clean lint
 
 all: build
 
@@ -21,6 +22,7 @@ test: build
 	meson test -C $(BUILD) --print-errorlogs
 	$(PYTEST) -v tests
 	$(MAKE) test-sanitize
+	$(MAKE) fuzz
 
 # ASan + UBSan build of all native code, in its own build directory.
 SANITIZE_BUILD ?= build-sanitize
@@ -46,6 +48,39 @@ test-prog: build
 test-net: build
 	$(PYTEST) -v tests/net
 
+# libFuzzer, clang, ASan + UBSan: each NF differentially (kernel vs native)
+# and the config parser, FUZZ_SECONDS each, seeded from tests/vectors.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 15
+FUZZ_NFS ?= drop pass tx redirect memaccess
+$(FUZZ_BUILD)/build.ninja:
+	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Db_sanitize=address,undefined \
+		-Db_lundef=false -Dc_args='-fsanitize=fuzzer-no-link -fno-sanitize-recover=all'
+
+build-fuzz: $(FUZZ_BUILD)/build.ninja
+	ninja -C $(FUZZ_BUILD)
+
+fuzz: build-fuzz
+	$(PY) tests/fuzz/seeds.py $(FUZZ_BUILD)/seeds
+	set -e; for nf in $(FUZZ_NFS); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$nf; \
+		log=$(FUZZ_BUILD)/fuzz-$$nf.log; \
+		VZ_FUZZ_NF=$$nf VZ_FUZZ_BUILD=$(FUZZ_BUILD) VZ_FUZZ_SET=$$( \
+			[ $$nf = memaccess ] && echo accesses=64; [ $$nf = redirect ] && echo port=5; true) \
+			$(FUZZ_BUILD)/tests/fuzz/fuzz-nf-diff -max_total_time=$(FUZZ_SECONDS) \
+			-max_len=9216 -artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
+			$(FUZZ_BUILD)/corpus/$$nf $(FUZZ_BUILD)/seeds/frames > $$log 2>&1 \
+			|| { tail -40 $$log; echo "fuzz-nf-diff $$nf FAILED"; exit 1; }; \
+		echo "fuzz-nf-diff $$nf: $$(grep -o 'number_of_executed_units: [0-9]*' $$log) frames, xdp == native"; \
+	done
+	mkdir -p $(FUZZ_BUILD)/corpus/config
+	VZ_FUZZ_NF=memaccess VZ_FUZZ_BUILD=$(FUZZ_BUILD) $(FUZZ_BUILD)/tests/fuzz/fuzz-config \
+		-max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
+		$(FUZZ_BUILD)/corpus/config $(FUZZ_BUILD)/seeds/config > $(FUZZ_BUILD)/fuzz-config.log 2>&1 \
+		|| { tail -40 $(FUZZ_BUILD)/fuzz-config.log; echo "fuzz-config FAILED"; exit 1; }
+	@echo "fuzz-config: $$(grep -o 'number_of_executed_units: [0-9]*' $(FUZZ_BUILD)/fuzz-config.log) inputs"
+
+
 demo: build
 	$(VENV)/bin/veloz demo
 
@@ -53,4 +88,4 @@ lint:
 	$(VENV)/bin/ruff check python tests
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The config parser under fuzzing: any "key=value" text against an NF's
+ * config (from its BTF) is accepted or refused with a message, never a
+ * crash, and what is accepted passes the NF's own check or is refused by it.
+ *
+ *   VZ_FUZZ_NF=memaccess VZ_FUZZ_BUILD=build-fuzz fuzz-config [libFuzzer args]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/common.h"
+
+static struct vz_nf nf;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const __u8 *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const char *name = getenv("VZ_FUZZ_NF"), *build = getenv("VZ_FUZZ_BUILD");
+	char bpf[4096], so[4096];
+
+	(void)argc;
+	(void)argv;
+	if (!name || !build) {
+		fprintf(stderr, "fuzz-config: set VZ_FUZZ_NF and VZ_FUZZ_BUILD\n");
+		exit(1);
+	}
+	snprintf(bpf, sizeof(bpf), "%s/nf/%s.bpf.o", build, name);
+	snprintf(so, sizeof(so), "%s/nf/%s.so", build, name);
+	if (vz_nf_open(&nf, bpf, so, NULL, 0, 1))
+		exit(1);
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const __u8 *data, size_t size)
+{
+	char text[256], err[512];
+	int ret;
+
+	if (size >= sizeof(text))
+		return 0;
+	memcpy(text, data, size);
+	text[size] = '\0';
+	err[0] = '\0';
+	ret = vz_config_set(&nf.cfg, text, err, sizeof(err));
+	if (ret && !err[0])
+		abort();	/* a refusal always says why */
+	if (!ret) {
+		err[0] = '\0';
+		ret = vz_config_check(&nf.cfg, &nf.native, err, sizeof(err));
+		if (ret && !err[0])
+			abort();
+	}
+	return 0;
+}
