@@ -12,11 +12,12 @@
 
 /* Verdicts. The values are the XDP actions, so the BPF build maps them 1:1. */
 enum vz_verdict {
-	VZ_ABORTED = 0,		/* NF error or failed redirect: dropped, counted */
+	VZ_ABORTED = 0, /* NF error or failed redirect: dropped, counted */
 	VZ_DROP = 1,
-	VZ_PASS = 2,		/* hand the packet to the host's kernel stack */
-	VZ_TX = 3,		/* send back out of the ingress port */
-	VZ_REDIRECT_VERDICT = 4, /* out of ctx's redirect port, see VZ_REDIRECT() */
+	VZ_PASS = 2, /* hand the packet to the host's kernel stack */
+	VZ_TX = 3, /* send back out of the ingress port */
+	VZ_REDIRECT_VERDICT =
+		4, /* out of ctx's redirect port, see VZ_REDIRECT() */
 	VZ_VERDICT_COUNT = 5,
 };
 
@@ -46,7 +47,7 @@ struct vz_stat {
 #define VZ_HEADER_OFF_MAX 4096
 #define VZ_HEADER_LEN_MAX 512
 
-/* ---- NF configurations -------------------------------------------------- */
+/* ---- NF configurations --------------------------------------------------- */
 
 /* nf/redirect.c: every packet goes out of this port. */
 struct vz_redirect_config {
@@ -57,7 +58,7 @@ struct vz_redirect_config {
 #define VZ_MEMACCESS_MAX 4096
 #define VZ_MEMACCESS_SLOTS 4096
 struct vz_memaccess_config {
-	__u32 accesses;		/* reads+writes of the table per packet */
+	__u32 accesses; /* reads+writes of the table per packet */
 };
 
 /* 16 KiB: fits a per-CPU map value and the L1 cache of any server core. */

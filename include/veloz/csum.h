@@ -26,7 +26,7 @@ VZ_INLINE __u16 vz_csum_fold(__u32 sum)
  */
 VZ_INLINE void vz_csum_replace2(__u16 *check, __u16 old, __u16 new)
 {
-	__u32 sum = (__u16)~*check;
+	__u32 sum = (__u16) ~*check;
 
 	sum += (__u16)~old;
 	sum += new;
@@ -35,10 +35,10 @@ VZ_INLINE void vz_csum_replace2(__u16 *check, __u16 old, __u16 new)
 
 VZ_INLINE void vz_csum_replace4(__u16 *check, __u32 old, __u32 new)
 {
-	__u32 sum = (__u16)~*check;
+	__u32 sum = (__u16) ~*check;
 
-	sum += (__u16)~(old >> 16);
-	sum += (__u16)~(old & 0xffff);
+	sum += (__u16) ~(old >> 16);
+	sum += (__u16) ~(old & 0xffff);
 	sum += new >> 16;
 	sum += new & 0xffff;
 	*check = vz_csum_fold(sum);

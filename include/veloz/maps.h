@@ -27,16 +27,16 @@ struct vz_map_impl;
 
 struct vz_map {
 	const char *name;
-	__u32 type;		/* enum bpf_map_type */
+	__u32 type; /* enum bpf_map_type */
 	__u32 key_size;
 	__u32 value_size;
 	__u32 max_entries;
 	__u32 flags;
 	/* Filled by vz_map_init(): */
-	__u32 value_stride;	/* value_size rounded up to 8, as BPF does */
-	__u32 nworkers;		/* copies of a per-CPU value */
-	__u64 worker_stride;	/* bytes between two workers' copies */
-	__u8 *values;		/* array maps: the values themselves */
+	__u32 value_stride; /* value_size rounded up to 8, as BPF does */
+	__u32 nworkers; /* copies of a per-CPU value */
+	__u64 worker_stride; /* bytes between two workers' copies */
+	__u8 *values; /* array maps: the values themselves */
 	struct vz_map_impl *impl; /* hash, LRU and LPM maps */
 };
 

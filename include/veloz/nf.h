@@ -35,7 +35,7 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
-#include <bpf/bpf_endian.h>	/* bpf_htons() and friends work in userspace */
+#include <bpf/bpf_endian.h> /* bpf_htons() and friends work in userspace */
 #include <veloz/maps.h>
 #include <veloz/nf_native.h>
 #define VZ_INLINE static inline __attribute__((always_inline))
@@ -47,16 +47,16 @@
 /* ---- Maps ---------------------------------------------------------------- */
 
 #ifdef VZ_BUILD_BPF
-#define VZ__MAP(name, mtype, ktype, vtype, n, mflags)                          \
-	struct {                                                               \
-		__uint(type, mtype);                                           \
-		__type(key, ktype);                                            \
-		__type(value, vtype);                                          \
-		__uint(max_entries, n);                                        \
-		__uint(map_flags, mflags);                                     \
+#define VZ__MAP(name, mtype, ktype, vtype, n, mflags) \
+	struct {                                      \
+		__uint(type, mtype);                  \
+		__type(key, ktype);                   \
+		__type(value, vtype);                 \
+		__uint(max_entries, n);               \
+		__uint(map_flags, mflags);            \
 	} name SEC(".maps")
 #define vz_map_lookup(map, key) bpf_map_lookup_elem(map, key)
-#define vz_map_update(map, key, value, flags)                                  \
+#define vz_map_update(map, key, value, flags) \
 	bpf_map_update_elem(map, key, value, flags)
 #define vz_map_delete(map, key) bpf_map_delete_elem(map, key)
 #else
@@ -65,35 +65,35 @@
  * section so the loader can find every map of an NF (the linker provides
  * __start_vz_maps and __stop_vz_maps).
  */
-#define VZ__MAP(map_name, mtype, ktype, vtype, n, mflags)                      \
-	static struct vz_map map_name = {                                      \
-		.name = #map_name,                                             \
-		.type = (mtype),                                               \
-		.key_size = sizeof(ktype),                                     \
-		.value_size = sizeof(vtype),                                   \
-		.max_entries = (n),                                            \
-		.flags = (mflags),                                             \
-	};                                                                     \
-	static struct vz_map *const vz__map_ref_##map_name                     \
+#define VZ__MAP(map_name, mtype, ktype, vtype, n, mflags)  \
+	static struct vz_map map_name = {                  \
+		.name = #map_name,                         \
+		.type = (mtype),                           \
+		.key_size = sizeof(ktype),                 \
+		.value_size = sizeof(vtype),               \
+		.max_entries = (n),                        \
+		.flags = (mflags),                         \
+	};                                                 \
+	static struct vz_map *const vz__map_ref_##map_name \
 		__attribute__((used, section("vz_maps"))) = &map_name
 #define vz_map_lookup(map, key) vz_map_lookup_elem(map, key)
-#define vz_map_update(map, key, value, flags)                                  \
+#define vz_map_update(map, key, value, flags) \
 	vz_map_update_elem(map, key, value, flags)
 #define vz_map_delete(map, key) vz_map_delete_elem(map, key)
 #endif
 
-#define VZ_ARRAY(name, vtype, n)                                               \
+#define VZ_ARRAY(name, vtype, n) \
 	VZ__MAP(name, BPF_MAP_TYPE_ARRAY, __u32, vtype, n, 0)
-#define VZ_PERCPU_ARRAY(name, vtype, n)                                        \
+#define VZ_PERCPU_ARRAY(name, vtype, n) \
 	VZ__MAP(name, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, vtype, n, 0)
-#define VZ_HASH(name, ktype, vtype, n)                                         \
+#define VZ_HASH(name, ktype, vtype, n) \
 	VZ__MAP(name, BPF_MAP_TYPE_HASH, ktype, vtype, n, 0)
-#define VZ_PERCPU_HASH(name, ktype, vtype, n)                                  \
+#define VZ_PERCPU_HASH(name, ktype, vtype, n) \
 	VZ__MAP(name, BPF_MAP_TYPE_PERCPU_HASH, ktype, vtype, n, 0)
-#define VZ_LRU_HASH(name, ktype, vtype, n)                                     \
+#define VZ_LRU_HASH(name, ktype, vtype, n) \
 	VZ__MAP(name, BPF_MAP_TYPE_LRU_HASH, ktype, vtype, n, 0)
 /* ktype starts with __u32 prefixlen, then the address bytes (as BPF's). */
-#define VZ_LPM(name, ktype, vtype, n)                                          \
+#define VZ_LPM(name, ktype, vtype, n) \
 	VZ__MAP(name, BPF_MAP_TYPE_LPM_TRIE, ktype, vtype, n, BPF_F_NO_PREALLOC)
 
 /* ---- Configuration --------------------------------------------------------
@@ -107,17 +107,17 @@
  */
 #ifdef VZ_BUILD_BPF
 #define VZ_CONFIG(type) type vz_config SEC(".data.vz_config")
-#define VZ_CONFIG_CHECK(type, cfg)                                             \
-	static __attribute__((unused)) const char *vz_config_check(            \
+#define VZ_CONFIG_CHECK(type, cfg)                                  \
+	static __attribute__((unused)) const char *vz_config_check( \
 		const type *cfg)
 #else
 #define VZ_CONFIG(type) type vz_config
-#define VZ_CONFIG_CHECK(type, cfg)                                             \
-	const char *vz_config_check(const type *cfg);                          \
+#define VZ_CONFIG_CHECK(type, cfg)                    \
+	const char *vz_config_check(const type *cfg); \
 	const char *vz_config_check(const type *cfg)
 #endif
 
-/* ---- Maps every NF has ---------------------------------------------------- */
+/* ---- Maps every NF has --------------------------------------------------- */
 
 /* Packets and bytes per final verdict, and redirected per output port. */
 VZ_PERCPU_ARRAY(vz_stats, struct vz_stat, VZ_VERDICT_COUNT);
@@ -139,7 +139,7 @@ VZ_HASH(vz_ifports, __u32, __u32, VZ_MAX_PORTS);
 VZ_ARRAY(vz_ports, __u32, VZ_MAX_PORTS);
 #endif
 
-/* ---- Packet context ------------------------------------------------------- */
+/* ---- Packet context ------------------------------------------------------ */
 
 #ifdef VZ_BUILD_BPF
 struct vz_ctx {
@@ -220,7 +220,7 @@ VZ_INLINE __u64 vz_time_ns(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);	/* bpf_ktime_get_ns()'s clock */
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns()'s clock */
 	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
 }
 
@@ -314,38 +314,40 @@ VZ_INLINE int vz__finish(struct vz_ctx *ctx, int verdict, __u64 frame_len)
  * reach it), or the native descriptor vz_nf_desc.
  */
 #ifdef VZ_BUILD_BPF
-#define VZ_NF(nf_name)                                                            \
-	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx);                       \
-	SEC("xdp.frags") int vz_xdp_##nf_name(struct xdp_md *xdp)                 \
-	{                                                                      \
-		struct vz_ctx ctx = { .xdp = xdp };                            \
-		__u64 frame_len = vz__frame_len(&ctx);                         \
-		return vz__finish(&ctx, vz__nf_##nf_name(&ctx), frame_len);       \
-	}                                                                      \
-	char vz_license[] SEC("license") = "Dual BSD/GPL";                     \
-	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx __attribute__((unused)))
+#define VZ_NF(nf_name)                                                      \
+	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx);                 \
+	SEC("xdp.frags") int vz_xdp_##nf_name(struct xdp_md *xdp)           \
+	{                                                                   \
+		struct vz_ctx ctx = { .xdp = xdp };                         \
+		__u64 frame_len = vz__frame_len(&ctx);                      \
+		return vz__finish(&ctx, vz__nf_##nf_name(&ctx), frame_len); \
+	}                                                                   \
+	char vz_license[] SEC("license") = "Dual BSD/GPL";                  \
+	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx                   \
+				       __attribute__((unused)))
 #else
 extern struct vz_map *const __start_vz_maps[];
 extern struct vz_map *const __stop_vz_maps[];
 
-#define VZ_NF(nf_name)                                                            \
-	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx);                       \
-	static int vz__run_##nf_name(struct vz_ctx *ctx)                          \
-	{                                                                      \
-		__u64 frame_len = vz__frame_len(ctx);                          \
-		return vz__finish(ctx, vz__nf_##nf_name(ctx), frame_len);         \
-	}                                                                      \
-	const struct vz_nf_desc vz_nf_desc = {                                 \
-		.abi = VZ_NF_ABI,                                              \
-		.name = #nf_name,                                                 \
-		.run = vz__run_##nf_name,                                         \
-		.maps = __start_vz_maps,                                       \
-		.maps_end = __stop_vz_maps,                                    \
-	};                                                                     \
-	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx __attribute__((unused)))
+#define VZ_NF(nf_name)                                                    \
+	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx);               \
+	static int vz__run_##nf_name(struct vz_ctx *ctx)                  \
+	{                                                                 \
+		__u64 frame_len = vz__frame_len(ctx);                     \
+		return vz__finish(ctx, vz__nf_##nf_name(ctx), frame_len); \
+	}                                                                 \
+	const struct vz_nf_desc vz_nf_desc = {                            \
+		.abi = VZ_NF_ABI,                                         \
+		.name = #nf_name,                                         \
+		.run = vz__run_##nf_name,                                 \
+		.maps = __start_vz_maps,                                  \
+		.maps_end = __stop_vz_maps,                               \
+	};                                                                \
+	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx                 \
+				       __attribute__((unused)))
 #endif
 
-/* ---- Protocol helpers: one implementation for both builds ----------------- */
+/* ---- Protocol helpers: one implementation for both builds ---------------- */
 
 #include <veloz/csum.h>
 

@@ -11,10 +11,10 @@
 #include <veloz/maps.h>
 
 struct vz_ctx {
-	__u8 *data;		/* first byte of the frame */
-	__u8 *data_end;		/* end of the linear part */
-	__u8 *data_hard_start;	/* start of the headroom */
-	__u32 frags_len;	/* bytes after data_end, not visible to the NF */
+	__u8 *data; /* first byte of the frame */
+	__u8 *data_end; /* end of the linear part */
+	__u8 *data_hard_start; /* start of the headroom */
+	__u32 frags_len; /* bytes after data_end, not visible to the NF */
 	__u32 ingress_port;
 	__u32 redirect_port;
 };
@@ -22,10 +22,10 @@ struct vz_ctx {
 #define VZ_NF_ABI 1
 
 struct vz_nf_desc {
-	__u32 abi;			/* VZ_NF_ABI */
+	__u32 abi; /* VZ_NF_ABI */
 	const char *name;
-	int (*run)(struct vz_ctx *ctx);	/* body + counting: the final action */
-	struct vz_map *const *maps;	/* every map of the NF */
+	int (*run)(struct vz_ctx *ctx); /* body + counting: the final action */
+	struct vz_map *const *maps; /* every map of the NF */
 	struct vz_map *const *maps_end;
 };
 

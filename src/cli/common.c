@@ -46,7 +46,8 @@ int vz_nf_open(struct vz_nf *nf, const char *bpf_path, const char *native_path,
 	if (!nf->obj) {
 		ret = -errno;
 		nf->obj = NULL;
-		vz_err("cannot open NF object %s: %s", bpf_path, strerror(-ret));
+		vz_err("cannot open NF object %s: %s", bpf_path,
+		       strerror(-ret));
 		return ret;
 	}
 	ret = vz_config_open(&nf->cfg, nf->obj, err, sizeof(err));

@@ -16,8 +16,8 @@ void vz_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An NF as the control plane holds it: both builds and one configuration. */
 struct vz_nf {
 	const char *name;
-	struct bpf_object *obj;		/* opened, not loaded */
-	struct vz_native_nf native;	/* loaded: runs VZ_CONFIG_CHECK too */
+	struct bpf_object *obj; /* opened, not loaded */
+	struct vz_native_nf native; /* loaded: runs VZ_CONFIG_CHECK too */
 	struct vz_nf_config cfg;
 };
 

@@ -61,7 +61,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!bpf_path || !native_path || optind != argc) {
-		fprintf(stderr, "usage: vz-nfinfo --bpf NF.bpf.o --native NF.so\n");
+		fprintf(stderr,
+			"usage: vz-nfinfo --bpf NF.bpf.o --native NF.so\n");
 		return 2;
 	}
 	if (vz_nf_open(&nf, bpf_path, native_path, NULL, 0, 1))

@@ -11,7 +11,7 @@
 
 #include "cli/offline.h"
 
-/* ---- xdp: BPF_PROG_TEST_RUN ------------------------------------------- */
+/* ---- xdp: BPF_PROG_TEST_RUN ---------------------------------------------- */
 
 static int map_fd(struct vz_nf *nf, const char *name)
 {
@@ -98,8 +98,8 @@ static int xdp_redirect_port(struct vz_offline *o)
 	return found;
 }
 
-static int xdp_run(struct vz_offline *o, const __u8 *pkt, __u32 len,
-		   __u8 *out, struct vz_offline_result *res)
+static int xdp_run(struct vz_offline *o, const __u8 *pkt, __u32 len, __u8 *out,
+		   struct vz_offline_result *res)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
 		    .data_size_in = len, .data_out = out,
@@ -112,12 +112,12 @@ static int xdp_run(struct vz_offline *o, const __u8 *pkt, __u32 len,
 	}
 	res->verdict = (int)opts.retval;
 	res->len_out = opts.data_size_out;
-	res->port = res->verdict == VZ_REDIRECT_VERDICT ? xdp_redirect_port(o)
-							: -1;
+	res->port =
+		res->verdict == VZ_REDIRECT_VERDICT ? xdp_redirect_port(o) : -1;
 	return 0;
 }
 
-/* ---- native ---------------------------------------------------------------- */
+/* ---- native -------------------------------------------------------------- */
 
 static int native_open(struct vz_offline *o)
 {
@@ -151,8 +151,8 @@ static void native_run(struct vz_offline *o, const __u8 *pkt, __u32 len,
 
 	native_ctx(o, &ctx, pkt, len);
 	res->verdict = vz_native_run(&o->nf->native, &ctx);
-	res->port = res->verdict == VZ_REDIRECT_VERDICT ?
-			    (int)ctx.redirect_port : -1;
+	res->port = res->verdict == VZ_REDIRECT_VERDICT ? (int)ctx.redirect_port
+							: -1;
 	/* Output: the linear part as the NF left it, then the fragments. */
 	linear = (__u32)(ctx.data_end - ctx.data);
 	memcpy(out, ctx.data, linear);
@@ -160,7 +160,7 @@ static void native_run(struct vz_offline *o, const __u8 *pkt, __u32 len,
 	res->len_out = linear + ctx.frags_len;
 }
 
-/* ---- both -------------------------------------------------------------------- */
+/* ---- both ---------------------------------------------------------------- */
 
 int vz_offline_open(struct vz_offline *o, struct vz_nf *nf, bool xdp)
 {
@@ -178,8 +178,8 @@ void vz_offline_close(struct vz_offline *o)
 	memset(o, 0, sizeof(*o));
 }
 
-int vz_offline_run(struct vz_offline *o, const __u8 *pkt, __u32 len,
-		   __u8 *out, struct vz_offline_result *res)
+int vz_offline_run(struct vz_offline *o, const __u8 *pkt, __u32 len, __u8 *out,
+		   struct vz_offline_result *res)
 {
 	if (o->xdp)
 		return xdp_run(o, pkt, len, out, res);
@@ -204,7 +204,7 @@ int vz_offline_time(struct vz_offline *o, const __u8 *pkt, __u32 len,
 			return -errno;
 		}
 		*ns = opts.duration;
-		xdp_redirect_port(o);	/* the timing runs moved counters */
+		xdp_redirect_port(o); /* the timing runs moved counters */
 		return 0;
 	}
 	/* Like the kernel's loop: same buffer, no reset between runs. */
@@ -214,7 +214,8 @@ int vz_offline_time(struct vz_offline *o, const __u8 *pkt, __u32 len,
 		vz_native_run(&o->nf->native, &ctx);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	*ns = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 +
-	       (double)(t1.tv_nsec - t0.tv_nsec)) / (double)repeat;
+	       (double)(t1.tv_nsec - t0.tv_nsec)) /
+	      (double)repeat;
 	return 0;
 }
 
@@ -232,7 +233,7 @@ int vz_offline_counts(struct vz_offline *o, __u64 counted[VZ_VERDICT_COUNT])
 		map = vz_native_map(&o->nf->native, "vz_stats");
 		if (!map || vz_map_read(map, &v, values))
 			return -ENOENT;
-		counted[v] = values[0].packets;	/* one worker */
+		counted[v] = values[0].packets; /* one worker */
 	}
 	return 0;
 }

@@ -27,16 +27,16 @@ struct vz_offline {
 	int stats_fd;
 	int redirects_fd;
 	int ncpus;
-	struct vz_stat *percpu;	/* scratch for per-CPU reads */
-	__u64 redirected[VZ_MAX_PORTS];	/* to tell which port moved */
+	struct vz_stat *percpu; /* scratch for per-CPU reads */
+	__u64 redirected[VZ_MAX_PORTS]; /* to tell which port moved */
 	/* native */
-	__u8 *frame;		/* VZ_HEADROOM + VZ_FRAME_MAX */
+	__u8 *frame; /* VZ_HEADROOM + VZ_FRAME_MAX */
 };
 
 struct vz_offline_result {
-	int verdict;		/* final action, enum vz_verdict */
-	int port;		/* redirect port, or -1 */
-	__u32 len_out;		/* bytes written to out */
+	int verdict; /* final action, enum vz_verdict */
+	int port; /* redirect port, or -1 */
+	__u32 len_out; /* bytes written to out */
 };
 
 /* Load (xdp) or prepare (native) the NF; prints the reason on failure. */
@@ -44,8 +44,8 @@ int vz_offline_open(struct vz_offline *o, struct vz_nf *nf, bool xdp);
 void vz_offline_close(struct vz_offline *o);
 
 /* One run; 14 <= len <= VZ_FRAME_MAX; out holds VZ_OFFLINE_OUT_MAX. */
-int vz_offline_run(struct vz_offline *o, const __u8 *pkt, __u32 len,
-		   __u8 *out, struct vz_offline_result *res);
+int vz_offline_run(struct vz_offline *o, const __u8 *pkt, __u32 len, __u8 *out,
+		   struct vz_offline_result *res);
 
 /* Mean ns per run over `repeat` runs of the frame, like the kernel's loop. */
 int vz_offline_time(struct vz_offline *o, const __u8 *pkt, __u32 len,

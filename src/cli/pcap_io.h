@@ -15,7 +15,7 @@ struct vz_pcap_out;
 
 struct vz_pcap_record {
 	int64_t sec;
-	int64_t frac;		/* micro- or nanoseconds, as the file has it */
+	int64_t frac; /* micro- or nanoseconds, as the file has it */
 	uint32_t caplen;
 	uint32_t len;
 	const uint8_t *data;

@@ -28,7 +28,7 @@ struct replay {
 	struct vz_nf nf;
 	struct vz_offline run;
 	bool json;
-	__u64 repeat;		/* 0: no timing run */
+	__u64 repeat; /* 0: no timing run */
 	/* totals */
 	__u64 packets, sent, by_verdict[VZ_VERDICT_COUNT], skipped;
 	__u64 timing_counted[VZ_VERDICT_COUNT]; /* counted by --repeat runs */
@@ -37,10 +37,10 @@ struct replay {
 
 struct result {
 	int verdict;
-	int port;		/* redirect port, or -1 */
+	int port; /* redirect port, or -1 */
 	__u32 len_out;
-	double ns;		/* per-run cost when timed, else 0 */
-	const char *skipped;	/* why the NF did not see it, or NULL */
+	double ns; /* per-run cost when timed, else 0 */
+	const char *skipped; /* why the NF did not see it, or NULL */
 };
 
 static __u8 out_buf[VZ_OFFLINE_OUT_MAX];
@@ -53,7 +53,7 @@ static void usage(FILE *out)
 		"                 [--json] [--repeat N]\n");
 }
 
-/* ---- output ------------------------------------------------------------------ */
+/* ---- output -------------------------------------------------------------- */
 
 static void print_record(const struct replay *r, __u64 index, __u32 len_in,
 			 const struct result *res)
@@ -117,7 +117,8 @@ static int print_summary(struct replay *r, const char *out_path)
 	       (unsigned long long)r->packets);
 	for (v = 1; v <= VZ_VERDICT_COUNT; v++)
 		if (r->by_verdict[v % VZ_VERDICT_COUNT])
-			printf(" %s %llu", vz_verdict_name(v % VZ_VERDICT_COUNT),
+			printf(" %s %llu",
+			       vz_verdict_name(v % VZ_VERDICT_COUNT),
 			       (unsigned long long)
 				       r->by_verdict[v % VZ_VERDICT_COUNT]);
 	if (r->skipped)
@@ -190,7 +191,8 @@ static int replay_all(struct replay *r, struct vz_pcap_in *in,
 		r->by_verdict[res.verdict]++;
 		r->ns_sum += res.ns;
 		if (out && !res.skipped &&
-		    (res.verdict == VZ_TX || res.verdict == VZ_REDIRECT_VERDICT)) {
+		    (res.verdict == VZ_TX ||
+		     res.verdict == VZ_REDIRECT_VERDICT)) {
 			struct vz_pcap_record sent = rec;
 
 			sent.caplen = sent.len = res.len_out;
@@ -232,15 +234,28 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
 		switch (opt) {
-		case 'b': bpf_path = optarg; break;
-		case 'n': native_path = optarg; break;
-		case 'k': backend = optarg; break;
-		case 'i': in_path = optarg; break;
-		case 'o': out_path = optarg; break;
-		case 'j': r.json = true; break;
+		case 'b':
+			bpf_path = optarg;
+			break;
+		case 'n':
+			native_path = optarg;
+			break;
+		case 'k':
+			backend = optarg;
+			break;
+		case 'i':
+			in_path = optarg;
+			break;
+		case 'o':
+			out_path = optarg;
+			break;
+		case 'j':
+			r.json = true;
+			break;
 		case 's':
 			if (nsets == VZ_MAX_SETS) {
-				vz_err("at most %d config settings", VZ_MAX_SETS);
+				vz_err("at most %d config settings",
+				       VZ_MAX_SETS);
 				return 2;
 			}
 			sets[nsets++] = optarg;
@@ -250,8 +265,12 @@ int main(int argc, char **argv)
 					 &r.repeat))
 				return 2;
 			break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 	}
 	if (!bpf_path || !native_path || !backend || !in_path) {
@@ -273,7 +292,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (vz_nf_open(&r.nf, bpf_path, native_path, sets, nsets, 1)) {
-		err = 2;	/* a bad NF or config: bad input */
+		err = 2; /* a bad NF or config: bad input */
 		goto out;
 	}
 	if (vz_offline_open(&r.run, &r.nf, r.backend == BACKEND_XDP))

@@ -3,8 +3,8 @@
  * vz-xdp run: an NF on live interfaces at the XDP hook (native or generic),
  * loaded and attached through libxdp, with per-interval counters read from
  * the NF's own per-CPU maps. Detaches on SIGINT, SIGTERM, SIGHUP or after
- * --duration (and when stdout goes away); refuses, or with --replace removes, a program a killed run
- * left behind.
+ * --duration (and when stdout goes away); refuses, or with --replace removes, a
+ * program a killed run left behind.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -38,7 +38,7 @@ struct runner {
 	bool json;
 	bool replace;
 	double interval;
-	double duration;	/* 0: until stopped */
+	double duration; /* 0: until stopped */
 	int ncpus;
 	struct vz_stat *percpu;
 	int stats_fd;
@@ -98,8 +98,12 @@ static void print_stats(struct runner *r, const struct snapshot *s,
 			const struct snapshot *prev, double t, double dt,
 			bool summary)
 {
-	double pps = dt > 0 ? (double)(s->total.packets - prev->total.packets) / dt : 0;
-	double bps = dt > 0 ? (double)(s->total.bytes - prev->total.bytes) * 8 / dt : 0;
+	double pps =
+		dt > 0 ? (double)(s->total.packets - prev->total.packets) / dt
+		       : 0;
+	double bps =
+		dt > 0 ? (double)(s->total.bytes - prev->total.bytes) * 8 / dt
+		       : 0;
 	int v, p;
 
 	if (r->json) {
@@ -167,7 +171,8 @@ static int check_port(struct runner *r, struct port *port)
 		ret = vz_xdp_detach_all(port->ifindex);
 		if (ret)
 			vz_err("cannot replace the testbed's receive program on "
-			       "%s: %s", port->ifname, strerror(-ret));
+			       "%s: %s",
+			       port->ifname, strerror(-ret));
 		return ret;
 	}
 	if (!now.ours) {
@@ -471,7 +476,8 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	/* A closed stdout (| head) must stop us cleanly, not kill us attached. */
+	/* A closed stdout (| head) must stop us cleanly, not kill us attached.
+	 */
 	sigaction(SIGPIPE, &sa, NULL);
 	for (i = 0; i < r.nports; i++)
 		if (check_port(&r, &r.ports[i]))
@@ -480,8 +486,8 @@ int main(int argc, char **argv)
 		goto out;
 	r.ncpus = libbpf_num_possible_cpus();
 	r.percpu = calloc((size_t)r.ncpus, sizeof(*r.percpu));
-	r.stats_fd = bpf_map__fd(bpf_object__find_map_by_name(r.nf.obj,
-							       "vz_stats"));
+	r.stats_fd =
+		bpf_map__fd(bpf_object__find_map_by_name(r.nf.obj, "vz_stats"));
 	r.redirects_fd = bpf_map__fd(
 		bpf_object__find_map_by_name(r.nf.obj, "vz_redirects"));
 	if (!r.percpu || r.stats_fd < 0 || r.redirects_fd < 0) {
@@ -493,7 +499,7 @@ int main(int argc, char **argv)
 	ret = 0;
 out:
 	detach_all(&r);
-	xdp_program__close(r.prog);	/* leaves our bpf_object open */
+	xdp_program__close(r.prog); /* leaves our bpf_object open */
 	vz_nf_close(&r.nf);
 	free(r.percpu);
 	return ret;

@@ -43,7 +43,7 @@
 #include "runtime/clock.h"
 #include "xdp/attach.h"
 
-#define GEN_DST_PORT 9		/* discard */
+#define GEN_DST_PORT 9 /* discard */
 #define GEN_BASE_PORT 1024
 #define GEN_MAX_CHUNK 65536
 
@@ -51,8 +51,8 @@ struct gen {
 	const char *ifname;
 	int ifindex;
 	__u32 size;
-	__u64 rate;		/* pps, 0 = as fast as possible */
-	__u64 count;		/* 0 = until duration */
+	__u64 rate; /* pps, 0 = as fast as possible */
+	__u64 count; /* 0 = until duration */
 	double duration;
 	__u32 flows;
 	__u8 src_mac[ETH_ALEN], dst_mac[ETH_ALEN];
@@ -104,7 +104,7 @@ static void build_template(struct gen *g)
 	ip->version = 4;
 	ip->ihl = 5;
 	ip->tot_len = htons((__u16)(g->size - ETH_HLEN));
-	ip->frag_off = htons(0x4000);	/* DF */
+	ip->frag_off = htons(0x4000); /* DF */
 	ip->ttl = 64;
 	ip->protocol = IPPROTO_UDP;
 	ip->saddr = g->src_ip.s_addr;
@@ -136,7 +136,7 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 		fail("cannot open the generator's program %s", g->bpf_path);
 		return -1;
 	}
-	bpf_object__for_each_map(map, *obj)
+	bpf_object__for_each_map (map, *obj)
 		if (strstr(bpf_map__name(map), ".data.vz_gen"))
 			bpf_map__set_initial_value(map, &cfg, sizeof(cfg));
 	err = bpf_object__load(*obj);
@@ -189,9 +189,13 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		case 'i':
 			g->ifname = optarg;
 			break;
-		case 'z': case 'r': case 'c': case 'f':
+		case 'z':
+		case 'r':
+		case 'c':
+		case 'f':
 			n = strtoull(optarg, &end, 10);
-			if (errno || *end || end == optarg || optarg[0] == '-') {
+			if (errno || *end || end == optarg ||
+			    optarg[0] == '-') {
 				fail("'%s' is not a whole number", optarg);
 				return 2;
 			}
@@ -208,14 +212,15 @@ static int parse_args(struct gen *g, int argc, char **argv)
 			g->duration = strtod(optarg, &end);
 			if (errno || *end || g->duration <= 0) {
 				fail("--duration '%s' is not a positive number "
-				     "of seconds", optarg);
+				     "of seconds",
+				     optarg);
 				return 2;
 			}
 			break;
 		case 'S':
 		case 'D':
-			if (parse_mac(optarg, opt == 'S' ? g->src_mac :
-							   g->dst_mac)) {
+			if (parse_mac(optarg,
+				      opt == 'S' ? g->src_mac : g->dst_mac)) {
 				fail("'%s' is not a MAC address", optarg);
 				return 2;
 			}
@@ -224,7 +229,8 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		case 's':
 		case 't':
 			if (inet_pton(AF_INET, optarg,
-				      opt == 's' ? &g->src_ip : &g->dst_ip) != 1) {
+				      opt == 's' ? &g->src_ip : &g->dst_ip) !=
+			    1) {
 				fail("'%s' is not an IPv4 address", optarg);
 				return 2;
 			}
@@ -287,17 +293,22 @@ static int keep_in_dispatcher(int prog_fd, struct vz_iface_lock *lock)
 	if (!vz_xdp_query(lo, &now) && now.any) {
 		if (!now.ours) {
 			/* not ours to touch: run, with coarse pacing */
-			fprintf(stderr, "veloz: lo has an XDP program (%s); "
-					"pacing will be coarse\n", now.names);
+			fprintf(stderr,
+				"veloz: lo has an XDP program (%s); "
+				"pacing will be coarse\n",
+				now.names);
 			return 0;
 		}
-		vz_xdp_detach_all(lo);	/* a killed generator's */
+		vz_xdp_detach_all(lo); /* a killed generator's */
 	}
-	err = bpf_xdp_attach(lo, prog_fd, XDP_FLAGS_SKB_MODE |
-					  XDP_FLAGS_UPDATE_IF_NOEXIST, NULL);
+	err = bpf_xdp_attach(lo, prog_fd,
+			     XDP_FLAGS_SKB_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST,
+			     NULL);
 	if (err)
-		fprintf(stderr, "veloz: cannot hold the generator on lo (%s); "
-				"pacing will be coarse\n", strerror(-err));
+		fprintf(stderr,
+			"veloz: cannot hold the generator on lo (%s); "
+			"pacing will be coarse\n",
+			strerror(-err));
 	return 0;
 }
 
@@ -314,7 +325,8 @@ static void release_dispatcher(int prog_fd, struct vz_iface_lock *lock)
 /* Send until count or duration; returns frames handed to the kernel. */
 static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 {
-	/* the kernel wants data_end to describe the frame when a ctx is given */
+	/* the kernel wants data_end to describe the frame when a ctx is given
+	 */
 	struct xdp_md ctx = { .data_end = g->size,
 			      .ingress_ifindex = (__u32)g->ifindex };
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = g->frame,
@@ -438,13 +450,14 @@ int main(int argc, char **argv)
 	}
 	vz_if_xmit_read(g.ifname, &before);
 	sent = send_loop(&g, prog_fd, &secs, &err);
-	usleep(20000);	/* the last bulk leaves the driver */
+	usleep(20000); /* the last bulk leaves the driver */
 	vz_if_xmit_read(g.ifname, &after);
 	release_dispatcher(prog_fd, &lo_lock);
 	bpf_object__close(obj);
 	if (err) {
-		fprintf(stderr, "veloz: transmit failed on %s after %llu "
-				"frames: %s\n",
+		fprintf(stderr,
+			"veloz: transmit failed on %s after %llu "
+			"frames: %s\n",
 			g.ifname, (unsigned long long)sent, strerror(-err));
 		return 1;
 	}

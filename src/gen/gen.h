@@ -8,19 +8,19 @@
 /* Template: Ethernet + IPv4 (no options) + UDP, then the payload. */
 #define VZ_GEN_UDP_OFF (14 + 20)
 #define VZ_GEN_PAYLOAD_OFF (VZ_GEN_UDP_OFF + 8)
-#define VZ_GEN_MIN_SIZE 60	/* without FCS; the payload must fit */
+#define VZ_GEN_MIN_SIZE 60 /* without FCS; the payload must fit */
 
 struct vz_gen_config {
-	__u32 ifindex;		/* frames are generated only for this one */
-	__u32 flows;		/* UDP source ports base_port .. +flows-1 */
+	__u32 ifindex; /* frames are generated only for this one */
+	__u32 flows; /* UDP source ports base_port .. +flows-1 */
 	__u32 base_port;
 	__u32 pad;
-	__u64 seq_base;		/* so several runs do not repeat numbers */
+	__u64 seq_base; /* so several runs do not repeat numbers */
 };
 
 struct vz_gen_payload {
 	__u64 seq;
-	__u64 tx_ns;		/* CLOCK_MONOTONIC at transmit */
+	__u64 tx_ns; /* CLOCK_MONOTONIC at transmit */
 } __attribute__((packed));
 
 #endif

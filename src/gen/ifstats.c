@@ -29,7 +29,7 @@ static bool ends_with(const char *s, const char *suffix)
 
 int vz_if_xmit_read(const char *ifname, struct vz_if_xmit *out)
 {
-	struct ethtool_sset_info *sset = NULL;	/* + one __u32: the count */
+	struct ethtool_sset_info *sset = NULL; /* + one __u32: the count */
 	struct ethtool_gstrings *names = NULL;
 	struct ethtool_stats *stats = NULL;
 	const char *name;

@@ -8,7 +8,7 @@
 
 /* XDP transmit counters, summed over queues (veth: tx_queue_N_xdp_xmit). */
 struct vz_if_xmit {
-	bool known;		/* the driver reports them */
+	bool known; /* the driver reports them */
 	__u64 xmit;
 	__u64 errors;
 };

@@ -23,7 +23,7 @@ static inline void vz_sleep_until(double t, volatile sig_atomic_t *stop)
 	while (!*stop && (left = t - vz_now_s()) > 0) {
 		ts.tv_sec = (time_t)left;
 		ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
-		nanosleep(&ts, NULL);	/* EINTR on a signal: *stop decides */
+		nanosleep(&ts, NULL); /* EINTR on a signal: *stop decides */
 	}
 }
 

@@ -23,7 +23,7 @@ __thread __u32 vz_worker_id __attribute__((tls_model("initial-exec")));
 #define VZ_NIL 0xffffffffu
 
 struct vz_node {
-	__u32 next;		/* bucket chain, or free list */
+	__u32 next; /* bucket chain, or free list */
 	__u32 lru_prev;
 	__u32 lru_next;
 	__u32 in_use;
@@ -31,17 +31,17 @@ struct vz_node {
 
 struct vz_map_impl {
 	pthread_spinlock_t lock;
-	__u32 nbuckets;		/* power of two */
+	__u32 nbuckets; /* power of two */
 	__u32 *buckets;
 	struct vz_node *nodes;
-	__u8 *keys;		/* max_entries * key_size */
-	__u8 *vals;		/* max_entries * per-node value bytes */
+	__u8 *keys; /* max_entries * key_size */
+	__u8 *vals; /* max_entries * per-node value bytes */
 	__u64 node_value_bytes;
 	__u32 free_head;
-	__u32 lru_head;		/* most recently used */
+	__u32 lru_head; /* most recently used */
 	__u32 lru_tail;
 	__u32 count;
-	__u8 *scratch_key;	/* LPM lookups build masked keys here */
+	__u8 *scratch_key; /* LPM lookups build masked keys here */
 };
 
 static __u64 round_up(__u64 n, __u64 to)
@@ -87,8 +87,8 @@ static int impl_init(struct vz_map *map)
 	impl->nbuckets = 1;
 	while (impl->nbuckets < map->max_entries)
 		impl->nbuckets <<= 1;
-	impl->node_value_bytes = is_percpu(map) ? map->worker_stride :
-						  map->value_stride;
+	impl->node_value_bytes =
+		is_percpu(map) ? map->worker_stride : map->value_stride;
 	impl->buckets = malloc(sizeof(*impl->buckets) * impl->nbuckets);
 	impl->nodes = calloc(map->max_entries, sizeof(*impl->nodes));
 	impl->keys = calloc(map->max_entries, map->key_size);
@@ -119,10 +119,10 @@ int vz_map_init(struct vz_map *map, __u32 nworkers)
 	case BPF_MAP_TYPE_PERCPU_ARRAY:
 		if (map->key_size != sizeof(__u32))
 			return -EINVAL;
-		map->worker_stride = round_up((__u64)map->max_entries *
-						      map->value_stride, 64);
-		map->values = aligned_alloc(64, map->worker_stride *
-							map->nworkers);
+		map->worker_stride = round_up(
+			(__u64)map->max_entries * map->value_stride, 64);
+		map->values =
+			aligned_alloc(64, map->worker_stride * map->nworkers);
 		if (!map->values)
 			return -ENOMEM;
 		memset(map->values, 0, map->worker_stride * map->nworkers);
@@ -266,8 +266,8 @@ static int hash_update(struct vz_map *map, const void *key, const void *value,
 	if (n == VZ_NIL) {
 		n = alloc_node(map);
 		if (n == VZ_NIL)
-			return map->type == BPF_MAP_TYPE_LPM_TRIE ? -ENOSPC :
-								    -E2BIG;
+			return map->type == BPF_MAP_TYPE_LPM_TRIE ? -ENOSPC
+								  : -E2BIG;
 		memcpy(node_key(map, n), key, map->key_size);
 		memset(node_value(map, n), 0, impl->node_value_bytes);
 		bucket = bucket_of(map, key);
@@ -297,7 +297,7 @@ static int hash_update(struct vz_map *map, const void *key, const void *value,
 	return 0;
 }
 
-/* ---- LPM: entries keyed by (prefixlen, address masked to prefixlen) ------- */
+/* ---- LPM: entries keyed by (prefixlen, address masked to prefixlen) ------ */
 
 static __u32 lpm_data_bits(const struct vz_map *map)
 {
@@ -338,7 +338,7 @@ static __u32 lpm_find(struct vz_map *map, const void *key)
 	return VZ_NIL;
 }
 
-/* ---- the API ---------------------------------------------------------------- */
+/* ---- the API ------------------------------------------------------------- */
 
 void *vz_map_lookup_slow(struct vz_map *map, const void *key)
 {
@@ -349,8 +349,8 @@ void *vz_map_lookup_slow(struct vz_map *map, const void *key)
 	if (!impl)
 		return NULL;
 	pthread_spin_lock(&impl->lock);
-	n = map->type == BPF_MAP_TYPE_LPM_TRIE ? lpm_find(map, key) :
-						 find_node(map, key);
+	n = map->type == BPF_MAP_TYPE_LPM_TRIE ? lpm_find(map, key)
+					       : find_node(map, key);
 	if (n != VZ_NIL) {
 		if (is_lru(map)) {
 			lru_unlink(impl, n);
@@ -373,7 +373,7 @@ static int array_write(struct vz_map *map, const void *key, const void *value,
 	if (index >= map->max_entries)
 		return -E2BIG;
 	if (flags == BPF_NOEXIST)
-		return -EEXIST;	/* every array slot always exists */
+		return -EEXIST; /* every array slot always exists */
 	for (w = 0; w < map->nworkers; w++) {
 		const __u8 *src = value;
 
@@ -441,7 +441,7 @@ int vz_map_delete_elem(struct vz_map *map, const void *key)
 	int err = 0;
 
 	if (map->values)
-		return -EINVAL;	/* array slots cannot be deleted */
+		return -EINVAL; /* array slots cannot be deleted */
 	if (!map->impl)
 		return -EINVAL;
 	pthread_spin_lock(&map->impl->lock);
@@ -485,8 +485,8 @@ int vz_map_read(struct vz_map *map, const void *key, void *value)
 	if (!map->impl)
 		return -EINVAL;
 	pthread_spin_lock(&map->impl->lock);
-	n = map->type == BPF_MAP_TYPE_LPM_TRIE ? lpm_find(map, key) :
-						 find_node(map, key);
+	n = map->type == BPF_MAP_TYPE_LPM_TRIE ? lpm_find(map, key)
+					       : find_node(map, key);
 	if (n == VZ_NIL) {
 		err = -ENOENT;
 	} else if (is_percpu(map)) {

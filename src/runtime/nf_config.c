@@ -12,7 +12,7 @@ static struct bpf_map *find_config_map(struct bpf_object *obj)
 {
 	struct bpf_map *map;
 
-	bpf_object__for_each_map(map, obj)
+	bpf_object__for_each_map (map, obj)
 		if (strstr(bpf_map__name(map), VZ_CONFIG_SECTION))
 			return map;
 	return NULL;
@@ -33,7 +33,8 @@ static const struct btf_type *config_struct(const struct btf *btf)
 	var = btf_var_secinfos(sec);
 	for (i = 0; i < btf_vlen(sec); i++, var++) {
 		type = btf__type_by_id(btf, var->type);
-		if (strcmp(btf__name_by_offset(btf, type->name_off), "vz_config"))
+		if (strcmp(btf__name_by_offset(btf, type->name_off),
+			   "vz_config"))
 			continue;
 		id = btf__resolve_type(btf, type->type);
 		type = id < 0 ? NULL : btf__type_by_id(btf, id);
@@ -61,8 +62,9 @@ int vz_config_open(struct vz_nf_config *cfg, struct bpf_object *obj, char *err,
 	st = btf ? config_struct(btf) : NULL;
 	initial = bpf_map__initial_value(cfg->map, &size);
 	if (!st || !initial || size < st->size) {
-		snprintf(err, errlen, "config section without a readable struct "
-				      "(was the NF built with -g?)");
+		snprintf(err, errlen,
+			 "config section without a readable struct "
+			 "(was the NF built with -g?)");
 		return -EINVAL;
 	}
 	cfg->size = st->size;
@@ -73,7 +75,8 @@ int vz_config_open(struct vz_nf_config *cfg, struct bpf_object *obj, char *err,
 	memcpy(cfg->bytes, initial, size);
 
 	member = btf_members(st);
-	for (i = 0; i < btf_vlen(st) && i < VZ_CONFIG_MAX_FIELDS; i++, member++) {
+	for (i = 0; i < btf_vlen(st) && i < VZ_CONFIG_MAX_FIELDS;
+	     i++, member++) {
 		struct vz_config_field *field = &cfg->fields[cfg->nfields];
 
 		id = btf__resolve_type(btf, member->type);
@@ -81,8 +84,9 @@ int vz_config_open(struct vz_nf_config *cfg, struct bpf_object *obj, char *err,
 		if (!mt || !(btf_is_int(mt) || btf_is_enum(mt)) ||
 		    btf_member_bitfield_size(st, i) ||
 		    btf_member_bit_offset(st, i) % 8) {
-			snprintf(err, errlen, "config field %s: only whole "
-					      "integer fields are supported",
+			snprintf(err, errlen,
+				 "config field %s: only whole "
+				 "integer fields are supported",
 				 btf__name_by_offset(btf, member->name_off));
 			return -EINVAL;
 		}
@@ -141,8 +145,9 @@ int vz_config_set(struct vz_nf_config *cfg, const char *assignment, char *err,
 
 		for (i = 0; i < cfg->nfields && n > 0 && (size_t)n < errlen;
 		     i++)
-			n += snprintf(err + n, errlen - (size_t)n, "%s%s",
-				      i ? ", " : " (known: ", cfg->fields[i].name);
+			n += snprintf(
+				err + n, errlen - (size_t)n, "%s%s",
+				i ? ", " : " (known: ", cfg->fields[i].name);
 		if (n > 0 && (size_t)n < errlen)
 			snprintf(err + n, errlen - (size_t)n, "%s",
 				 cfg->nfields ? ")" : " (this NF takes none)");
@@ -169,9 +174,11 @@ int vz_config_set(struct vz_nf_config *cfg, const char *assignment, char *err,
 		return -EINVAL;
 	}
 	if (errno == ERANGE) {
-		snprintf(err, errlen, "config key '%s': %s does not fit a %u-bit "
-				      "%s field", field->name, eq + 1,
-			 field->size * 8, field->is_signed ? "signed" : "unsigned");
+		snprintf(err, errlen,
+			 "config key '%s': %s does not fit a %u-bit "
+			 "%s field",
+			 field->name, eq + 1, field->size * 8,
+			 field->is_signed ? "signed" : "unsigned");
 		return -ERANGE;
 	}
 	memcpy(cfg->bytes + field->offset, &value, field->size); /* LE host */
@@ -215,8 +222,9 @@ void vz_config_print_json(const struct vz_nf_config *cfg, FILE *out)
 	fputs("[", out);
 	for (i = 0; i < cfg->nfields; i++) {
 		field = &cfg->fields[i];
-		fprintf(out, "%s{\"name\": \"%s\", \"offset\": %u, \"size\": %u, "
-			     "\"signed\": %s, \"default\": ",
+		fprintf(out,
+			"%s{\"name\": \"%s\", \"offset\": %u, \"size\": %u, "
+			"\"signed\": %s, \"default\": ",
 			i ? ", " : "", field->name, field->offset, field->size,
 			field->is_signed ? "true" : "false");
 		if (field->is_signed)

@@ -20,17 +20,17 @@
 struct vz_config_field {
 	char name[64];
 	__u32 offset;
-	__u32 size;		/* 1, 2, 4 or 8 */
+	__u32 size; /* 1, 2, 4 or 8 */
 	bool is_signed;
 };
 
 struct vz_nf_config {
-	struct bpf_map *map;	/* NULL: the NF takes no configuration */
-	__u32 size;		/* of the struct */
-	__u32 section_size;	/* of the BPF data section holding it */
+	struct bpf_map *map; /* NULL: the NF takes no configuration */
+	__u32 size; /* of the struct */
+	__u32 section_size; /* of the BPF data section holding it */
 	__u32 nfields;
 	struct vz_config_field fields[VZ_CONFIG_MAX_FIELDS];
-	__u8 *bytes;		/* current values, from the object's defaults */
+	__u8 *bytes; /* current values, from the object's defaults */
 };
 
 int vz_config_open(struct vz_nf_config *cfg, struct bpf_object *obj, char *err,

@@ -21,8 +21,9 @@ int vz_native_open(struct vz_native_nf *nf, const char *path, __u32 nworkers,
 	}
 	nf->desc = dlsym(nf->handle, "vz_nf_desc");
 	if (!nf->desc || nf->desc->abi != VZ_NF_ABI) {
-		snprintf(err, errlen, "%s is not a veloz NF (no vz_nf_desc v%d)",
-			 path, VZ_NF_ABI);
+		snprintf(err, errlen,
+			 "%s is not a veloz NF (no vz_nf_desc v%d)", path,
+			 VZ_NF_ABI);
 		ret = -EINVAL;
 		goto fail;
 	}

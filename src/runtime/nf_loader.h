@@ -10,7 +10,7 @@
 struct vz_native_nf {
 	void *handle;
 	const struct vz_nf_desc *desc;
-	void *config;			/* the NF's vz_config, or NULL */
+	void *config; /* the NF's vz_config, or NULL */
 	const char *(*config_check)(const void *config);
 };
 
@@ -20,7 +20,8 @@ int vz_native_open(struct vz_native_nf *nf, const char *path, __u32 nworkers,
 void vz_native_close(struct vz_native_nf *nf);
 struct vz_map *vz_native_map(const struct vz_native_nf *nf, const char *name);
 
-/* Run one frame described by ctx; returns the final action (enum vz_verdict). */
+/* Run one frame described by ctx; returns the final action (enum vz_verdict).
+ */
 static inline int vz_native_run(const struct vz_native_nf *nf,
 				struct vz_ctx *ctx)
 {

@@ -91,7 +91,8 @@ int vz_iface_lock(struct vz_iface_lock *lock, int ifindex, const char *ifname,
 		return -EBUSY;
 	}
 	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-	if (ftruncate(lock->fd, 0) || pwrite(lock->fd, pid, (size_t)n, 0) != n) {
+	if (ftruncate(lock->fd, 0) ||
+	    pwrite(lock->fd, pid, (size_t)n, 0) != n) {
 		/* the pid is a courtesy for the error above; the lock holds */
 	}
 	return 0;
@@ -149,10 +150,12 @@ int vz_xdp_query(int ifindex, struct vz_xdp_attached *out)
 		return 0;
 	}
 	out->any = true;
-	out->prog_id = q.drv_prog_id ? q.drv_prog_id :
-		       q.skb_prog_id ? q.skb_prog_id : q.hw_prog_id;
-	out->mode = q.drv_prog_id ? XDP_MODE_NATIVE :
-		    q.skb_prog_id ? XDP_MODE_SKB : XDP_MODE_HW;
+	out->prog_id = q.drv_prog_id   ? q.drv_prog_id
+		       : q.skb_prog_id ? q.skb_prog_id
+				       : q.hw_prog_id;
+	out->mode = q.drv_prog_id   ? XDP_MODE_NATIVE
+		    : q.skb_prog_id ? XDP_MODE_SKB
+				    : XDP_MODE_HW;
 	/* libxdp sees through its dispatcher to the programs behind it. */
 	mp = xdp_multiprog__get_from_ifindex(ifindex);
 	if (!libxdp_get_error(mp) && mp) {

@@ -40,10 +40,10 @@ void vz_iface_unlock(struct vz_iface_lock *lock);
 /* What is attached to an interface now. */
 struct vz_xdp_attached {
 	bool any;
-	bool ours;		/* every program on it is a veloz program */
+	bool ours; /* every program on it is a veloz program */
 	enum xdp_attach_mode mode;
-	char names[256];	/* comma-separated program names */
-	unsigned int prog_id;	/* the main (dispatcher or only) program */
+	char names[256]; /* comma-separated program names */
+	unsigned int prog_id; /* the main (dispatcher or only) program */
 };
 int vz_xdp_query(int ifindex, struct vz_xdp_attached *out);
 

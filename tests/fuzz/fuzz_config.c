@@ -19,13 +19,15 @@ int LLVMFuzzerTestOneInput(const __u8 *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	const char *name = getenv("VZ_FUZZ_NF"), *build = getenv("VZ_FUZZ_BUILD");
+	const char *name = getenv("VZ_FUZZ_NF"),
+		   *build = getenv("VZ_FUZZ_BUILD");
 	char bpf[4096], so[4096];
 
 	(void)argc;
 	(void)argv;
 	if (!name || !build) {
-		fprintf(stderr, "fuzz-config: set VZ_FUZZ_NF and VZ_FUZZ_BUILD\n");
+		fprintf(stderr,
+			"fuzz-config: set VZ_FUZZ_NF and VZ_FUZZ_BUILD\n");
 		exit(1);
 	}
 	snprintf(bpf, sizeof(bpf), "%s/nf/%s.bpf.o", build, name);
@@ -47,7 +49,7 @@ int LLVMFuzzerTestOneInput(const __u8 *data, size_t size)
 	err[0] = '\0';
 	ret = vz_config_set(&nf.cfg, text, err, sizeof(err));
 	if (ret && !err[0])
-		abort();	/* a refusal always says why */
+		abort(); /* a refusal always says why */
 	if (!ret) {
 		err[0] = '\0';
 		ret = vz_config_check(&nf.cfg, &nf.native, err, sizeof(err));

@@ -31,7 +31,8 @@ int LLVMFuzzerTestOneInput(const __u8 *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	const char *name = getenv("VZ_FUZZ_NF"), *build = getenv("VZ_FUZZ_BUILD");
+	const char *name = getenv("VZ_FUZZ_NF"),
+		   *build = getenv("VZ_FUZZ_BUILD");
 	char bpf[4096], so[4096], *sets[VZ_MAX_SETS], *list, *tok;
 	int nsets = 0;
 
@@ -72,7 +73,7 @@ int LLVMFuzzerTestOneInput(const __u8 *data, size_t size)
 			nf.name, size, vz_verdict_name(k.verdict), k.port,
 			k.len_out, vz_verdict_name(n.verdict), n.port,
 			n.len_out);
-		abort();	/* libFuzzer keeps the input */
+		abort(); /* libFuzzer keeps the input */
 	}
 	return 0;
 }

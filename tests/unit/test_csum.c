@@ -16,7 +16,7 @@ static __u16 full(const __u16 *words)
 	__u16 copy[10];
 
 	memcpy(copy, words, sizeof(copy));
-	copy[5] = 0;		/* the check field of an IPv4 header */
+	copy[5] = 0; /* the check field of an IPv4 header */
 	return vz_ipv4_csum(copy);
 }
 
@@ -32,7 +32,8 @@ int main(void)
 
 	memcpy(hdr, rfc, sizeof(hdr));
 	check = vz_ipv4_csum(hdr);
-	if (((const __u8 *)&check)[0] != 0xb8 || ((const __u8 *)&check)[1] != 0x61) {
+	if (((const __u8 *)&check)[0] != 0xb8 ||
+	    ((const __u8 *)&check)[1] != 0x61) {
 		fprintf(stderr, "RFC 1071 example: got %02x%02x\n",
 			((const __u8 *)&check)[0], ((const __u8 *)&check)[1]);
 		failures++;

@@ -16,22 +16,22 @@
 #include <veloz/maps.h>
 
 static int failures;
-static int kernel_compared;	/* operations checked against a kernel map */
+static int kernel_compared; /* operations checked against a kernel map */
 
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);        \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fputc('\n', stderr);                                   \
-			failures++;                                            \
-		}                                                              \
+#define CHECK(cond, ...)                                                \
+	do {                                                            \
+		if (!(cond)) {                                          \
+			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                   \
+			fputc('\n', stderr);                            \
+			failures++;                                     \
+		}                                                       \
 	} while (0)
 
 /* A native map and, if available, its kernel twin. */
 struct pair {
 	struct vz_map native;
-	int kfd;		/* -1: no kernel map (not root) */
+	int kfd; /* -1: no kernel map (not root) */
 	const char *what;
 };
 
@@ -44,7 +44,8 @@ static void pair_init(struct pair *p, const char *what, __u32 type,
 
 	memset(p, 0, sizeof(*p));
 	p->what = what;
-	p->native = (struct vz_map){ .name = what, .type = type,
+	p->native = (struct vz_map){ .name = what,
+				     .type = type,
 				     .key_size = key_size,
 				     .value_size = value_size,
 				     .max_entries = max_entries,
@@ -71,7 +72,8 @@ static int both_update(struct pair *p, const void *key, const void *value,
 
 	if (p->kfd >= 0) {
 		kernel_compared++;
-		kret = bpf_map_update_elem(p->kfd, key, value, flags) ? -errno : 0;
+		kret = bpf_map_update_elem(p->kfd, key, value, flags) ? -errno
+								      : 0;
 		CHECK(nret == kret, "%s: update: native %d, kernel %d", p->what,
 		      nret, kret);
 	}
@@ -139,8 +141,10 @@ static void test_array(void)
 
 static void test_percpu_array(void)
 {
-	struct vz_map m = { .name = "pcpu", .type = BPF_MAP_TYPE_PERCPU_ARRAY,
-			    .key_size = 4, .value_size = 12,
+	struct vz_map m = { .name = "pcpu",
+			    .type = BPF_MAP_TYPE_PERCPU_ARRAY,
+			    .key_size = 4,
+			    .value_size = 12,
 			    .max_entries = 4 };
 	__u8 all[3 * 16];
 	__u32 key = 2, *v, w;
@@ -199,8 +203,10 @@ static void test_hash(void)
 
 static void test_lru(void)
 {
-	struct vz_map m = { .name = "lru", .type = BPF_MAP_TYPE_LRU_HASH,
-			    .key_size = 4, .value_size = 4,
+	struct vz_map m = { .name = "lru",
+			    .type = BPF_MAP_TYPE_LRU_HASH,
+			    .key_size = 4,
+			    .value_size = 4,
 			    .max_entries = 3 };
 	__u32 key, value = 1;
 
@@ -232,19 +238,17 @@ static void test_lpm(void)
 		__u8 addr[4];
 		__u32 value;
 	} routes[] = {
-		{ 0, { 0, 0, 0, 0 }, 1 },
-		{ 15, { 198, 18, 0, 0 }, 2 },
-		{ 24, { 198, 18, 1, 0 }, 3 },
-		{ 32, { 198, 18, 1, 7 }, 4 },
-		{ 23, { 198, 19, 255, 0 }, 5 },	/* host bits are ignored */
+		{ 0, { 0, 0, 0, 0 }, 1 },	{ 15, { 198, 18, 0, 0 }, 2 },
+		{ 24, { 198, 18, 1, 0 }, 3 },	{ 32, { 198, 18, 1, 7 }, 4 },
+		{ 23, { 198, 19, 255, 0 }, 5 }, /* host bits are ignored */
 	};
 	static const struct {
 		__u8 addr[4];
 		__u32 want;
 	} lookups[] = {
-		{ { 198, 18, 1, 7 }, 4 },   { { 198, 18, 1, 8 }, 3 },
-		{ { 198, 18, 2, 1 }, 2 },   { { 198, 19, 254, 1 }, 5 },
-		{ { 198, 19, 0, 1 }, 2 },   { { 10, 0, 0, 1 }, 1 },
+		{ { 198, 18, 1, 7 }, 4 }, { { 198, 18, 1, 8 }, 3 },
+		{ { 198, 18, 2, 1 }, 2 }, { { 198, 19, 254, 1 }, 5 },
+		{ { 198, 19, 0, 1 }, 2 }, { { 10, 0, 0, 1 }, 1 },
 	};
 	struct lpm4 key;
 	struct pair p;
@@ -285,8 +289,10 @@ static void test_lpm(void)
 static void test_next_key(void)
 {
 	__u32 key, next, value = 0, seen = 0, n = 0;
-	struct vz_map m = { .name = "iter", .type = BPF_MAP_TYPE_HASH,
-			    .key_size = 4, .value_size = 4,
+	struct vz_map m = { .name = "iter",
+			    .type = BPF_MAP_TYPE_HASH,
+			    .key_size = 4,
+			    .value_size = 4,
 			    .max_entries = 8 };
 	const __u32 *prev = NULL;
 
@@ -314,8 +320,10 @@ int main(void)
 	test_lpm();
 	test_next_key();
 	if (geteuid() == 0)
-		CHECK(kernel_compared > 30, "as root, kernel maps are compared "
-					    "(%d operations)", kernel_compared);
+		CHECK(kernel_compared > 30,
+		      "as root, kernel maps are compared "
+		      "(%d operations)",
+		      kernel_compared);
 	printf("%d operations compared with kernel maps%s\n", kernel_compared,
 	       geteuid() ? " (not root: none)" : "");
 	if (failures) {
