@@ -18,7 +18,7 @@ build: $(BUILD)/build.ninja
 
 # Everything: C unit tests, the Python tiers (unit, prog, net; root ones run
 # as root), then the sanitizer build's C tests and native replays.
-test: build
+test: build lint
 	meson test -C $(BUILD) --print-errorlogs
 	$(PYTEST) -v tests
 	$(MAKE) test-sanitize
@@ -84,8 +84,11 @@ fuzz: build-fuzz
 demo: build
 	$(VENV)/bin/veloz demo
 
+# Style is part of the suite: C by .clang-format, Python by ruff.
 lint:
-	$(VENV)/bin/ruff check python tests
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+	$(VENV)/bin/ruff check python tests bench
+	$(VENV)/bin/ruff format --check python tests bench
 
 clean:
 	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD)
