@@ -204,15 +204,18 @@ VZ_INLINE __u64 vz__frame_len(const struct vz_ctx *ctx)
 	return (__u64)(ctx->data_end - ctx->data) + ctx->frags_len;
 }
 
-/* The checks of the kernel's bpf_xdp_adjust_head(), byte for byte. */
+/*
+ * The checks of the kernel's bpf_xdp_adjust_head(), on offsets from the
+ * buffer's start (no pointer ever leaves the buffer).
+ */
 VZ_INLINE int vz_adjust_head(struct vz_ctx *ctx, int delta)
 {
-	__u8 *data = ctx->data + delta;
+	long data = (long)(ctx->data - ctx->data_hard_start) + delta;
+	long end = (long)(ctx->data_end - ctx->data_hard_start);
 
-	if (data < ctx->data_hard_start + VZ_FRAME_RESERVE ||
-	    data > ctx->data_end - ETH_HLEN)
+	if (data < VZ_FRAME_RESERVE || data > end - ETH_HLEN)
 		return -EINVAL;
-	ctx->data = data;
+	ctx->data = ctx->data_hard_start + data;
 	return 0;
 }
 
@@ -239,8 +242,14 @@ VZ_INLINE void *vz_header(const struct vz_ctx *ctx, __u32 off, __u32 len)
 
 	if (off > VZ_HEADER_OFF_MAX || len > VZ_HEADER_LEN_MAX)
 		return 0;
+#ifdef VZ_BUILD_BPF
+	/* the comparison the verifier learns packet bounds from */
 	if (data + off + len > data_end)
 		return 0;
+#else
+	if ((long)off + len > data_end - data)
+		return 0;
+#endif
 	return data + off;
 }
 

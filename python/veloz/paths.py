@@ -33,18 +33,33 @@ class NfArtifacts:
     native: Path  # NAME.so, for userspace backends and native replay
 
 
+def nf_dirs() -> list[Path]:
+    """Where NFs are found: $VELOZ_NF_PATH (colon-separated) first, then the build's.
+
+    A directory qualifies by holding NAME.bpf.o and NAME.so side by side, so
+    an NF built outside this tree (by a user, or for a test) runs like ours.
+    """
+    extra = [Path(d) for d in os.environ.get("VELOZ_NF_PATH", "").split(":") if d]
+    return [*extra, build_dir() / "nf"]
+
+
 def available_nfs() -> list[str]:
-    nf_dir = build_dir() / "nf"
-    return sorted(p.name.removesuffix(".bpf.o") for p in nf_dir.glob("*.bpf.o"))
+    names = {
+        p.name.removesuffix(".bpf.o")
+        for d in nf_dirs()
+        for p in d.glob("*.bpf.o")
+        if p.with_name(p.name.removesuffix(".bpf.o") + ".so").exists()
+    }
+    return sorted(names)
 
 
 def nf(name: str) -> NfArtifacts:
     """The two builds of an NF, or one clear error naming the ones that exist."""
-    nf_dir = build_dir() / "nf"
-    if not nf_dir.is_dir():
+    if not (build_dir() / "nf").is_dir():
         raise VelozError(f"veloz is not built; run `make build` in {REPO_ROOT}", code=1)
-    art = NfArtifacts(name, nf_dir / f"{name}.bpf.o", nf_dir / f"{name}.so")
-    if "/" in name or not art.bpf.exists() or not art.native.exists():
-        known = ", ".join(available_nfs()) or "none"
-        raise VelozError(f"unknown NF '{name}' (available: {known})")
-    return art
+    for d in nf_dirs() if "/" not in name else ():
+        art = NfArtifacts(name, d / f"{name}.bpf.o", d / f"{name}.so")
+        if art.bpf.exists() and art.native.exists():
+            return art
+    known = ", ".join(available_nfs()) or "none"
+    raise VelozError(f"unknown NF '{name}' (available: {known})")

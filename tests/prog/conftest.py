@@ -25,6 +25,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 VELOZ = REPO_ROOT / ".venv" / "bin" / "veloz"
 VECTOR_DIR = REPO_ROOT / "tests" / "vectors"
 IS_ROOT = os.geteuid() == 0
+# NFs that exist for tests (tests/nf) are found like any user's NF.
+os.environ["VELOZ_NF_PATH"] = str(
+    Path(os.environ.get("VELOZ_BUILD_DIR", REPO_ROOT / "build")) / "tests" / "nf"
+)
 TIMEOUT = 120
 
 
