@@ -52,7 +52,7 @@ test-net: build
 # and the config parser, FUZZ_SECONDS each, seeded from tests/vectors.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 15
-FUZZ_NFS ?= drop pass tx redirect memaccess
+FUZZ_NFS ?= drop pass tx redirect memaccess headroom
 $(FUZZ_BUILD)/build.ninja:
 	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Db_sanitize=address,undefined \
 		-Db_lundef=false -Dc_args='-fsanitize=fuzzer-no-link -fno-sanitize-recover=all'
@@ -64,9 +64,11 @@ fuzz: build-fuzz
 	$(PY) tests/fuzz/seeds.py $(FUZZ_BUILD)/seeds
 	set -e; for nf in $(FUZZ_NFS); do \
 		mkdir -p $(FUZZ_BUILD)/corpus/$$nf; \
-		log=$(FUZZ_BUILD)/fuzz-$$nf.log; \
-		VZ_FUZZ_NF=$$nf VZ_FUZZ_BUILD=$(FUZZ_BUILD) VZ_FUZZ_SET=$$( \
-			[ $$nf = memaccess ] && echo accesses=64; [ $$nf = redirect ] && echo port=5; true) \
+		log=$(FUZZ_BUILD)/fuzz-$$nf.log; dir=$(FUZZ_BUILD)/nf; \
+		[ -e $$dir/$$nf.so ] || dir=$(FUZZ_BUILD)/tests/nf; \
+		VZ_FUZZ_NF=$$nf VZ_FUZZ_NF_DIR=$$dir VZ_FUZZ_SET=$$( \
+			[ $$nf = memaccess ] && echo accesses=64; [ $$nf = redirect ] && echo port=5; \
+			[ $$nf = headroom ] && echo delta=-20; true) \
 			$(FUZZ_BUILD)/tests/fuzz/fuzz-nf-diff -max_total_time=$(FUZZ_SECONDS) \
 			-max_len=9216 -artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
 			$(FUZZ_BUILD)/corpus/$$nf $(FUZZ_BUILD)/seeds/frames > $$log 2>&1 \
@@ -74,7 +76,7 @@ fuzz: build-fuzz
 		echo "fuzz-nf-diff $$nf: $$(grep -o 'number_of_executed_units: [0-9]*' $$log) frames, xdp == native"; \
 	done
 	mkdir -p $(FUZZ_BUILD)/corpus/config
-	VZ_FUZZ_NF=memaccess VZ_FUZZ_BUILD=$(FUZZ_BUILD) $(FUZZ_BUILD)/tests/fuzz/fuzz-config \
+	VZ_FUZZ_NF=memaccess VZ_FUZZ_NF_DIR=$(FUZZ_BUILD)/nf $(FUZZ_BUILD)/tests/fuzz/fuzz-config \
 		-max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
 		$(FUZZ_BUILD)/corpus/config $(FUZZ_BUILD)/seeds/config > $(FUZZ_BUILD)/fuzz-config.log 2>&1 \
 		|| { tail -40 $(FUZZ_BUILD)/fuzz-config.log; echo "fuzz-config FAILED"; exit 1; }

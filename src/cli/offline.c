@@ -136,6 +136,12 @@ static void native_ctx(struct vz_offline *o, struct vz_ctx *ctx,
 	__u32 linear = len < VZ_LINEAR_MAX ? len : VZ_LINEAR_MAX;
 
 	memset(ctx, 0, sizeof(*ctx));
+	/*
+	 * The kernel's test runs start from a zeroed buffer (kzalloc): bytes an
+	 * NF claims with vz_adjust_head() and does not write read as 0 there,
+	 * so they must here too.
+	 */
+	memset(o->frame, 0, VZ_HEADROOM);
 	memcpy(o->frame + VZ_HEADROOM, pkt, linear);
 	ctx->data_hard_start = o->frame;
 	ctx->data = o->frame + VZ_HEADROOM;

@@ -4,7 +4,8 @@
  * config (from its BTF) is accepted or refused with a message, never a
  * crash, and what is accepted passes the NF's own check or is refused by it.
  *
- *   VZ_FUZZ_NF=memaccess VZ_FUZZ_BUILD=build-fuzz fuzz-config [libFuzzer args]
+ *   VZ_FUZZ_NF=memaccess VZ_FUZZ_NF_DIR=build-fuzz/nf fuzz-config [libFuzzer
+ * args]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,18 +21,18 @@ int LLVMFuzzerTestOneInput(const __u8 *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *name = getenv("VZ_FUZZ_NF"),
-		   *build = getenv("VZ_FUZZ_BUILD");
+		   *dir = getenv("VZ_FUZZ_NF_DIR");
 	char bpf[4096], so[4096];
 
 	(void)argc;
 	(void)argv;
-	if (!name || !build) {
+	if (!name || !dir) {
 		fprintf(stderr,
-			"fuzz-config: set VZ_FUZZ_NF and VZ_FUZZ_BUILD\n");
+			"fuzz-config: set VZ_FUZZ_NF and VZ_FUZZ_NF_DIR\n");
 		exit(1);
 	}
-	snprintf(bpf, sizeof(bpf), "%s/nf/%s.bpf.o", build, name);
-	snprintf(so, sizeof(so), "%s/nf/%s.so", build, name);
+	snprintf(bpf, sizeof(bpf), "%s/%s.bpf.o", dir, name);
+	snprintf(so, sizeof(so), "%s/%s.so", dir, name);
 	if (vz_nf_open(&nf, bpf, so, NULL, 0, 1))
 		exit(1);
 	return 0;

@@ -5,7 +5,7 @@
  * replay` runs it; the verdict, the redirect port and the output bytes must
  * be the same, and the native build must not trip ASan or UBSan. Needs root.
  *
- *   VZ_FUZZ_NF=tx VZ_FUZZ_BUILD=build-fuzz fuzz-nf-diff [libFuzzer args]
+ *   VZ_FUZZ_NF=tx VZ_FUZZ_NF_DIR=build-fuzz/nf fuzz-nf-diff [libFuzzer args]
  *
  * VZ_FUZZ_SET=key=value[,key=value] configures the NF.
  */
@@ -32,16 +32,16 @@ int LLVMFuzzerTestOneInput(const __u8 *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *name = getenv("VZ_FUZZ_NF"),
-		   *build = getenv("VZ_FUZZ_BUILD");
+		   *dir = getenv("VZ_FUZZ_NF_DIR");
 	char bpf[4096], so[4096], *sets[VZ_MAX_SETS], *list, *tok;
 	int nsets = 0;
 
 	(void)argc;
 	(void)argv;
-	if (!name || !build)
-		die("set VZ_FUZZ_NF (an NF name) and VZ_FUZZ_BUILD (a build dir)");
-	snprintf(bpf, sizeof(bpf), "%s/nf/%s.bpf.o", build, name);
-	snprintf(so, sizeof(so), "%s/nf/%s.so", build, name);
+	if (!name || !dir)
+		die("set VZ_FUZZ_NF (an NF name) and VZ_FUZZ_NF_DIR (where NAME.bpf.o and NAME.so are)");
+	snprintf(bpf, sizeof(bpf), "%s/%s.bpf.o", dir, name);
+	snprintf(so, sizeof(so), "%s/%s.so", dir, name);
 	list = getenv("VZ_FUZZ_SET") ? strdup(getenv("VZ_FUZZ_SET")) : NULL;
 	for (tok = list ? strtok(list, ",") : NULL; tok && nsets < VZ_MAX_SETS;
 	     tok = strtok(NULL, ","))
