@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import select
+import signal
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 
 from veloz.errors import VelozError
@@ -41,17 +42,27 @@ class Runner:
             list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         assert self.proc.stdout is not None
-        deadline = time.monotonic() + attach_timeout
-        line = self.proc.stdout.readline()
-        if time.monotonic() > deadline or not line:
-            self.proc.wait(timeout=10)
-            err = _last_line(self.proc.stderr.read() if self.proc.stderr else "")
-            raise VelozError(err or "the NF did not start", code=1)
+        # The first line says the NF is attached; a run that fails prints
+        # nothing and exits, one that hangs is stopped after attach_timeout.
+        ready, _, _ = select.select([self.proc.stdout], [], [], attach_timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            hung = not ready  # nothing at all within attach_timeout
+            if hung:
+                self.proc.send_signal(signal.SIGINT)
+            try:
+                _, err = self.proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                _, err = self.proc.communicate()
+            if hung:
+                raise VelozError(f"the NF did not start in time ({attach_timeout:g} s)", code=1)
+            raise VelozError(_last_line(err) or "the NF exited before attaching", code=1)
         self.attached = json.loads(line)
 
     def stop(self) -> dict:
         """SIGINT, as a user's Ctrl-C; returns the summary record."""
-        self.proc.send_signal(2)
+        self.proc.send_signal(signal.SIGINT)
         out, err = self.proc.communicate(timeout=20)
         records = [json.loads(x) for x in out.splitlines() if x.strip()]
         summary = [r for r in records if r.get("summary")]
@@ -64,7 +75,7 @@ class Runner:
 
     def __exit__(self, *exc: object) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(2)
+            self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.communicate(timeout=20)
             except subprocess.TimeoutExpired:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
 
 import pytest
 
@@ -113,3 +114,18 @@ def test_nfs_describes_config_from_btf():
     assert [f["name"] for f in infos["memaccess"]["config"]] == ["accesses"]
     assert infos["memaccess"]["maps"][0]["type"] == "percpu_array"
     assert all(nf["program"] == "vz_xdp_" + name for name, nf in infos.items())
+
+
+def test_runner_reports_a_run_that_fails_to_start():
+    from veloz.proc import Runner
+
+    failing = [sys.executable, "-c", "import sys; sys.stderr.write('veloz: boom\\n'); sys.exit(2)"]
+    with pytest.raises(VelozError, match="^boom$"):
+        Runner(failing)
+
+
+def test_runner_stops_a_run_that_hangs():
+    from veloz.proc import Runner
+
+    with pytest.raises(VelozError, match="did not start in time"):
+        Runner([sys.executable, "-c", "import time; time.sleep(60)"], attach_timeout=0.5)
