@@ -203,6 +203,35 @@ static int check_port(struct runner *r, struct port *port)
 	return 0;
 }
 
+/*
+ * A config field named "port" is a port number of this run (the Python
+ * front end turns interface names into them): one that names no port would
+ * turn every redirect into an aborted packet, so it is refused up front.
+ */
+static int check_port_fields(struct runner *r)
+{
+	const struct vz_config_field *field;
+	__u64 port;
+	__u32 i;
+
+	for (i = 0; i < r->nf.cfg.nfields; i++) {
+		field = &r->nf.cfg.fields[i];
+		if (strcmp(field->name, "port"))
+			continue;
+		port = vz_config_get(&r->nf.cfg, field);
+		if (port >= (__u64)r->nports) {
+			vz_err("config port %llu is not a port of this run (it "
+			       "has %d: %s%s); add the interface with --iface "
+			       "or name it in the config",
+			       (unsigned long long)port, r->nports,
+			       r->ports[0].ifname,
+			       r->nports > 1 ? ", ..." : "");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int explain_attach_error(struct runner *r, struct port *port, int err)
 {
 	char msg[256];
@@ -467,6 +496,10 @@ int main(int argc, char **argv)
 	}
 	if (vz_nf_open(&r.nf, bpf_path, native_path, sets, nsets, 1))
 		return 2;
+	if (check_port_fields(&r)) {
+		vz_nf_close(&r.nf);
+		return 2;
+	}
 	ret = 1;
 	if (vz_bpffs_ensure(err, sizeof(err))) {
 		vz_err("%s", err);

@@ -319,8 +319,20 @@ def test_foreign_program_is_refused_and_left_alone(testbed):
             "unknown config key 'x'",
         ),
         (["run", "drop", "--backend", "afxdp", "--iface", "dut-gen"], "not available"),
+        (
+            ["run", "redirect", "--backend", "xdp", "--iface", "dut-gen"],
+            "config port 1 is not a port of this run",
+        ),
     ],
-    ids=["unknown-nf", "missing-iface", "bad-value", "bad-port", "unknown-key", "later-backend"],
+    ids=[
+        "unknown-nf",
+        "missing-iface",
+        "bad-value",
+        "bad-port",
+        "unknown-key",
+        "later-backend",
+        "port-not-in-run",
+    ],
 )
 def test_bad_input_is_one_line_and_nothing_attached(testbed, args, message):
     out = subprocess.run(in_netns("vz-dut", veloz_argv(*args)), capture_output=True, text=True,
