@@ -334,7 +334,8 @@ static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 		    .ctx_size_in = sizeof(ctx),
 		    .flags = BPF_F_TEST_XDP_LIVE_FRAMES);
 	__u64 sent = 0, chunk;
-	double start = vz_now_s(), due, t;
+	double start = vz_now_s(), due, t, shown = start;
+	bool progress = isatty(STDERR_FILENO);
 
 	/* About a millisecond of traffic per call; big calls at full rate. */
 	chunk = g->rate ? g->rate / 1000 : GEN_MAX_CHUNK;
@@ -366,7 +367,16 @@ static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 			break;
 		}
 		sent += opts.repeat;
+		if (progress && t - shown >= 1.0) {
+			/* long runs show they are alive, on a terminal only */
+			fprintf(stderr, "\rsent %llu frames, %.0f pps ",
+				(unsigned long long)sent,
+				(double)sent / (t - start));
+			shown = t;
+		}
 	}
+	if (progress && shown > start)
+		fputc('\n', stderr);
 	*elapsed = vz_now_s() - start;
 	return sent;
 }
