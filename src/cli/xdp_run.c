@@ -337,8 +337,29 @@ static void print_attached(struct runner *r)
 	fflush(stdout);
 }
 
-static void count_loop(struct runner *r)
+/*
+ * A port whose interface went away (deleted, its namespace gone): its
+ * program went with it, so there is nothing to detach and nothing to count.
+ */
+static struct port *vanished_port(struct runner *r)
 {
+	char name[IF_NAMESIZE];
+	int i;
+
+	for (i = 0; i < r->nports; i++) {
+		if (!if_indextoname((unsigned int)r->ports[i].ifindex, name) ||
+		    strcmp(name, r->ports[i].ifname)) {
+			r->ports[i].attached = false;
+			return &r->ports[i];
+		}
+	}
+	return NULL;
+}
+
+/* 0, or -ENODEV when a port vanished (the run stops, counters printed). */
+static int count_loop(struct runner *r)
+{
+	struct port *gone = NULL;
 	struct snapshot first, prev, cur;
 	double start = vz_now_s(), last = start, next = start, t;
 
@@ -354,12 +375,19 @@ static void count_loop(struct runner *r)
 		print_stats(r, &cur, &prev, t - start, t - last, false);
 		prev = cur;
 		last = t;
+		gone = vanished_port(r);
+		if (gone)
+			break;
 		if (r->duration > 0 && t - start >= r->duration - 1e-6)
 			break;
 	}
 	t = vz_now_s();
 	take_snapshot(r, &cur);
 	print_stats(r, &cur, &first, t - start, t - start, true);
+	if (!gone)
+		return 0;
+	vz_err("%s disappeared while running; stopped", gone->ifname);
+	return -ENODEV;
 }
 
 static int parse_args(struct runner *r, int argc, char **argv,
@@ -528,8 +556,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	print_attached(&r);
-	count_loop(&r);
-	ret = 0;
+	ret = count_loop(&r) ? 1 : 0;
 out:
 	detach_all(&r);
 	xdp_program__close(r.prog); /* leaves our bpf_object open */

@@ -357,3 +357,18 @@ def test_without_privileges_one_line_and_nothing_attached(testbed):
     assert out.stderr.startswith("veloz: ") and out.stderr.count("\n") == 1, out.stderr
     assert "needs root" in out.stderr
     assert not xdp_attached("vz-dut", "dut-gen")
+
+
+def test_interface_removed_while_running_stops_cleanly(testbed):
+    runner = run_nf("drop", "xdp", "--interval", "0.2")
+    try:
+        subprocess.run(["ip", "-n", "vz-dut", "link", "del", "dut-gen"], check=True)
+        out, err = runner.proc.communicate(timeout=20)
+        assert runner.proc.returncode == 1
+        assert err == "veloz: dut-gen disappeared while running; stopped\n"
+        assert json.loads(out.splitlines()[-1])["summary"] is True
+        assert not any(Path("/run/veloz").glob("xdp-*.lock"))
+    finally:
+        tb.up()  # the testbed repairs itself; the next run works again
+    with run_nf("drop", "xdp") as again:
+        assert again.stop()["packets"] >= 0
