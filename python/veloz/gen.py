@@ -64,8 +64,9 @@ def _iface_mac(iface: str) -> str | None:
 def command(args: argparse.Namespace) -> list[str]:
     if not 60 <= args.size <= 3520:
         raise VelozError("--size must be between 60 and 3520 bytes")
-    if args.flows < 1 or args.flows > 65535:
-        raise VelozError("--flows must be between 1 and 65535")
+    if args.flows < 1 or args.flows > 64511:
+        # source ports 1024 .. 1024 + flows - 1
+        raise VelozError("--flows must be between 1 and 64511")
     if args.count is not None and args.count < 1:
         raise VelozError("--count must be positive")
     if args.duration is not None and args.duration <= 0:

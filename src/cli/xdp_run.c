@@ -537,8 +537,7 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	/* A closed stdout (| head) must stop us cleanly, not kill us attached.
-	 */
+	/* a closed stdout (| head) stops us cleanly, not killed attached */
 	sigaction(SIGPIPE, &sa, NULL);
 	for (i = 0; i < r.nports; i++)
 		if (check_port(&r, &r.ports[i]))

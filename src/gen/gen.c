@@ -20,13 +20,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <linux/ip.h>
 #include <linux/udp.h>
 #include <net/if.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,10 +69,17 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-static void fail(const char *fmt, const char *arg)
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* One line on stderr, prefixed "veloz: ". */
+static void fail(const char *fmt, ...)
 {
+	va_list ap;
+
 	fputs("veloz: ", stderr);
-	fprintf(stderr, fmt, arg);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 	fputc('\n', stderr);
 }
 
@@ -256,12 +263,12 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		return 2;
 	}
 	if (g->size < VZ_GEN_MIN_SIZE || g->size > 3520) {
-		fail("--size %s must be between 60 and 3520 bytes",
-		     g->size ? "" : "0");
+		fail("--size must be between %d and 3520 bytes",
+		     VZ_GEN_MIN_SIZE);
 		return 2;
 	}
 	if (g->flows < 1 || g->flows > 65535 - GEN_BASE_PORT) {
-		fail("--flows must be between 1 and 64511%s", "");
+		fail("--flows must be between 1 and %d", 65535 - GEN_BASE_PORT);
 		return 2;
 	}
 	if (!g->count && g->duration <= 0)
@@ -421,7 +428,7 @@ int main(int argc, char **argv)
 	struct vz_iface_lock lo_lock = { .fd = -1 };
 	struct vz_if_xmit before, after;
 	struct bpf_object *obj = NULL;
-	char default_bpf[4096];
+	char default_bpf[4096], *slash;
 	double secs;
 	__u64 sent;
 	int prog_fd, ret, err;
@@ -435,13 +442,12 @@ int main(int argc, char **argv)
 		n = readlink("/proc/self/exe", default_bpf,
 			     sizeof(default_bpf) - 16);
 		default_bpf[n > 0 ? n : 0] = '\0';
-		snprintf(default_bpf + strlen(dirname(default_bpf)), 16,
-			 "/gen.bpf.o");
+		slash = strrchr(default_bpf, '/');
+		strcpy(slash ? slash + 1 : default_bpf, "gen.bpf.o");
 		g.bpf_path = default_bpf;
 	}
 	if (geteuid() != 0) {
-		fail("generating traffic needs root (CAP_BPF, CAP_NET_ADMIN)%s",
-		     "");
+		fail("generating traffic needs root (CAP_BPF, CAP_NET_ADMIN)");
 		return 1;
 	}
 	build_template(&g);
