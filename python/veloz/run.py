@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from veloz import config, paths
+from veloz import config, linux_backend, paths
 from veloz.errors import VelozError
 
 # backend -> the XDP attach mode vz-xdp uses
 XDP_MODES = {"xdp": "native", "xdp-generic": "skb"}
-LATER = ("afxdp", "dpdk", "linux")
+LATER = ("afxdp", "dpdk")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,8 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--backend",
         required=True,
-        choices=(*XDP_MODES, *LATER),
-        help="xdp: native driver hook; xdp-generic: after the skb is built",
+        choices=(*XDP_MODES, "linux", *LATER),
+        help="xdp: native driver hook; xdp-generic: after the skb is built; linux: the "
+        "kernel's own baseline (drop: nftables raw prerouting drop)",
     )
     p.add_argument(
         "--iface", action="append", required=True, metavar="IF", help="a port (repeatable)"
@@ -84,6 +85,13 @@ def command(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.backend == "linux":
+        if args.config or args.set:
+            raise VelozError("the linux baseline takes no NF config")
+        if args.interval <= 0 or (args.duration is not None and args.duration <= 0):
+            raise VelozError("--interval and --duration must be positive")
+        return linux_backend.run(args.nf, list(dict.fromkeys(args.iface)), args.json,
+                                 args.duration, args.interval, args.replace)  # fmt: skip
     cmd = command(args)
     # exec: SIGINT and SIGTERM reach the tool that must detach, not a wrapper.
     os.execv(cmd[0], cmd)

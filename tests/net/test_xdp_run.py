@@ -319,6 +319,7 @@ def test_foreign_program_is_refused_and_left_alone(testbed):
             "unknown config key 'x'",
         ),
         (["run", "drop", "--backend", "afxdp", "--iface", "dut-gen"], "not available"),
+        (["run", "drop", "--backend", "linux", "--iface", "nosuch0"], "no interface 'nosuch0'"),
         (
             ["run", "redirect", "--backend", "xdp", "--iface", "dut-gen"],
             "config port 1 is not a port of this run",
@@ -331,6 +332,7 @@ def test_foreign_program_is_refused_and_left_alone(testbed):
         "bad-port",
         "unknown-key",
         "later-backend",
+        "linux-missing-iface",
         "port-not-in-run",
     ],
 )
@@ -372,3 +374,49 @@ def test_interface_removed_while_running_stops_cleanly(testbed):
         tb.up()  # the testbed repairs itself; the next run works again
     with run_nf("drop", "xdp") as again:
         assert again.stop()["packets"] >= 0
+
+
+# ---- the linux baseline ---------------------------------------------------------
+
+
+def nft_tables(netns: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", netns, "nft", "list", "tables"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+
+
+def test_linux_drop_baseline_counts_exactly_in_the_same_shape(testbed):
+    with Runner(in_netns("vz-dut", veloz_argv("run", "drop", "--backend", "linux", "--iface",
+                                              "dut-gen", "--json"))) as runner:  # fmt: skip
+        assert runner.attached["mode"] == "linux"
+        assert "vz_dut_gen" in nft_tables("vz-dut")
+        sent = run_json(in_netns("vz-gen", veloz_argv(
+            "gen", "--iface", "gen-dut", "--count", "50000", "--rate", "100k", "--json")),
+            timeout=60)  # fmt: skip
+        time.sleep(0.3)
+        summary = runner.stop()
+    assert summary["drop"] == summary["packets"] == sent["xmit"] == 50000
+    assert summary["bytes"] == 50000 * 64  # whole frames, as on the XDP backends
+    assert "vz_" not in nft_tables("vz-dut")
+
+
+def test_linux_baseline_stale_table_and_refusals(testbed):
+    subprocess.run(["ip", "netns", "exec", "vz-dut", "nft", "add", "table", "inet", "vz_dut_gen"],
+                   check=True)  # fmt: skip
+    try:
+        stale = subprocess.run(in_netns("vz-dut", veloz_argv(
+            "run", "drop", "--backend", "linux", "--iface", "dut-gen", "--duration", "0.3")),
+            capture_output=True, text=True, check=False)  # fmt: skip
+        assert stale.returncode == 1 and "stale veloz nftables table" in stale.stderr
+        assert stale.stderr.count("\n") == 1
+        cleaned = subprocess.run(in_netns("vz-dut", veloz_argv(
+            "run", "drop", "--backend", "linux", "--iface", "dut-gen", "--duration", "0.3",
+            "--replace")), capture_output=True, text=True, check=False)  # fmt: skip
+        assert cleaned.returncode == 0, cleaned.stderr
+    finally:
+        subprocess.run(["ip", "netns", "exec", "vz-dut", "nft", "delete", "table", "inet",
+                        "vz_dut_gen"], capture_output=True, check=False)  # fmt: skip
+    assert "vz_" not in nft_tables("vz-dut")
+    later = subprocess.run(in_netns("vz-dut", veloz_argv(
+        "run", "tx", "--backend", "linux", "--iface", "dut-gen")),
+        capture_output=True, text=True, check=False)  # fmt: skip
+    assert later.returncode == 2 and "baseline for drop only" in later.stderr
