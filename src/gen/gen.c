@@ -26,7 +26,6 @@
 #include <linux/udp.h>
 #include <net/if.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +37,7 @@
 
 #include <veloz/csum.h>
 
+#include "cli/common.h"
 #include "gen/gen.h"
 #include "gen/ifstats.h"
 #include "runtime/clock.h"
@@ -67,20 +67,6 @@ static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig)
 {
 	stop_signal = sig;
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* One line on stderr, prefixed "veloz: ". */
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("veloz: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static int parse_mac(const char *text, __u8 mac[ETH_ALEN])
@@ -140,7 +126,7 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 
 	*obj = bpf_object__open_file(g->bpf_path, NULL);
 	if (!*obj) {
-		fail("cannot open the generator's program %s", g->bpf_path);
+		vz_err("cannot open the generator's program %s", g->bpf_path);
 		return -1;
 	}
 	bpf_object__for_each_map (map, *obj)
@@ -148,8 +134,8 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 			bpf_map__set_initial_value(map, &cfg, sizeof(cfg));
 	err = bpf_object__load(*obj);
 	if (err) {
-		fail("the kernel refused the generator's program: %s",
-		     strerror(-err));
+		vz_err("the kernel refused the generator's program: %s",
+		       strerror(-err));
 		return -1;
 	}
 	prog = bpf_object__next_program(*obj, NULL);
@@ -203,7 +189,7 @@ static int parse_args(struct gen *g, int argc, char **argv)
 			n = strtoull(optarg, &end, 10);
 			if (errno || *end || end == optarg ||
 			    optarg[0] == '-') {
-				fail("'%s' is not a whole number", optarg);
+				vz_err("'%s' is not a whole number", optarg);
 				return 2;
 			}
 			if (opt == 'z')
@@ -218,9 +204,9 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		case 'd':
 			g->duration = strtod(optarg, &end);
 			if (errno || *end || g->duration <= 0) {
-				fail("--duration '%s' is not a positive number "
-				     "of seconds",
-				     optarg);
+				vz_err("--duration '%s' is not a positive number "
+				       "of seconds",
+				       optarg);
 				return 2;
 			}
 			break;
@@ -228,7 +214,7 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		case 'D':
 			if (parse_mac(optarg,
 				      opt == 'S' ? g->src_mac : g->dst_mac)) {
-				fail("'%s' is not a MAC address", optarg);
+				vz_err("'%s' is not a MAC address", optarg);
 				return 2;
 			}
 			*(opt == 'S' ? &have_src_mac : &have_dst_mac) = true;
@@ -238,7 +224,7 @@ static int parse_args(struct gen *g, int argc, char **argv)
 			if (inet_pton(AF_INET, optarg,
 				      opt == 's' ? &g->src_ip : &g->dst_ip) !=
 			    1) {
-				fail("'%s' is not an IPv4 address", optarg);
+				vz_err("'%s' is not an IPv4 address", optarg);
 				return 2;
 			}
 			*(opt == 's' ? &have_src_ip : &have_dst_ip) = true;
@@ -263,23 +249,25 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		return 2;
 	}
 	if (g->size < VZ_GEN_MIN_SIZE || g->size > 3520) {
-		fail("--size must be between %d and 3520 bytes",
-		     VZ_GEN_MIN_SIZE);
+		vz_err("--size must be between %d and 3520 bytes",
+		       VZ_GEN_MIN_SIZE);
 		return 2;
 	}
 	if (g->flows < 1 || g->flows > 65535 - GEN_BASE_PORT) {
-		fail("--flows must be between 1 and %d", 65535 - GEN_BASE_PORT);
+		vz_err("--flows must be between 1 and %d",
+		       65535 - GEN_BASE_PORT);
 		return 2;
 	}
 	if (!g->count && g->duration <= 0)
 		g->duration = 10;
 	g->ifindex = (int)if_nametoindex(g->ifname);
 	if (!g->ifindex) {
-		fail("no interface '%s' in this network namespace", g->ifname);
+		vz_err("no interface '%s' in this network namespace",
+		       g->ifname);
 		return 2;
 	}
 	if (!have_src_mac && vz_if_mac(g->ifname, g->src_mac)) {
-		fail("cannot read the MAC address of %s", g->ifname);
+		vz_err("cannot read the MAC address of %s", g->ifname);
 		return 2;
 	}
 	return 0;
@@ -294,7 +282,7 @@ static int keep_in_dispatcher(int prog_fd, struct vz_iface_lock *lock)
 
 	err = vz_iface_lock(lock, lo, "lo", msg, sizeof(msg));
 	if (err) {
-		fail("%s", msg);
+		vz_err("%s", msg);
 		return err;
 	}
 	if (!vz_xdp_query(lo, &now) && now.any) {
@@ -447,7 +435,7 @@ int main(int argc, char **argv)
 		g.bpf_path = default_bpf;
 	}
 	if (geteuid() != 0) {
-		fail("generating traffic needs root (CAP_BPF, CAP_NET_ADMIN)");
+		vz_err("generating traffic needs root (CAP_BPF, CAP_NET_ADMIN)");
 		return 1;
 	}
 	build_template(&g);
