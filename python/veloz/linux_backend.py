@@ -59,12 +59,16 @@ def _counter(table: str) -> tuple[int, int]:
     raise VelozError(f"table inet {table} has no counter", code=1)
 
 
-def _lock(ifname: str) -> int:
-    """One veloz per interface, the same lock file vz-xdp takes."""
-    RUN_DIR.mkdir(mode=0o755, exist_ok=True)
+def _lock_path(ifname: str) -> Path:
+    """The lock file vz-xdp takes for this interface: one veloz per interface."""
     ns = os.stat("/proc/self/ns/net").st_ino
     index = Path(f"/sys/class/net/{ifname}/ifindex").read_text().strip()
-    fd = os.open(RUN_DIR / f"xdp-{ns}-{index}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    return RUN_DIR / f"xdp-{ns}-{index}.lock"
+
+
+def _lock(path: Path, ifname: str) -> int:
+    RUN_DIR.mkdir(mode=0o755, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -87,7 +91,8 @@ def run(nf: str, ifaces: list[str], json_out: bool, duration: float | None, inte
         raise VelozError(f"no interface '{ifname}' in this network namespace")
     if os.geteuid() != 0:
         raise VelozError("the linux backend needs root (CAP_NET_ADMIN) for nftables", code=1)
-    lock = _lock(ifname)
+    lock_path = _lock_path(ifname)
+    lock = _lock(lock_path, ifname)
     table = table_name(ifname)
     stop: list[int] = []
 
@@ -119,6 +124,7 @@ def run(nf: str, ifaces: list[str], json_out: bool, duration: float | None, inte
         finally:
             _nft("delete", "table", "inet", table)
     finally:
+        lock_path.unlink(missing_ok=True)  # as vz-xdp does: nothing left in /run
         os.close(lock)
 
 

@@ -361,15 +361,25 @@ def test_without_privileges_one_line_and_nothing_attached(testbed):
     assert not xdp_attached("vz-dut", "dut-gen")
 
 
+def lock_file(netns: str, ifname: str) -> Path:
+    """The per-interface lock veloz takes, named by namespace and ifindex."""
+    ino = os.stat(f"/run/netns/{netns}").st_ino
+    link = subprocess.run(["ip", "-n", netns, "-j", "link", "show", ifname],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return Path(f"/run/veloz/xdp-{ino}-{json.loads(link)[0]['ifindex']}.lock")
+
+
 def test_interface_removed_while_running_stops_cleanly(testbed):
     runner = run_nf("drop", "xdp", "--interval", "0.2")
+    lock = lock_file("vz-dut", "dut-gen")
+    assert lock.exists()
     try:
         subprocess.run(["ip", "-n", "vz-dut", "link", "del", "dut-gen"], check=True)
         out, err = runner.proc.communicate(timeout=20)
         assert runner.proc.returncode == 1
         assert err == "veloz: dut-gen disappeared while running; stopped\n"
         assert json.loads(out.splitlines()[-1])["summary"] is True
-        assert not any(Path("/run/veloz").glob("xdp-*.lock"))
+        assert not lock.exists()
     finally:
         tb.up()  # the testbed repairs itself; the next run works again
     with run_nf("drop", "xdp") as again:
@@ -385,6 +395,7 @@ def nft_tables(netns: str) -> str:
 
 
 def test_linux_drop_baseline_counts_exactly_in_the_same_shape(testbed):
+    lock = lock_file("vz-dut", "dut-gen")
     with Runner(in_netns("vz-dut", veloz_argv("run", "drop", "--backend", "linux", "--iface",
                                               "dut-gen", "--json"))) as runner:  # fmt: skip
         assert runner.attached["mode"] == "linux"
@@ -397,6 +408,7 @@ def test_linux_drop_baseline_counts_exactly_in_the_same_shape(testbed):
     assert summary["drop"] == summary["packets"] == sent["xmit"] == 50000
     assert summary["bytes"] == 50000 * 64  # whole frames, as on the XDP backends
     assert "vz_" not in nft_tables("vz-dut")
+    assert not lock.exists()
 
 
 def test_linux_baseline_stale_table_and_refusals(testbed):
