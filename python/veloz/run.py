@@ -40,7 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="config override")
     p.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
-    p.add_argument("--interval", type=float, default=1.0, metavar="SECONDS")
+    p.add_argument(
+        "--interval", type=float, default=1.0, metavar="SECONDS", help="between counter lines"
+    )
     p.add_argument(
         "--replace",
         action="store_true",
