@@ -20,9 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=(
             "Load the NF, attach it to each --iface (port 0, 1, ... in the order "
             "given) and print per-second counters: packets, bytes, pps and the "
-            "count per verdict. Stops on Ctrl-C, SIGTERM or after --duration, and "
-            "detaches everything. A program left behind by a run that was killed "
-            "is reported; --replace removes it. Needs root."
+            "count per verdict. Stops on Ctrl-C, SIGTERM, after --duration or when "
+            "an interface disappears, and detaches everything. A program left "
+            "behind by a run that was killed is reported; --replace removes it. "
+            "afxdp and dpdk are listed but not built yet. Needs root."
         ),
     )
     p.add_argument("nf", help="NF name (see `veloz nfs`)")
