@@ -58,7 +58,10 @@ static int xdp_open(struct vz_offline *o)
 	o->redirects_fd = map_fd(o->nf, "vz_redirects");
 	o->ncpus = libbpf_num_possible_cpus();
 	o->percpu = calloc((size_t)o->ncpus, sizeof(*o->percpu));
-	if (!o->percpu || o->stats_fd < 0 || o->redirects_fd < 0)
+	o->redirects = calloc((size_t)VZ_MAX_PORTS * (size_t)o->ncpus,
+			      sizeof(*o->redirects));
+	if (!o->percpu || !o->redirects || o->stats_fd < 0 ||
+	    o->redirects_fd < 0)
 		return -ENOMEM;
 	/* Stay on one CPU, so per-CPU maps behave as one native worker's. */
 	CPU_ZERO(&cpus);
@@ -81,19 +84,31 @@ static __u64 percpu_packets(struct vz_offline *o, int fd, __u32 key)
 
 /*
  * The port of the last redirect: the one whose counter moved. (The XDP
- * program's redirect target is not visible to a test run otherwise.)
+ * program's redirect target is not visible to a test run otherwise.) One
+ * batch read of every port's per-CPU counters: this runs per redirected frame.
  */
 static int xdp_redirect_port(struct vz_offline *o)
 {
-	int found = -1;
-	__u32 port;
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	__u32 keys[VZ_MAX_PORTS], count = VZ_MAX_PORTS, next, i;
+	const struct vz_stat *stat;
+	int cpu, found = -1;
 	__u64 now;
 
-	for (port = 0; port < VZ_MAX_PORTS; port++) {
-		now = percpu_packets(o, o->redirects_fd, port);
-		if (now != o->redirected[port] && found < 0)
-			found = (int)port;
-		o->redirected[port] = now;
+	/* arrays answer ENOENT once the batch reaches their end */
+	if (bpf_map_lookup_batch(o->redirects_fd, NULL, &next, keys,
+				 o->redirects, &count, &opts) &&
+	    errno != ENOENT)
+		return -1;
+	for (i = 0; i < count; i++) {
+		stat = o->redirects + (size_t)i * (size_t)o->ncpus;
+		for (now = 0, cpu = 0; cpu < o->ncpus; cpu++)
+			now += stat[cpu].packets;
+		if (keys[i] >= VZ_MAX_PORTS)
+			continue;
+		if (now != o->redirected[keys[i]] && found < 0)
+			found = (int)keys[i];
+		o->redirected[keys[i]] = now;
 	}
 	return found;
 }
@@ -180,6 +195,7 @@ int vz_offline_open(struct vz_offline *o, struct vz_nf *nf, bool xdp)
 void vz_offline_close(struct vz_offline *o)
 {
 	free(o->percpu);
+	free(o->redirects);
 	free(o->frame);
 	memset(o, 0, sizeof(*o));
 }

@@ -28,6 +28,7 @@ struct vz_offline {
 	int redirects_fd;
 	int ncpus;
 	struct vz_stat *percpu; /* scratch for per-CPU reads */
+	struct vz_stat *redirects; /* every port x every CPU, batch-read */
 	__u64 redirected[VZ_MAX_PORTS]; /* to tell which port moved */
 	/* native */
 	__u8 *frame; /* VZ_HEADROOM + VZ_FRAME_MAX */
