@@ -151,35 +151,44 @@ def test_memaccess_counts_and_drops(testbed, backend):
 
 # ---- what comes out, against replay's prediction ------------------------------
 
+GEN_SIDE, SINK_SIDE = ("vz-gen", "gen-dut"), ("vz-sink", "sink-dut")
+
+
+def probe_through(nf, backend, tmp_path, capture_at, *run_args, during=None):
+    """probe_frames() (written to tmp_path/in.pcap) from vz-gen through the NF.
+
+    Returns the frames sent, those captured arriving at `capture_at` (netns,
+    ifname), the NF's summary, and what `during()` returned while it ran.
+    """
+    frames = probe_frames()
+    wrpcap(str(tmp_path / "in.pcap"), frames, linktype=1)
+    with run_nf(nf, backend, *run_args) as runner:
+        cap = Capture(*capture_at, tmp_path / "got.pcap", f"udp dst port {PROBE_PORT}")
+        send_from_gen(tmp_path / "in.pcap")
+        got = cap.stop()
+        extra = during() if during else None
+        summary = runner.stop()
+    return frames, got, summary, extra
+
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tx_sends_frames_back_as_replay_predicts(testbed, backend, tmp_path):
-    frames = probe_frames()
-    wrpcap(str(tmp_path / "in.pcap"), frames, linktype=1)
+    frames, got, summary, _ = probe_through("tx", backend, tmp_path, GEN_SIDE)
     expected = replay_prediction("tx", tmp_path / "in.pcap", tmp_path / "expect.pcap")
     assert len(expected) == len(frames)
-    with run_nf("tx", backend) as runner:
-        cap = Capture("vz-gen", "gen-dut", tmp_path / "got.pcap", f"udp dst port {PROBE_PORT}")
-        send_from_gen(tmp_path / "in.pcap")
-        got = cap.stop()
-        summary = runner.stop()
     assert [bytes(p) for p in got] == expected
     assert summary["tx"] >= len(frames)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_redirect_forwards_to_the_sink_as_replay_predicts(testbed, backend, tmp_path):
-    frames = probe_frames()
-    wrpcap(str(tmp_path / "in.pcap"), frames, linktype=1)
+    # The config names the egress port by interface: it becomes port 1.
+    frames, got, summary, _ = probe_through(
+        "redirect", backend, tmp_path, SINK_SIDE, "--set", "port=dut-sink"
+    )
     expected = replay_prediction(
         "redirect", tmp_path / "in.pcap", tmp_path / "expect.pcap", "port=1"
     )
-    # The config names the egress port by interface: it becomes port 1.
-    with run_nf("redirect", backend, "--set", "port=dut-sink") as runner:
-        cap = Capture("vz-sink", "sink-dut", tmp_path / "got.pcap", f"udp dst port {PROBE_PORT}")
-        send_from_gen(tmp_path / "in.pcap")
-        got = cap.stop()
-        summary = runner.stop()
     assert [bytes(p) for p in got] == expected
     assert summary["redirected"]["dut-sink"] >= len(frames)
     assert not xdp_attached("vz-dut", "dut-sink")
@@ -187,14 +196,10 @@ def test_redirect_forwards_to_the_sink_as_replay_predicts(testbed, backend, tmp_
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_pass_hands_frames_to_the_kernel_which_forwards_them(testbed, backend, tmp_path):
-    frames = probe_frames()
-    wrpcap(str(tmp_path / "in.pcap"), frames, linktype=1)
-    with run_nf("pass", backend) as runner:
-        cap = Capture("vz-sink", "sink-dut", tmp_path / "got.pcap", f"udp dst port {PROBE_PORT}")
-        send_from_gen(tmp_path / "in.pcap")
-        got = cap.stop()
-        answered = tb.ping("vz-gen", "198.18.1.2", timeout=2)
-        summary = runner.stop()
+    frames, got, summary, answered = probe_through(
+        "pass", backend, tmp_path, SINK_SIDE,
+        during=lambda: tb.ping("vz-gen", "198.18.1.2", timeout=2),
+    )  # fmt: skip
     # The kernel routed them: same payloads, TTL one less, new MACs.
     assert [bytes(p[Raw]) for p in got] == [bytes(f[Raw]) for f in frames]
     assert all(p[IP].ttl == 63 for p in got)
@@ -204,13 +209,7 @@ def test_pass_hands_frames_to_the_kernel_which_forwards_them(testbed, backend, t
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_drop_lets_nothing_through(testbed, backend, tmp_path):
-    frames = probe_frames()
-    wrpcap(str(tmp_path / "in.pcap"), frames, linktype=1)
-    with run_nf("drop", backend) as runner:
-        cap = Capture("vz-sink", "sink-dut", tmp_path / "got.pcap", f"udp dst port {PROBE_PORT}")
-        send_from_gen(tmp_path / "in.pcap")
-        got = cap.stop()
-        summary = runner.stop()
+    frames, got, summary, _ = probe_through("drop", backend, tmp_path, SINK_SIDE)
     assert got == []
     assert summary["drop"] >= len(frames)
 

@@ -322,35 +322,34 @@ def options() -> list[Frame]:
 # ---- fragments.pcap ------------------------------------------------------------------------
 
 
-def ip4_fragments(name: str, proto: int, l4: bytes, sizes: list[int], **kw: object) -> list[Frame]:
-    """l4 (an L4 header and payload) in fragments of the given sizes (multiples of 8)."""
-    frames = []
+def split_fragments(name: str, l4: bytes, sizes: list[int]) -> list[tuple[str, int, bool, bytes]]:
+    """(part name, offset in 8-byte units, last?, bytes) for each fragment of l4."""
+    parts = []
     off = 0
     for i, size in enumerate(sizes):
-        chunk = l4[off : off + size]
         last = i == len(sizes) - 1
         assert last or size % 8 == 0
         part = "first" if i == 0 else "last" if last else f"middle{i}"
-        hdr = ip4(proto=proto, frag=off // 8, flags=0 if last else "MF", **kw)
-        frames.append((f"{name}-{part}", b(eth() / hdr / chunk)))
+        parts.append((f"{name}-{part}", off // 8, last, l4[off : off + size]))
         off += size
     assert off == len(l4), (name, off, len(l4))
-    return frames
+    return parts
+
+
+def ip4_fragments(name: str, proto: int, l4: bytes, sizes: list[int], **kw: object) -> list[Frame]:
+    """l4 (an L4 header and payload) in fragments of the given sizes (multiples of 8)."""
+    return [
+        (part, b(eth() / ip4(proto=proto, frag=off, flags=0 if last else "MF", **kw) / chunk))
+        for part, off, last, chunk in split_fragments(name, l4, sizes)
+    ]
 
 
 def ip6_fragments(name: str, nh: int, l4: bytes, sizes: list[int], ident: int) -> list[Frame]:
-    frames = []
-    off = 0
-    for i, size in enumerate(sizes):
-        chunk = l4[off : off + size]
-        last = i == len(sizes) - 1
-        assert last or size % 8 == 0
-        part = "first" if i == 0 else "last" if last else f"middle{i}"
-        frag = IPv6ExtHdrFragment(nh=nh, offset=off // 8, m=0 if last else 1, id=ident)
-        frames.append((f"{name}-{part}", b(eth() / ip6() / frag / chunk)))
-        off += size
-    assert off == len(l4), (name, off, len(l4))
-    return frames
+    return [
+        (part, b(eth() / ip6() / IPv6ExtHdrFragment(nh=nh, offset=off, m=0 if last else 1,
+                                                    id=ident) / chunk))
+        for part, off, last, chunk in split_fragments(name, l4, sizes)
+    ]  # fmt: skip
 
 
 def l4_bytes_v4(l4: Packet) -> bytes:
