@@ -10,29 +10,47 @@ from veloz.errors import VelozError
 
 # backend -> the XDP attach mode vz-xdp uses
 XDP_MODES = {"xdp": "native", "xdp-generic": "skb"}
-LATER = ("afxdp", "dpdk")
+# backend -> the C tool that runs it in userspace
+USERSPACE = {"afxdp": "vz-afxdp", "dpdk": "vz-dpdk"}
+
+DESCRIPTION = """\
+Load the NF, attach it to each --iface (port 0, 1, ... in the order given) and
+print counters every --interval: packets, bytes, pps and the count per verdict,
+in total and per worker (a CPU on xdp, a thread or lcore in userspace). Stops
+on Ctrl-C, SIGTERM, after --duration or when an interface disappears, and
+removes everything it set up. A program left behind by a run that was killed
+is reported; --replace removes it. Needs root.
+
+Backends:
+  xdp          the NF in the kernel, at the driver's XDP hook
+  xdp-generic  the NF in the kernel, at the generic XDP hook (after the skb)
+  afxdp        the NF in userspace on AF_XDP sockets; a small XDP program
+               steers the --queues into the sockets. Zero-copy where the
+               driver offers it (veth: copy only, said on stderr).
+  dpdk         the NF in userspace on DPDK lcores; each --iface becomes a
+               net_af_xdp port (--pmd af_packet: net_af_packet). DPDK runs
+               --in-memory (no hugepage files); 2 MiB hugepages are reserved
+               by veloz when too few are free and given back at exit, or
+               --no-huge uses ordinary memory. EAL arguments go after `--`.
+  linux        the kernel's own baseline: drop = nftables raw prerouting
+               drop; tx and redirect = kernel IP forwarding
+
+On afxdp and dpdk, PASS hands the frame to the kernel through a TAP device
+(vzt-IFNAME) that wears the port's MAC address, so the kernel answers and
+forwards as if the frame had arrived on the port.
+"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="run an NF on interfaces until stopped",
-        description=(
-            "Load the NF, attach it to each --iface (port 0, 1, ... in the order "
-            "given) and print per-second counters: packets, bytes, pps and the "
-            "count per verdict. Stops on Ctrl-C, SIGTERM, after --duration or when "
-            "an interface disappears, and detaches everything. A program left "
-            "behind by a run that was killed is reported; --replace removes it. "
-            "afxdp and dpdk are listed but not built yet. Needs root."
-        ),
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("nf", help="NF name (see `veloz nfs`)")
     p.add_argument(
-        "--backend",
-        required=True,
-        choices=(*XDP_MODES, "linux", *LATER),
-        help="xdp: native driver hook; xdp-generic: after the skb is built; linux: the "
-        "kernel's own baseline (drop: nftables raw prerouting drop)",
+        "--backend", required=True, choices=(*XDP_MODES, *USERSPACE, "linux"), help="see above"
     )
     p.add_argument(
         "--iface", action="append", required=True, metavar="IF", help="a port (repeatable)"
@@ -49,31 +67,99 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="remove a stale veloz program left on an interface by a killed run",
     )
+    us = p.add_argument_group("afxdp and dpdk")
+    us.add_argument("--workers", type=int, default=1, metavar="N", help="threads running the NF")
+    us.add_argument(
+        "--queues", type=int, metavar="N", help="receive queues per port (default: --workers)"
+    )
+    us.add_argument("--batch", type=int, default=64, metavar="N", help="frames per burst (1-256)")
+    xsk = p.add_argument_group("afxdp")
+    copy = xsk.add_mutually_exclusive_group()
+    copy.add_argument("--copy", action="store_true", help="force copy mode")
+    copy.add_argument("--zero-copy", action="store_true", help="require zero-copy")
+    xsk.add_argument("--busy-poll", action="store_true", help="SO_PREFER_BUSY_POLL sockets")
+    xsk.add_argument(
+        "--xdp-mode",
+        choices=("native", "skb"),
+        default="native",
+        help="attach mode of the steering program",
+    )
+    dpdk = p.add_argument_group("dpdk")
+    dpdk.add_argument(
+        "--pmd", choices=("af_xdp", "af_packet"), default="af_xdp", help="DPDK driver per --iface"
+    )
+    dpdk.add_argument("--no-huge", action="store_true", help="ordinary memory, no hugepages")
+    p.add_argument("eal", nargs="*", metavar="-- EAL_ARG", help="dpdk: extra EAL arguments")
     p.set_defaults(func=run)
 
 
-def command(args: argparse.Namespace) -> list[str]:
-    if args.backend in LATER:
-        raise VelozError(f"backend '{args.backend}' is not available in this build yet")
-    nf = paths.nf(args.nf)
-    values = config.load(args.config) | config.parse_sets(args.set)
+def _ports(args: argparse.Namespace, values: dict) -> list[str]:
     ports = list(dict.fromkeys(args.iface))  # a port once, in order
     # A port field may name an interface not given with --iface: it becomes a port.
     for key in config.PORT_FIELDS & values.keys():
         value = values[key]
         if isinstance(value, str) and not config.is_integer(value) and value not in ports:
             ports.append(value)
+    return ports
+
+
+def _userspace_options(args: argparse.Namespace) -> list[str]:
+    if not 1 <= args.workers <= 64:
+        raise VelozError("--workers must be between 1 and 64")
+    if args.queues is not None and not 1 <= args.queues <= 64:
+        raise VelozError("--queues must be between 1 and 64")
+    if not 1 <= args.batch <= 256:
+        raise VelozError("--batch must be between 1 and 256")
+    opts = ["--workers", str(args.workers), "--batch", str(args.batch)]
+    if args.queues is not None:
+        opts += ["--queues", str(args.queues)]
+    if args.backend == "afxdp":
+        opts += ["--mode", args.xdp_mode]
+        opts += ["--copy"] if args.copy else ["--zero-copy"] if args.zero_copy else []
+        opts += ["--busy-poll"] if args.busy_poll else []
+    else:
+        opts += ["--pmd", args.pmd] + (["--no-huge"] if args.no_huge else [])
+    return opts
+
+
+def _refuse_foreign_options(args: argparse.Namespace) -> None:
+    """An option of another backend is a mistake worth one line, not silence."""
+    given = {
+        "--workers": args.workers != 1,
+        "--queues": args.queues is not None,
+        "--batch": args.batch != 64,
+        "--copy": args.copy,
+        "--zero-copy": args.zero_copy,
+        "--busy-poll": args.busy_poll,
+        "--xdp-mode": args.xdp_mode != "native",
+        "--pmd": args.pmd != "af_xdp",
+        "--no-huge": args.no_huge,
+        "EAL arguments": bool(args.eal),
+    }
+    accepted = {
+        "afxdp": {"--workers", "--queues", "--batch", "--copy", "--zero-copy", "--busy-poll",
+                  "--xdp-mode"},
+        "dpdk": {"--workers", "--queues", "--batch", "--pmd", "--no-huge", "EAL arguments"},
+    }.get(args.backend, set())  # fmt: skip
+    for option, is_given in given.items():
+        if is_given and option not in accepted:
+            raise VelozError(f"{option} is not an option of the {args.backend} backend")
+
+
+def command(args: argparse.Namespace) -> list[str]:
+    _refuse_foreign_options(args)
+    nf = paths.nf(args.nf)
+    values = config.load(args.config) | config.parse_sets(args.set)
+    ports = _ports(args, values)
     if args.duration is not None and args.duration <= 0:
         raise VelozError("--duration must be positive")
     if args.interval <= 0:
         raise VelozError("--interval must be positive")
-    cmd = [
-        str(paths.tool("vz-xdp")), "run",
-        "--bpf", str(nf.bpf),
-        "--native", str(nf.native),
-        "--mode", XDP_MODES[args.backend],
-        "--interval", str(args.interval),
-    ]  # fmt: skip
+    if args.backend in USERSPACE:
+        cmd = [str(paths.tool(USERSPACE[args.backend])), "run", *_userspace_options(args)]
+    else:
+        cmd = [str(paths.tool("vz-xdp")), "run", "--mode", XDP_MODES[args.backend]]
+    cmd += ["--bpf", str(nf.bpf), "--native", str(nf.native), "--interval", str(args.interval)]
     for port in ports:
         cmd += ["--iface", port]
     for assignment in config.to_assignments(values, ports):
@@ -84,11 +170,14 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd += ["--duration", str(args.duration)]
     if args.replace:
         cmd.append("--replace")
+    if args.eal:
+        cmd += ["--", *args.eal]
     return cmd
 
 
 def run(args: argparse.Namespace) -> int:
     if args.backend == "linux":
+        _refuse_foreign_options(args)
         if args.config or args.set:
             raise VelozError("the linux baseline takes no NF config")
         if args.interval <= 0 or (args.duration is not None and args.duration <= 0):

@@ -19,6 +19,8 @@
 #include <bpf/bpf.h>
 
 #include "cli/common.h"
+#include "cli/counters.h"
+#include "cli/ports.h"
 #include "runtime/clock.h"
 #include "xdp/attach.h"
 
@@ -62,174 +64,62 @@ static void usage(FILE *out)
 		"                  [--interval S] [--duration S] [--replace]\n");
 }
 
-/* Sum a per-CPU vz_stat map entry over CPUs. */
-static struct vz_stat read_stat(struct runner *r, int fd, __u32 key)
+/*
+ * Per-CPU counters, one worker per CPU: a BPF per-CPU map lookup returns
+ * every CPU's copy at once.
+ */
+static void read_percpu(struct runner *r, int fd, __u32 key,
+			struct vz_stat *out)
 {
-	struct vz_stat total = { 0 };
-	int cpu;
-
-	if (bpf_map_lookup_elem(fd, &key, r->percpu))
-		return total;
-	for (cpu = 0; cpu < r->ncpus; cpu++) {
-		total.packets += r->percpu[cpu].packets;
-		total.bytes += r->percpu[cpu].bytes;
-	}
-	return total;
+	if (bpf_map_lookup_elem(fd, &key, out))
+		memset(out, 0, sizeof(*out) * (size_t)r->ncpus);
 }
 
-struct snapshot {
-	struct vz_stat verdict[VZ_VERDICT_COUNT];
-	struct vz_stat total;
-};
-
-static void take_snapshot(struct runner *r, struct snapshot *s)
+static void take_snapshot(struct runner *r, struct vz_snapshot *s)
 {
-	__u32 v;
+	static struct vz_counts cpu[VZ_MAX_WORKERS];
+	unsigned int ncpus = (unsigned int)r->ncpus, c;
+	__u32 v, p;
 
+	if (ncpus > VZ_MAX_WORKERS) /* fold the rest into the last one */
+		ncpus = VZ_MAX_WORKERS;
 	memset(s, 0, sizeof(*s));
+	memset(cpu, 0, sizeof(cpu));
 	for (v = 0; v < VZ_VERDICT_COUNT; v++) {
-		s->verdict[v] = read_stat(r, r->stats_fd, v);
-		s->total.packets += s->verdict[v].packets;
-		s->total.bytes += s->verdict[v].bytes;
+		read_percpu(r, r->stats_fd, v, r->percpu);
+		for (c = 0; c < (unsigned int)r->ncpus; c++) {
+			unsigned int w = c < ncpus ? c : ncpus - 1;
+
+			cpu[w].verdict[v].packets += r->percpu[c].packets;
+			cpu[w].verdict[v].bytes += r->percpu[c].bytes;
+		}
 	}
+	for (p = 0; p < (__u32)r->nports; p++) {
+		read_percpu(r, r->redirects_fd, p, r->percpu);
+		for (c = 0; c < (unsigned int)r->ncpus; c++)
+			cpu[c < ncpus ? c : ncpus - 1].redirected[p] +=
+				r->percpu[c].packets;
+	}
+	for (c = 0; c < ncpus; c++)
+		vz_snapshot_add(s, c, &cpu[c]);
 }
 
-static void print_stats(struct runner *r, const struct snapshot *s,
-			const struct snapshot *prev, double t, double dt,
+static void print_stats(struct runner *r, const struct vz_snapshot *s,
+			const struct vz_snapshot *prev, double t, double dt,
 			bool summary)
 {
-	double pps =
-		dt > 0 ? (double)(s->total.packets - prev->total.packets) / dt
-		       : 0;
-	double bps =
-		dt > 0 ? (double)(s->total.bytes - prev->total.bytes) * 8 / dt
-		       : 0;
-	int v, p;
+	const char *names[VZ_MAX_PORTS];
+	struct vz_counter_view view = {
+		.nf = r->nf.name,
+		.ports = names,
+		.nports = r->nports,
+		.json = r->json,
+	};
+	int p;
 
-	if (r->json) {
-		printf("{%s\"t\": %.3f, \"nf\": \"%s\", \"packets\": %llu, "
-		       "\"bytes\": %llu, \"pps\": %.0f, \"bps\": %.0f",
-		       summary ? "\"summary\": true, " : "", t, r->nf.name,
-		       (unsigned long long)s->total.packets,
-		       (unsigned long long)s->total.bytes, pps, bps);
-		for (v = 0; v < VZ_VERDICT_COUNT; v++)
-			printf(", \"%s\": %llu", vz_verdict_name(v),
-			       (unsigned long long)s->verdict[v].packets);
-		printf(", \"redirected\": {");
-		for (p = 0; p < r->nports; p++)
-			printf("%s\"%s\": %llu", p ? ", " : "",
-			       r->ports[p].ifname,
-			       (unsigned long long)read_stat(r, r->redirects_fd,
-							     (__u32)p)
-				       .packets);
-		printf("}}\n");
-	} else {
-		if (summary)
-			printf("total %7.1fs %12llu pkts %14llu bytes "
-			       "%10.0f pps avg",
-			       t, (unsigned long long)s->total.packets,
-			       (unsigned long long)s->total.bytes, pps);
-		else
-			printf("%13.1fs %12llu pkts %14llu bytes %10.0f pps "
-			       "%8.1f Mbit/s",
-			       t, (unsigned long long)s->total.packets,
-			       (unsigned long long)s->total.bytes, pps,
-			       bps / 1e6);
-		for (v = 1; v <= VZ_VERDICT_COUNT; v++) {
-			int verdict = v % VZ_VERDICT_COUNT;
-
-			printf("  %s %llu", vz_verdict_name(verdict),
-			       (unsigned long long)s->verdict[verdict].packets);
-		}
-		printf("\n");
-	}
-	fflush(stdout);
-}
-
-/* Refuse, or with --replace remove, what another run left on a port. */
-static int check_port(struct runner *r, struct port *port)
-{
-	struct vz_xdp_attached now;
-	char err[256];
-	int ret;
-
-	ret = vz_iface_lock(&port->lock, port->ifindex, port->ifname, err,
-			    sizeof(err));
-	if (ret) {
-		vz_err("%s", err);
-		return ret;
-	}
-	ret = vz_xdp_query(port->ifindex, &now);
-	if (ret) {
-		vz_err("cannot query XDP on %s: %s", port->ifname,
-		       strerror(-ret));
-		return ret;
-	}
-	if (!now.any)
-		return 0;
-	if (!strcmp(now.names, VZ_TESTBED_RX_PROG)) {
-		ret = vz_xdp_detach_all(port->ifindex);
-		if (ret)
-			vz_err("cannot replace the testbed's receive program on "
-			       "%s: %s",
-			       port->ifname, strerror(-ret));
-		return ret;
-	}
-	if (!now.ours) {
-		vz_err("%s already has an XDP program that is not veloz's (%s, "
-		       "%s mode); detach it first, e.g. xdp-loader unload %s "
-		       "--all",
-		       port->ifname, now.names, vz_xdp_mode_name(now.mode),
-		       port->ifname);
-		return -EBUSY;
-	}
-	/* Ours, and the lock was free: a run that died without cleaning up. */
-	if (!r->replace) {
-		vz_err("%s has a stale veloz program (%s, %s mode, id %u) left "
-		       "by a run that was killed; rerun with --replace to "
-		       "remove it",
-		       port->ifname, now.names, vz_xdp_mode_name(now.mode),
-		       now.prog_id);
-		return -EEXIST;
-	}
-	ret = vz_xdp_detach_all(port->ifindex);
-	if (ret) {
-		vz_err("cannot remove the stale program from %s: %s",
-		       port->ifname, strerror(-ret));
-		return ret;
-	}
-	fprintf(stderr, "veloz: removed stale veloz program %s from %s\n",
-		now.names, port->ifname);
-	return 0;
-}
-
-/*
- * A config field named "port" is a port number of this run (the Python
- * front end turns interface names into them): one that names no port would
- * turn every redirect into an aborted packet, so it is refused up front.
- */
-static int check_port_fields(struct runner *r)
-{
-	const struct vz_config_field *field;
-	__u64 port;
-	__u32 i;
-
-	for (i = 0; i < r->nf.cfg.nfields; i++) {
-		field = &r->nf.cfg.fields[i];
-		if (strcmp(field->name, "port"))
-			continue;
-		port = vz_config_get(&r->nf.cfg, field);
-		if (port >= (__u64)r->nports) {
-			vz_err("config port %llu is not a port of this run (it "
-			       "has %d: %s%s); add the interface with --iface "
-			       "or name it in the config",
-			       (unsigned long long)port, r->nports,
-			       r->ports[0].ifname,
-			       r->nports > 1 ? ", ..." : "");
-			return -EINVAL;
-		}
-	}
-	return 0;
+	for (p = 0; p < r->nports; p++)
+		names[p] = r->ports[p].ifname;
+	vz_counters_print(&view, s, prev, t, dt, summary);
 }
 
 static int explain_attach_error(struct runner *r, struct port *port, int err)
@@ -360,7 +250,7 @@ static struct port *vanished_port(struct runner *r)
 static int count_loop(struct runner *r)
 {
 	struct port *gone = NULL;
-	struct snapshot first, prev, cur;
+	static struct vz_snapshot first, prev, cur;
 	double start = vz_now_s(), last = start, next = start, t;
 
 	take_snapshot(r, &first);
@@ -524,7 +414,7 @@ int main(int argc, char **argv)
 	}
 	if (vz_nf_open(&r.nf, bpf_path, native_path, sets, nsets, 1))
 		return 2;
-	if (check_port_fields(&r)) {
+	if (vz_check_port_fields(&r.nf, r.nports, r.ports[0].ifname)) {
 		vz_nf_close(&r.nf);
 		return 2;
 	}
@@ -540,7 +430,8 @@ int main(int argc, char **argv)
 	/* a closed stdout (| head) stops us cleanly, not killed attached */
 	sigaction(SIGPIPE, &sa, NULL);
 	for (i = 0; i < r.nports; i++)
-		if (check_port(&r, &r.ports[i]))
+		if (vz_claim_port(&r.ports[i].lock, r.ports[i].ifindex,
+				  r.ports[i].ifname, r.replace))
 			goto out;
 	if (attach_all(&r))
 		goto out;

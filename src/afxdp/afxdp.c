@@ -1,0 +1,605 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The afxdp backend: NFs run in userspace on frames taken from AF_XDP
+ * sockets (libxdp's xsk API).
+ *
+ * Each worker owns one UMEM, shared by its sockets: one per (port, queue)
+ * it serves, each with its own fill and completion rings. Sharing the UMEM
+ * is what lets a frame received on one port be sent on another without a
+ * copy (REDIRECT). A worker's frames are all its own, so its free list
+ * needs no lock. Frames are 4 KiB and the kernel puts the data 256 bytes
+ * in: the NF sees the XDP frame geometry (VZ_HEADROOM) exactly.
+ *
+ * The steering program (steer.bpf.c) is attached to each port and sends
+ * the served queues to the sockets.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <linux/if_xdp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <xdp/xsk.h>
+
+#include "runtime/userspace.h"
+
+#define FRAME_SIZE 4096u
+#define RING_SIZE 2048u /* every ring: rx, tx, fill, completion */
+#define MAX_QUEUES_PER_WORKER 8
+/* frames per socket: its fill ring, its rx ring and its share of tx */
+#define FRAMES_PER_SOCKET (2 * RING_SIZE)
+#define TAP_POLL_EVERY 64 /* loop iterations between looks at the TAPs */
+
+#ifndef SO_PREFER_BUSY_POLL
+#define SO_PREFER_BUSY_POLL 69
+#endif
+#ifndef SO_BUSY_POLL_BUDGET
+#define SO_BUSY_POLL_BUDGET 70
+#endif
+
+struct xsk {
+	struct xsk_socket *socket;
+	int fd;
+	struct xsk_ring_cons rx;
+	struct xsk_ring_prod tx;
+	struct xsk_ring_prod fill;
+	struct xsk_ring_cons comp;
+	__u32 tx_outstanding; /* sent, completion not seen yet */
+	bool tx_kick; /* descriptors submitted since the last sendto() */
+	/* TX descriptors gathered during one receive burst */
+	__u32 pending;
+	struct xdp_desc pending_desc[VZ_US_BATCH_MAX];
+};
+
+struct worker {
+	unsigned int id;
+	struct vz_us_run *run;
+	pthread_t thread;
+	bool running;
+	void *area;
+	size_t area_size;
+	struct xsk_umem *umem;
+	__u64 *free_frames; /* a stack of frame addresses */
+	__u32 nfree;
+	unsigned int nqueues;
+	unsigned int queue[MAX_QUEUES_PER_WORKER];
+	struct xsk *xsk[VZ_MAX_PORTS][MAX_QUEUES_PER_WORKER];
+};
+
+struct afxdp {
+	struct worker workers[VZ_MAX_WORKERS];
+	struct xdp_program *steer[VZ_MAX_PORTS];
+	bool zero_copy;
+};
+
+/* ---- frames ---------------------------------------------------------------- */
+
+static inline void frame_free(struct worker *w, __u64 addr)
+{
+	w->free_frames[w->nfree++] = addr & ~(__u64)(FRAME_SIZE - 1);
+}
+
+static void refill(struct worker *w, struct xsk *x)
+{
+	__u32 n = xsk_prod_nb_free(&x->fill, w->nfree), idx, i;
+
+	if (n > w->nfree)
+		n = w->nfree;
+	if (!n || xsk_ring_prod__reserve(&x->fill, n, &idx) != n)
+		return;
+	for (i = 0; i < n; i++)
+		*xsk_ring_prod__fill_addr(&x->fill, idx + i) =
+			w->free_frames[--w->nfree];
+	xsk_ring_prod__submit(&x->fill, n);
+}
+
+static void complete(struct worker *w, struct xsk *x)
+{
+	__u32 idx, n, i;
+
+	if (!x->tx_outstanding)
+		return;
+	n = xsk_ring_cons__peek(&x->comp, RING_SIZE, &idx);
+	for (i = 0; i < n; i++)
+		frame_free(w, *xsk_ring_cons__comp_addr(&x->comp, idx + i));
+	xsk_ring_cons__release(&x->comp, n);
+	x->tx_outstanding -= n;
+}
+
+/* ---- transmit -------------------------------------------------------------- */
+
+static void kick_tx(struct xsk *x)
+{
+	/* Copy mode sends only from sendto(); zero-copy may not need it. */
+	if (!x->tx_kick || !xsk_ring_prod__needs_wakeup(&x->tx))
+		return;
+	if (sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 ||
+	    errno == EAGAIN || errno == EBUSY || errno == ENOBUFS)
+		x->tx_kick = false;
+}
+
+/* Put the frames gathered for x on its TX ring; those that do not fit fail. */
+static void flush_tx(struct worker *w, struct xsk *x,
+		     struct vz_worker_counters *c)
+{
+	__u32 n = x->pending, idx, i, got;
+
+	if (!n)
+		return;
+	got = xsk_ring_prod__reserve(&x->tx, n, &idx);
+	if (got < n) {
+		complete(w, x);
+		kick_tx(x);
+		if (!got)
+			got = xsk_ring_prod__reserve(&x->tx, n, &idx);
+	}
+	for (i = 0; i < got; i++)
+		*xsk_ring_prod__tx_desc(&x->tx, idx + i) = x->pending_desc[i];
+	if (got) {
+		xsk_ring_prod__submit(&x->tx, got);
+		x->tx_outstanding += got;
+		x->tx_kick = true;
+	}
+	for (i = got; i < n; i++) {
+		frame_free(w, x->pending_desc[i].addr);
+		c->tx_failed++;
+	}
+	x->pending = 0;
+	kick_tx(x);
+}
+
+static void queue_tx(struct worker *w, struct xsk *x, __u64 addr, __u32 len,
+		     struct vz_worker_counters *c)
+{
+	if (x->pending == VZ_US_BATCH_MAX)
+		flush_tx(w, x, c);
+	x->pending_desc[x->pending++] = (struct xdp_desc){ .addr = addr,
+							   .len = len };
+}
+
+/* ---- receive --------------------------------------------------------------- */
+
+/* One burst from port p's queue slot q: returns the frames received. */
+static __u32 poll_rx(struct worker *w, int p, unsigned int q,
+		     struct vz_worker_counters *c)
+{
+	struct vz_us_run *run = w->run;
+	struct xsk *x = w->xsk[p][q];
+	__u8 *area = w->area;
+	__u32 idx, n, i;
+	int action, out;
+
+	n = xsk_ring_cons__peek(&x->rx, run->batch, &idx);
+	if (!n) {
+		if (run->busy_poll || xsk_ring_prod__needs_wakeup(&x->fill))
+			recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&x->rx, idx + i);
+		__u64 base = d->addr & ~(__u64)(FRAME_SIZE - 1);
+		struct vz_ctx ctx = {
+			.data = area + d->addr,
+			.data_end = area + d->addr + d->len,
+			.data_hard_start = area + base,
+			.ingress_port = (__u32)p,
+		};
+
+		if (d->len > VZ_LINEAR_MAX || d->addr - base < VZ_HEADROOM) {
+			/* not the geometry the NF contract promises */
+			c->rx++;
+			c->rx_invalid++;
+			frame_free(w, base);
+			continue;
+		}
+		action = vz_us_process(run, &ctx, c);
+		if (action == VZ_TX)
+			out = p;
+		else if (action == VZ_REDIRECT_VERDICT)
+			out = (int)ctx.redirect_port;
+		else
+			out = -1;
+		if (out < 0) {
+			frame_free(w, base);
+			continue;
+		}
+		queue_tx(w, w->xsk[out][q], (__u64)(ctx.data - area),
+			 (__u32)(ctx.data_end - ctx.data), c);
+	}
+	xsk_ring_cons__release(&x->rx, n);
+	return n;
+}
+
+/* What the kernel sent out of the TAPs goes out of their ports. */
+static void drain_taps(struct worker *w, struct vz_worker_counters *c)
+{
+	struct vz_us_run *run = w->run;
+	__u8 *area = w->area;
+	size_t len;
+	__u64 base;
+	int p, budget;
+
+	for (p = 0; p < run->nports; p++) {
+		for (budget = 32; budget && w->nfree; budget--) {
+			base = w->free_frames[w->nfree - 1];
+			len = vz_tap_recv(&run->ports[p].tap,
+					  area + base + VZ_HEADROOM,
+					  FRAME_SIZE - VZ_HEADROOM);
+			if (!len)
+				break;
+			w->nfree--;
+			c->from_kernel++;
+			queue_tx(w, w->xsk[p][0], base + VZ_HEADROOM,
+				 (__u32)len, c);
+		}
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct vz_us_run *run = w->run;
+	struct vz_worker_counters *c = &run->counters[w->id];
+	unsigned long loops = 0;
+	unsigned int q;
+	int p;
+
+	vz_us_worker_enter(w->id);
+	while (!run->stop) {
+		for (q = 0; q < w->nqueues; q++)
+			for (p = 0; p < run->nports; p++)
+				poll_rx(w, p, q, c);
+		if (w->id == 0 && ++loops % TAP_POLL_EVERY == 0)
+			drain_taps(w, c);
+		for (q = 0; q < w->nqueues; q++)
+			for (p = 0; p < run->nports; p++) {
+				struct xsk *x = w->xsk[p][q];
+
+				flush_tx(w, x, c);
+				complete(w, x);
+				kick_tx(x);
+				refill(w, x);
+			}
+	}
+	return NULL;
+}
+
+/* ---- setup ----------------------------------------------------------------- */
+
+static const char *steer_object(char *buf, size_t len)
+{
+	const char *env = getenv("VELOZ_STEER_OBJ");
+	char exe[4096];
+	ssize_t n;
+
+	if (env)
+		return env;
+	/* built beside this executable */
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return "steer.bpf.o";
+	exe[n] = 0;
+	snprintf(buf, len, "%s/steer.bpf.o", dirname(exe));
+	return buf;
+}
+
+static int attach_steering(struct vz_us_run *run, struct afxdp *a)
+{
+	char path[4200], msg[256];
+	int p, err;
+
+	steer_object(path, sizeof(path));
+	for (p = 0; p < run->nports; p++) {
+		a->steer[p] = xdp_program__open_file(path, "xdp", NULL);
+		err = (int)libxdp_get_error(a->steer[p]);
+		if (err) {
+			a->steer[p] = NULL;
+			vz_err("cannot open the AF_XDP steering program %s: %s",
+			       path, strerror(-err));
+			return err;
+		}
+		err = xdp_program__attach(a->steer[p], run->ports[p].ifindex,
+					  run->steer_mode, 0);
+		if (err) {
+			xdp_program__close(a->steer[p]);
+			a->steer[p] = NULL;
+			libxdp_strerror(err, msg, sizeof(msg));
+			vz_err("cannot attach the AF_XDP steering program to "
+			       "%s in %s mode: %s%s",
+			       run->ports[p].ifname,
+			       vz_xdp_mode_name(run->steer_mode), msg,
+			       err == -EOPNOTSUPP ? " (try --mode skb)" : "");
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int socket_options(struct vz_us_run *run, struct xsk *x)
+{
+	int on = 1, usecs = 20, budget = (int)run->batch;
+
+	if (!run->busy_poll)
+		return 0;
+	if (setsockopt(x->fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &on,
+		       sizeof(on)) ||
+	    setsockopt(x->fd, SOL_SOCKET, SO_BUSY_POLL, &usecs,
+		       sizeof(usecs)) ||
+	    setsockopt(x->fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget,
+		       sizeof(budget))) {
+		vz_err("--busy-poll: the kernel refused the socket options: %s",
+		       strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static bool is_zero_copy(struct xsk *x)
+{
+	struct xdp_options opts = { 0 };
+	socklen_t len = sizeof(opts);
+
+	return !getsockopt(x->fd, SOL_XDP, XDP_OPTIONS, &opts, &len) &&
+	       (opts.flags & XDP_OPTIONS_ZEROCOPY);
+}
+
+static int open_socket(struct vz_us_run *run, struct afxdp *a,
+		       struct worker *w, int p, unsigned int slot, bool first)
+{
+	struct xsk_socket_config cfg = {
+		.rx_size = RING_SIZE,
+		.tx_size = RING_SIZE,
+		/* our steering program, not libxdp's default one */
+		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
+		.bind_flags = XDP_USE_NEED_WAKEUP,
+	};
+	struct xsk_umem_config ucfg = {
+		.fill_size = RING_SIZE,
+		.comp_size = RING_SIZE,
+		.frame_size = FRAME_SIZE,
+		.frame_headroom = 0,
+	};
+	struct vz_us_port *port = &run->ports[p];
+	unsigned int queue = w->queue[slot];
+	struct xsk *x = calloc(1, sizeof(*x));
+	int err, map_fd;
+
+	if (!x)
+		return -ENOMEM;
+	w->xsk[p][slot] = x;
+	if (run->copy == VZ_XSK_COPY)
+		cfg.bind_flags |= XDP_COPY;
+	else if (run->copy == VZ_XSK_ZEROCOPY)
+		cfg.bind_flags |= XDP_ZEROCOPY;
+	if (first) {
+		err = xsk_umem__create(&w->umem, w->area, w->area_size,
+				       &x->fill, &x->comp, &ucfg);
+		if (err) {
+			vz_err("cannot register AF_XDP memory (%zu MiB): %s",
+			       w->area_size >> 20, strerror(-err));
+			return err;
+		}
+	}
+	err = xsk_socket__create_shared(&x->socket, port->ifname, queue,
+					w->umem, &x->rx, &x->tx, &x->fill,
+					&x->comp, &cfg);
+	if (err) {
+		x->socket = NULL;
+		if (err == -EOPNOTSUPP && run->copy == VZ_XSK_ZEROCOPY)
+			vz_err("%s offers no AF_XDP zero-copy; run without "
+			       "--zero-copy to use copy mode",
+			       port->ifname);
+		else
+			vz_err("cannot open an AF_XDP socket on %s queue %u: "
+			       "%s",
+			       port->ifname, queue, strerror(-err));
+		return err;
+	}
+	x->fd = xsk_socket__fd(x->socket);
+	err = socket_options(run, x);
+	if (err)
+		return err;
+	a->zero_copy = is_zero_copy(x);
+	map_fd = bpf_map__fd(bpf_object__find_map_by_name(
+		xdp_program__bpf_obj(a->steer[p]), "xsks_map"));
+	err = xsk_socket__update_xskmap(x->socket, map_fd);
+	if (err) {
+		vz_err("cannot add the socket of %s queue %u to the steering "
+		       "map: %s",
+		       port->ifname, queue, strerror(-err));
+		return err;
+	}
+	refill(w, x);
+	return 0;
+}
+
+static int setup_worker(struct vz_us_run *run, struct afxdp *a,
+			struct worker *w)
+{
+	unsigned int q, nsockets, frames, i;
+	int p, err;
+
+	w->run = run;
+	for (q = w->id; q < run->queues; q += run->workers) {
+		if (w->nqueues == MAX_QUEUES_PER_WORKER) {
+			vz_err("at most %d queues per worker; raise --workers",
+			       MAX_QUEUES_PER_WORKER);
+			return -EINVAL;
+		}
+		w->queue[w->nqueues++] = q;
+	}
+	nsockets = w->nqueues * (unsigned int)run->nports;
+	frames = nsockets * FRAMES_PER_SOCKET;
+	w->area_size = (size_t)frames * FRAME_SIZE;
+	w->area = mmap(NULL, w->area_size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (w->area == MAP_FAILED) {
+		w->area = NULL;
+		vz_err("cannot allocate %zu MiB of AF_XDP frames: %s",
+		       w->area_size >> 20, strerror(errno));
+		return -ENOMEM;
+	}
+	w->free_frames = calloc(frames, sizeof(*w->free_frames));
+	if (!w->free_frames)
+		return -ENOMEM;
+	for (i = 0; i < frames; i++)
+		w->free_frames[w->nfree++] = (__u64)(frames - 1 - i) * FRAME_SIZE;
+	for (q = 0; q < w->nqueues; q++)
+		for (p = 0; p < run->nports; p++) {
+			err = open_socket(run, a, w, p, q, !q && !p);
+			if (err)
+				return err;
+		}
+	return 0;
+}
+
+static int afxdp_setup(struct vz_us_run *run)
+{
+	struct afxdp *a = calloc(1, sizeof(*a));
+	unsigned int i;
+	int err;
+
+	if (!a)
+		return -ENOMEM;
+	run->backend_state = a;
+	err = attach_steering(run, a);
+	if (err)
+		return err;
+	for (i = 0; i < run->workers; i++) {
+		a->workers[i].id = i;
+		err = setup_worker(run, a, &a->workers[i]);
+		if (err)
+			return err;
+	}
+	if (a->zero_copy || run->copy != VZ_XSK_AUTO)
+		return 0;
+	fprintf(stderr,
+		"veloz: %s offer%s no AF_XDP zero-copy: running in copy mode\n",
+		run->nports > 1 ? "the ports" : run->ports[0].ifname,
+		run->nports > 1 ? "" : "s");
+	return 0;
+}
+
+static int afxdp_start(struct vz_us_run *run)
+{
+	struct afxdp *a = run->backend_state;
+	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned int i;
+	cpu_set_t cpus;
+	int err;
+
+	for (i = 0; i < run->workers; i++) {
+		struct worker *w = &a->workers[i];
+
+		err = pthread_create(&w->thread, NULL, worker_main, w);
+		if (err) {
+			vz_err("cannot start worker %u: %s", i, strerror(err));
+			return -err;
+		}
+		w->running = true;
+		/* one CPU each, from the last one down: CPU 0 takes the rest */
+		CPU_ZERO(&cpus);
+		CPU_SET((int)((ncpus - 1 - (long)i % ncpus + ncpus) % ncpus),
+			&cpus);
+		pthread_setaffinity_np(w->thread, sizeof(cpus), &cpus);
+	}
+	return 0;
+}
+
+static void afxdp_join(struct vz_us_run *run)
+{
+	struct afxdp *a = run->backend_state;
+	unsigned int i;
+
+	for (i = 0; a && i < run->workers; i++)
+		if (a->workers[i].running) {
+			pthread_join(a->workers[i].thread, NULL);
+			a->workers[i].running = false;
+		}
+}
+
+static void afxdp_teardown(struct vz_us_run *run)
+{
+	struct afxdp *a = run->backend_state;
+	unsigned int i, q;
+	int p, err;
+
+	if (!a)
+		return;
+	/* Program first: no frame is steered to a socket about to close. */
+	for (p = 0; p < run->nports; p++) {
+		if (!a->steer[p])
+			continue;
+		err = xdp_program__detach(a->steer[p], run->ports[p].ifindex,
+					  run->steer_mode, 0);
+		if (err)
+			err = vz_xdp_detach_all(run->ports[p].ifindex);
+		if (err && err != -ENODEV)
+			vz_err("could not detach the steering program from "
+			       "%s: %s",
+			       run->ports[p].ifname, strerror(-err));
+		xdp_program__close(a->steer[p]);
+	}
+	for (i = 0; i < run->workers; i++) {
+		struct worker *w = &a->workers[i];
+
+		for (q = 0; q < MAX_QUEUES_PER_WORKER; q++)
+			for (p = 0; p < VZ_MAX_PORTS; p++) {
+				if (!w->xsk[p][q])
+					continue;
+				if (w->xsk[p][q]->socket)
+					xsk_socket__delete(w->xsk[p][q]->socket);
+				free(w->xsk[p][q]);
+			}
+		if (w->umem)
+			xsk_umem__delete(w->umem);
+		if (w->area)
+			munmap(w->area, w->area_size);
+		free(w->free_frames);
+	}
+	free(a);
+	run->backend_state = NULL;
+}
+
+static void afxdp_describe(struct vz_us_run *run, char *buf, size_t len)
+{
+	struct afxdp *a = run->backend_state;
+
+	snprintf(buf, len,
+		 "afxdp: %u worker%s, %u queue%s per port, %s mode, "
+		 "steering program in %s mode, batch %u%s",
+		 run->workers, run->workers == 1 ? "" : "s", run->queues,
+		 run->queues == 1 ? "" : "s",
+		 a->zero_copy ? "zero-copy" : "copy",
+		 vz_xdp_mode_name(run->steer_mode), run->batch,
+		 run->busy_poll ? ", busy-poll" : "");
+}
+
+static const char *const afxdp_options[] = {
+	"[--copy|--zero-copy]",
+	"[--busy-poll]",
+	"[--mode native|skb]",
+	NULL,
+};
+
+static const struct vz_backend afxdp_backend = {
+	.name = "afxdp",
+	.options = afxdp_options,
+	.setup = afxdp_setup,
+	.start = afxdp_start,
+	.join = afxdp_join,
+	.teardown = afxdp_teardown,
+	.describe = afxdp_describe,
+};
+
+int main(int argc, char **argv)
+{
+	return vz_us_main(argc, argv, &afxdp_backend);
+}

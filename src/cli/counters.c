@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/common.h"
+#include "cli/counters.h"
+
+void vz_snapshot_add(struct vz_snapshot *s, unsigned int w,
+		     const struct vz_counts *c)
+{
+	struct vz_counts *t = &s->total;
+	int v, p;
+
+	s->worker[w] = *c;
+	if (w >= s->nworkers)
+		s->nworkers = w + 1;
+	for (v = 0; v < VZ_VERDICT_COUNT; v++) {
+		s->worker[w].all.packets += c->verdict[v].packets;
+		s->worker[w].all.bytes += c->verdict[v].bytes;
+		t->verdict[v].packets += c->verdict[v].packets;
+		t->verdict[v].bytes += c->verdict[v].bytes;
+	}
+	t->all.packets += s->worker[w].all.packets;
+	t->all.bytes += s->worker[w].all.bytes;
+	for (p = 0; p < VZ_MAX_PORTS; p++)
+		t->redirected[p] += c->redirected[p];
+	t->rt.rx += c->rt.rx;
+	t->rt.rx_invalid += c->rt.rx_invalid;
+	t->rt.tx_failed += c->rt.tx_failed;
+	t->rt.pass_failed += c->rt.pass_failed;
+	t->rt.from_kernel += c->rt.from_kernel;
+}
+
+static void json_counts(const struct vz_counter_view *view,
+			const struct vz_counts *c)
+{
+	int v;
+
+	printf("\"packets\": %llu, \"bytes\": %llu",
+	       (unsigned long long)c->all.packets,
+	       (unsigned long long)c->all.bytes);
+	for (v = 0; v < VZ_VERDICT_COUNT; v++)
+		printf(", \"%s\": %llu", vz_verdict_name(v),
+		       (unsigned long long)c->verdict[v].packets);
+	if (view->runtime)
+		printf(", \"rx\": %llu, \"errors\": {\"rx_invalid\": %llu, "
+		       "\"tx_failed\": %llu, \"pass_failed\": %llu}, "
+		       "\"from_kernel\": %llu",
+		       (unsigned long long)c->rt.rx,
+		       (unsigned long long)c->rt.rx_invalid,
+		       (unsigned long long)c->rt.tx_failed,
+		       (unsigned long long)c->rt.pass_failed,
+		       (unsigned long long)c->rt.from_kernel);
+	else /* the NF runs on every frame the XDP hook sees */
+		printf(", \"rx\": %llu", (unsigned long long)c->all.packets);
+}
+
+static void print_json(const struct vz_counter_view *view,
+		       const struct vz_snapshot *s, double t, double pps,
+		       double bps, bool summary)
+{
+	unsigned int w;
+	int p;
+
+	printf("{%s\"t\": %.3f, \"nf\": \"%s\", ",
+	       summary ? "\"summary\": true, " : "", t, view->nf);
+	json_counts(view, &s->total);
+	printf(", \"pps\": %.0f, \"bps\": %.0f, \"redirected\": {", pps, bps);
+	for (p = 0; p < view->nports; p++)
+		printf("%s\"%s\": %llu", p ? ", " : "", view->ports[p],
+		       (unsigned long long)s->total.redirected[p]);
+	printf("}, \"workers\": [");
+	for (w = 0; w < s->nworkers; w++) {
+		printf("%s{\"worker\": %u, ", w ? ", " : "", w);
+		json_counts(view, &s->worker[w]);
+		printf("}");
+	}
+	printf("]}\n");
+}
+
+static void print_table(const struct vz_counter_view *view,
+			const struct vz_snapshot *s, double t, double pps,
+			double bps, bool summary)
+{
+	const struct vz_counts *c = &s->total;
+	int v;
+
+	if (summary)
+		printf("total %7.1fs %12llu pkts %14llu bytes %10.0f pps avg",
+		       t, (unsigned long long)c->all.packets,
+		       (unsigned long long)c->all.bytes, pps);
+	else
+		printf("%13.1fs %12llu pkts %14llu bytes %10.0f pps "
+		       "%8.1f Mbit/s",
+		       t, (unsigned long long)c->all.packets,
+		       (unsigned long long)c->all.bytes, pps, bps / 1e6);
+	/* drop pass tx redirect, then aborted */
+	for (v = 1; v <= VZ_VERDICT_COUNT; v++)
+		printf("  %s %llu", vz_verdict_name(v % VZ_VERDICT_COUNT),
+		       (unsigned long long)c->verdict[v % VZ_VERDICT_COUNT]
+			       .packets);
+	if (view->runtime &&
+	    (c->rt.rx_invalid || c->rt.tx_failed || c->rt.pass_failed))
+		printf("  errors: invalid %llu tx %llu pass %llu",
+		       (unsigned long long)c->rt.rx_invalid,
+		       (unsigned long long)c->rt.tx_failed,
+		       (unsigned long long)c->rt.pass_failed);
+	printf("\n");
+}
+
+void vz_counters_print(const struct vz_counter_view *view,
+		       const struct vz_snapshot *now,
+		       const struct vz_snapshot *prev, double t, double dt,
+		       bool summary)
+{
+	double pps = 0, bps = 0;
+
+	if (dt > 0) {
+		pps = (double)(now->total.all.packets -
+			       prev->total.all.packets) /
+		      dt;
+		bps = (double)(now->total.all.bytes - prev->total.all.bytes) *
+		      8 / dt;
+	}
+	if (view->json)
+		print_json(view, now, t, pps, bps, summary);
+	else
+		print_table(view, now, t, pps, bps, summary);
+	fflush(stdout);
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Counters of a running NF, in one shape on every backend: per verdict,
+ * per redirect port, per worker (a CPU on xdp, a thread or lcore on the
+ * userspace backends) and in total; printed as a table or as JSON lines.
+ */
+#ifndef VZ_CLI_COUNTERS_H
+#define VZ_CLI_COUNTERS_H
+
+#include <stdbool.h>
+
+#include <veloz/abi.h>
+#include <veloz/maps.h>
+
+#include "runtime/userspace.h"
+
+struct vz_counts {
+	struct vz_stat verdict[VZ_VERDICT_COUNT];
+	struct vz_stat all; /* sum over verdicts: every frame the NF ran on */
+	__u64 redirected[VZ_MAX_PORTS];
+	struct vz_worker_counters rt; /* userspace backends only */
+};
+
+struct vz_snapshot {
+	unsigned int nworkers;
+	struct vz_counts worker[VZ_MAX_WORKERS];
+	struct vz_counts total;
+};
+
+struct vz_counter_view {
+	const char *nf;
+	const char *const *ports; /* interface names, by port number */
+	int nports;
+	bool json;
+	bool runtime; /* print rx and the runtime's error counts */
+};
+
+/* Adds worker w's counts into s->total too. */
+void vz_snapshot_add(struct vz_snapshot *s, unsigned int w,
+		     const struct vz_counts *c);
+
+/*
+ * One line: counts since the start, rates over [prev, now] (dt seconds).
+ * The summary line has "summary": true and its rates are averages.
+ */
+void vz_counters_print(const struct vz_counter_view *view,
+		       const struct vz_snapshot *now,
+		       const struct vz_snapshot *prev, double t, double dt,
+		       bool summary);
+
+#endif

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The userspace backends (afxdp, dpdk) share everything but the port: the
+ * command line, the checks made before anything is touched, the NF and its
+ * native maps, the exception path that hands PASS frames to the kernel, the
+ * counters and their printing. A backend supplies the port (struct
+ * vz_backend) and a worker loop that calls vz_us_process() on each frame.
+ */
+#ifndef VZ_RUNTIME_USERSPACE_H
+#define VZ_RUNTIME_USERSPACE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <veloz/abi.h>
+#include <veloz/maps.h>
+#include <veloz/nf_native.h>
+
+#include "cli/common.h"
+#include "runtime/tap.h"
+#include "xdp/attach.h"
+
+/* Largest --batch: frames taken from a receive ring at once. */
+#define VZ_US_BATCH_MAX 256
+
+/* What a worker counts besides the NF's own per-verdict counters. */
+struct vz_worker_counters {
+	__u64 rx; /* frames taken from a port's receive queue */
+	__u64 rx_invalid; /* received but not given to the NF (see below) */
+	__u64 tx_failed; /* TX or REDIRECT verdicts the port could not send */
+	__u64 pass_failed; /* PASS frames the kernel did not take */
+	__u64 from_kernel; /* frames the kernel sent out through the TAP */
+} __attribute__((aligned(64)));
+
+enum vz_xsk_copy {
+	VZ_XSK_AUTO, /* zero-copy if the driver offers it, else copy */
+	VZ_XSK_COPY,
+	VZ_XSK_ZEROCOPY,
+};
+
+struct vz_us_port {
+	const char *ifname;
+	int ifindex;
+	__u8 mac[6];
+	int mtu;
+	int rx_queues; /* the interface's receive queues */
+	struct vz_iface_lock lock;
+	struct vz_tap tap; /* PASS goes here */
+};
+
+struct vz_us_run {
+	const struct vz_backend *backend;
+	struct vz_nf nf;
+	struct vz_us_port ports[VZ_MAX_PORTS];
+	int nports;
+	/* Options: */
+	unsigned int workers; /* threads (afxdp) or lcores (dpdk) running the NF */
+	unsigned int queues; /* queues per port, 0..queues-1 */
+	unsigned int batch; /* frames per receive burst */
+	bool busy_poll;
+	enum vz_xsk_copy copy;
+	enum xdp_attach_mode steer_mode; /* of the AF_XDP steering program */
+	const char *pmd; /* dpdk: af_xdp, af_packet or "" for a named port */
+	bool no_huge; /* dpdk */
+	bool replace;
+	bool json;
+	double interval;
+	double duration; /* 0: until stopped */
+	char **extra_args; /* after "--": EAL arguments */
+	int nextra;
+	/* State: */
+	volatile sig_atomic_t stop; /* workers poll it */
+	struct vz_worker_counters counters[VZ_MAX_WORKERS];
+	void *backend_state;
+};
+
+struct vz_backend {
+	const char *name;
+	/* Options the backend accepts, for usage(); NULL-terminated. */
+	const char *const *options;
+	/*
+	 * After the common checks and before any worker runs: open the ports.
+	 * Prints one line and returns non-zero on failure; teardown() is
+	 * called either way.
+	 */
+	int (*setup)(struct vz_us_run *run);
+	/* Start run->workers workers; each calls vz_us_worker_enter(). */
+	int (*start)(struct vz_us_run *run);
+	/* Wait for the workers, which return once run->stop is set. */
+	void (*join)(struct vz_us_run *run);
+	/* Release everything setup() took; safe after a partial setup. */
+	void (*teardown)(struct vz_us_run *run);
+	/* The line "attached" prints after setup: mode, queues, memory. */
+	void (*describe)(struct vz_us_run *run, char *buf, size_t len);
+};
+
+/* The whole `run` command; a backend's main() calls this. */
+int vz_us_main(int argc, char **argv, const struct vz_backend *backend);
+
+/* A worker thread's first call: selects its per-worker map copies. */
+void vz_us_worker_enter(unsigned int worker);
+
+/*
+ * Run the NF on one received frame, in place. `ctx` is filled by the
+ * backend (data, data_end, data_hard_start with VZ_HEADROOM bytes of
+ * headroom, ingress_port); the returned action is final:
+ *   VZ_DROP, VZ_ABORTED: free the buffer;
+ *   VZ_TX: send ctx->data .. ctx->data_end out of ctx->ingress_port;
+ *   VZ_REDIRECT_VERDICT: ... out of ctx->redirect_port;
+ *   VZ_PASS: done already (vz_us_process handed it to the kernel): free it.
+ */
+static inline int vz_us_process(struct vz_us_run *run, struct vz_ctx *ctx,
+				struct vz_worker_counters *c)
+{
+	int action;
+
+	c->rx++;
+	action = run->nf.native.desc->run(ctx);
+	if (action == VZ_PASS &&
+	    vz_tap_send(&run->ports[ctx->ingress_port].tap, ctx->data,
+			(size_t)(ctx->data_end - ctx->data)))
+		c->pass_failed++;
+	return action;
+}
+
+#endif
