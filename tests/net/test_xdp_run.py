@@ -24,7 +24,9 @@ from veloz.proc import Runner, in_netns, run_json, veloz_argv
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
-BACKENDS = ("xdp", "xdp-generic")
+BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk")
+# what the "attached" event calls each backend's mode
+ATTACH_MODE = {"xdp": "native", "xdp-generic": "generic", "afxdp": "afxdp", "dpdk": "dpdk"}
 PROBE_PORT = 7777
 VELOZ_BIN = str(Path(sys.executable).with_name("veloz"))
 
@@ -124,7 +126,7 @@ def test_drop_counts_exactly_what_the_generator_sent(testbed, backend):
         "0.5",
     ]
     with Runner(argv) as runner:
-        assert runner.attached["mode"] == ("native" if backend == "xdp" else "generic")
+        assert runner.attached["mode"] == ATTACH_MODE[backend]
         sent = run_json(in_netns("vz-gen", veloz_argv(
             "gen", "--iface", "gen-dut", "--count", "200000", "--rate", "200k",
             "--flows", "64", "--json")), timeout=60)  # fmt: skip
