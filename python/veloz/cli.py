@@ -34,9 +34,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """argv, where what follows a `--` is passed through untouched (EAL arguments).
+
+    argparse alone cannot do this: an optional positional after the NF name
+    is matched, empty, before the `--` is reached.
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    head, tail = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    )
+    args = parser.parse_args(head)
+    if tail and not hasattr(args, "passthrough"):
+        parser.error(f"`veloz {args.command}` takes no arguments after --")
+    if hasattr(args, "passthrough"):
+        args.passthrough = tail
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
     except VelozError as e:

@@ -28,7 +28,8 @@ Backends:
                steers the --queues into the sockets. Zero-copy where the
                driver offers it (veth: copy only, said on stderr).
   dpdk         the NF in userspace on DPDK lcores; each --iface becomes a
-               net_af_xdp port (--pmd af_packet: net_af_packet). DPDK runs
+               net_af_xdp port (--pmd af_packet: net_af_packet; --pmd eal:
+               any port EAL probes, e.g. `-- -a 0000:3b:00.0`). DPDK runs
                --in-memory (no hugepage files); 2 MiB hugepages are reserved
                by veloz when too few are free and given back at exit, or
                --no-huge uses ordinary memory. EAL arguments go after `--`.
@@ -86,11 +87,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     dpdk = p.add_argument_group("dpdk")
     dpdk.add_argument(
-        "--pmd", choices=("af_xdp", "af_packet"), default="af_xdp", help="DPDK driver per --iface"
+        "--pmd",
+        choices=("af_xdp", "af_packet", "eal"),
+        default="af_xdp",
+        help="how each --iface becomes a DPDK port: a net_af_xdp or net_af_packet vdev on "
+        "it, or (eal) a port EAL probes from the arguments after `--`, named by its DPDK "
+        "name or PCI address, or by the kernel interface it drives",
     )
     dpdk.add_argument("--no-huge", action="store_true", help="ordinary memory, no hugepages")
-    p.add_argument("eal", nargs="*", metavar="-- EAL_ARG", help="dpdk: extra EAL arguments")
-    p.set_defaults(func=run)
+    # What follows `--` on the command line (cli.parse_args puts it here).
+    p.set_defaults(func=run, passthrough=[])
+    p.epilog = "dpdk: EAL arguments go after `--`, e.g. `-- -a 0000:3b:00.0 -l 2-3`."
 
 
 def _ports(args: argparse.Namespace, values: dict) -> list[str]:
@@ -134,7 +141,7 @@ def _refuse_foreign_options(args: argparse.Namespace) -> None:
         "--xdp-mode": args.xdp_mode != "native",
         "--pmd": args.pmd != "af_xdp",
         "--no-huge": args.no_huge,
-        "EAL arguments": bool(args.eal),
+        "EAL arguments": bool(args.passthrough),
     }
     accepted = {
         "afxdp": {"--workers", "--queues", "--batch", "--copy", "--zero-copy", "--busy-poll",
@@ -170,8 +177,8 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd += ["--duration", str(args.duration)]
     if args.replace:
         cmd.append("--replace")
-    if args.eal:
-        cmd += ["--", *args.eal]
+    if args.passthrough:
+        cmd += ["--", *args.passthrough]
     return cmd
 
 

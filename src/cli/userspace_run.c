@@ -226,9 +226,10 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 			break;
 		case OPT_PMD:
 			if (strcmp(optarg, "af_xdp") &&
-			    strcmp(optarg, "af_packet")) {
-				vz_err("--pmd must be af_xdp or af_packet, not "
-				       "'%s'",
+			    strcmp(optarg, "af_packet") &&
+			    strcmp(optarg, "eal")) {
+				vz_err("--pmd must be af_xdp, af_packet or eal, "
+				       "not '%s'",
 				       optarg);
 				return 2;
 			}
@@ -305,6 +306,12 @@ static int read_link(struct vz_us_port *port)
 	return ret;
 }
 
+/* --pmd eal: ports are what EAL probes, named by DPDK name or PCI address. */
+static bool dpdk_named_ports(const struct vz_us_run *run)
+{
+	return !strcmp(run->backend->name, "dpdk") && !strcmp(run->pmd, "eal");
+}
+
 /* Everything about the interfaces that can be refused before touching them. */
 static int check_ifaces(struct vz_us_run *run)
 {
@@ -314,6 +321,15 @@ static int check_ifaces(struct vz_us_run *run)
 	for (i = 0; i < run->nports; i++) {
 		port = &run->ports[i];
 		port->ifindex = (int)if_nametoindex(port->ifname);
+		if (!port->ifindex && dpdk_named_ports(run)) {
+			/*
+			 * A DPDK port with no kernel interface (a NIC bound
+			 * to vfio-pci): DPDK holds it alone and tells its
+			 * address; EAL says if there is no such port.
+			 */
+			port->rx_queues = VZ_MAX_WORKERS;
+			continue;
+		}
 		if (!port->ifindex) {
 			vz_err("no interface '%s' in this network namespace",
 			       port->ifname);
@@ -398,9 +414,10 @@ static struct vz_us_port *vanished_port(struct vz_us_run *run)
 	int i;
 
 	for (i = 0; i < run->nports; i++)
-		if (!if_indextoname((unsigned int)run->ports[i].ifindex,
-				    name) ||
-		    strcmp(name, run->ports[i].ifname))
+		if (run->ports[i].ifindex &&
+		    (!if_indextoname((unsigned int)run->ports[i].ifindex,
+				     name) ||
+		     strcmp(name, run->ports[i].ifname)))
 			return &run->ports[i];
 	return NULL;
 }
@@ -554,10 +571,12 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend)
 		}
 	}
 	for (i = 0; i < run->nports; i++)
-		if (vz_claim_port(&run->ports[i].lock, run->ports[i].ifindex,
+		if (run->ports[i].ifindex &&
+		    vz_claim_port(&run->ports[i].lock, run->ports[i].ifindex,
 				  run->ports[i].ifname, run->replace))
 			goto out;
-	if (open_taps(run) || backend->setup(run) || run->stop)
+	/* TAPs after the ports: a DPDK-only port's MAC is known only then */
+	if (backend->setup(run) || run->stop || open_taps(run))
 		goto out;
 	if (backend->start(run))
 		goto out;

@@ -855,6 +855,41 @@ static int memory_args(struct vz_us_run *run, struct dpdk *d)
 	return add_arg(d, "--in-memory") ? -ENOMEM : 0;
 }
 
+/* "0000:3b:00.0" or "3b:00.0": a PCI address, as EAL's -a takes it. */
+static bool is_pci_address(const char *name)
+{
+	unsigned int domain, bus, dev, fn;
+	int end = 0;
+
+	if (sscanf(name, "%x:%x:%x.%x%n", &domain, &bus, &dev, &fn, &end) ==
+		    4 &&
+	    !name[end])
+		return true;
+	end = 0;
+	return sscanf(name, "%x:%x.%x%n", &bus, &dev, &fn, &end) == 3 &&
+	       !name[end];
+}
+
+/*
+ * --pmd eal without the user's own -a/-b: probe the PCI devices the
+ * --iface options name, and no other (EAL would otherwise try every
+ * device of the machine, the one carrying its SSH session included).
+ */
+static int pci_allow_args(struct vz_us_run *run, struct dpdk *d)
+{
+	int p, named = 0;
+
+	for (p = 0; p < run->nports; p++) {
+		if (!is_pci_address(run->ports[p].ifname))
+			continue;
+		named++;
+		if (add_arg(d, "-a") ||
+		    add_arg(d, "%s", run->ports[p].ifname))
+			return -ENOMEM;
+	}
+	return !named && add_arg(d, "--no-pci") ? -ENOMEM : 0;
+}
+
 static int build_eal_args(struct vz_us_run *run, struct dpdk *d)
 {
 	static const char *const pci_opts[] = { "-a", "--allow", "-b",
@@ -878,6 +913,12 @@ static int build_eal_args(struct vz_us_run *run, struct dpdk *d)
 	ret = lcore_args(run, d);
 	if (ret)
 		return ret;
+	if (d->pmd == PMD_EAL && !user_gave(run, pci_opts)) {
+		/* the PCI devices named with --iface, and no others */
+		ret = pci_allow_args(run, d);
+		if (ret)
+			return ret;
+	}
 	if (d->pmd != PMD_EAL) {
 		/* vdevs only: leave the PCI devices (the host's NIC) alone */
 		if (!user_gave(run, pci_opts) && add_arg(d, "--no-pci"))
@@ -1441,7 +1482,7 @@ static void dpdk_describe(struct vz_us_run *run, char *buf, size_t len)
 }
 
 static const char *const dpdk_options[] = {
-	"[--pmd af_xdp|af_packet]", "[--no-huge]", "[--busy-poll]", "[--copy]",
+	"[--pmd af_xdp|af_packet|eal]", "[--no-huge]", "[--busy-poll]", "[--copy]",
 	"[-- EAL-ARGUMENTS...]",    NULL,
 };
 

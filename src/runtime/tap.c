@@ -73,10 +73,20 @@ int vz_tap_open(struct vz_tap *tap, const char *port_ifname, const __u8 *mac,
 	}
 	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "vzt-%s", port_ifname);
-	if (ioctl(tap->fd, TUNSETIFF, &ifr)) {
-		ret = -errno;
+	/* a DPDK port's name ("0000:3b:00.0") holds what netdev names cannot */
+	for (i = 0; ifr.ifr_name[i]; i++)
+		if (ifr.ifr_name[i] == ':' || ifr.ifr_name[i] == '/' ||
+		    ifr.ifr_name[i] <= ' ')
+			ifr.ifr_name[i] = '-';
+	ret = ioctl(tap->fd, TUNSETIFF, &ifr) ? -errno : 0;
+	if (ret == -EBUSY) {
+		/* taken (two long names truncated alike): the kernel numbers it */
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "vzt%%d");
+		ret = ioctl(tap->fd, TUNSETIFF, &ifr) ? -errno : 0;
+	}
+	if (ret) {
 		snprintf(err, errlen, "cannot create TAP %s for the PASS path: %s",
-			 ifr.ifr_name, strerror(errno));
+			 ifr.ifr_name, strerror(-ret));
 		goto fail;
 	}
 	snprintf(tap->name, sizeof(tap->name), "%s", ifr.ifr_name);

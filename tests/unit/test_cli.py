@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 
 import pytest
 
-from veloz import config, gen, paths, run
+from veloz import cli, config, gen, paths, run
 from veloz.errors import VelozError
 from veloz.proc import veloz_argv
 
@@ -44,23 +43,47 @@ def test_port_fields_may_name_interfaces():
         config.to_assignments({"port": "eth9"}, ["dut-gen"])
 
 
+def run_command(*argv: str) -> list[str]:
+    """The C tool's command line that `veloz run ARGV...` would exec."""
+    return run.command(cli.parse_args(["run", *argv]))
+
+
 def test_run_adds_a_named_port_and_keeps_order():
-    args = argparse.Namespace(
-        nf="redirect", backend="xdp", iface=["dut-gen", "dut-gen"], config=None,
-        set=["port=dut-sink"], json=True, duration=None, interval=1.0, replace=False,
-    )  # fmt: skip
-    cmd = run.command(args)
+    cmd = run_command("redirect", "--backend", "xdp", "--iface", "dut-gen", "--iface", "dut-gen",
+                      "--set", "port=dut-sink", "--json")  # fmt: skip
     ifaces = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--iface"]
     assert ifaces == ["dut-gen", "dut-sink"]
     assert cmd[cmd.index("--set") + 1] == "port=1"
     assert cmd[cmd.index("--mode") + 1] == "native"
 
 
-def test_later_backends_say_so():
-    args = argparse.Namespace(nf="drop", backend="dpdk", iface=["x"], config=None, set=None,
-                              json=False, duration=None, interval=1.0, replace=False)  # fmt: skip
-    with pytest.raises(VelozError, match="not available"):
-        run.command(args)
+def test_userspace_backends_get_their_options_and_eal_arguments():
+    cmd = run_command("drop", "--backend", "afxdp", "--iface", "x", "--workers", "2",
+                      "--batch", "32", "--copy", "--busy-poll", "--xdp-mode", "skb")  # fmt: skip
+    assert cmd[0].endswith("vz-afxdp") and cmd[1] == "run"
+    assert cmd[cmd.index("--workers") + 1] == "2" and cmd[cmd.index("--batch") + 1] == "32"
+    assert "--copy" in cmd and "--busy-poll" in cmd and cmd[cmd.index("--mode") + 1] == "skb"
+    cmd = run_command("tx", "--backend", "dpdk", "--iface", "x", "--pmd", "eal", "--no-huge",
+                      "--", "-a", "0000:3b:00.0")  # fmt: skip
+    assert cmd[0].endswith("vz-dpdk")
+    assert cmd[cmd.index("--pmd") + 1] == "eal" and "--no-huge" in cmd
+    assert cmd[-3:] == ["--", "-a", "0000:3b:00.0"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--backend", "xdp", "--workers", "2"], "--workers is not an option of the xdp backend"),
+        (["--backend", "afxdp", "--pmd", "af_packet"], "--pmd is not an option of the afxdp"),
+        (["--backend", "dpdk", "--copy"], "--copy is not an option of the dpdk backend"),
+        (["--backend", "xdp", "--", "-l", "0"], "EAL arguments is not an option of the xdp"),
+        (["--backend", "afxdp", "--workers", "0"], "--workers must be between 1 and 64"),
+        (["--backend", "dpdk", "--batch", "257"], "--batch must be between 1 and 256"),
+    ],
+)
+def test_options_of_another_backend_are_refused(argv, message):
+    with pytest.raises(VelozError, match=message):
+        run_command("drop", "--iface", "x", *argv)
 
 
 @pytest.mark.parametrize(
