@@ -79,7 +79,8 @@ struct afxdp {
 	bool zero_copy;
 };
 
-/* ---- frames ---------------------------------------------------------------- */
+/* ---- frames ----------------------------------------------------------------
+ */
 
 static inline void frame_free(struct worker *w, __u64 addr)
 {
@@ -113,7 +114,8 @@ static void complete(struct worker *w, struct xsk *x)
 	x->tx_outstanding -= n;
 }
 
-/* ---- transmit -------------------------------------------------------------- */
+/* ---- transmit --------------------------------------------------------------
+ */
 
 static void kick_tx(struct xsk *x)
 {
@@ -160,11 +162,12 @@ static void queue_tx(struct worker *w, struct xsk *x, __u64 addr, __u32 len,
 {
 	if (x->pending == VZ_US_BATCH_MAX)
 		flush_tx(w, x, c);
-	x->pending_desc[x->pending++] = (struct xdp_desc){ .addr = addr,
-							   .len = len };
+	x->pending_desc[x->pending++] =
+		(struct xdp_desc){ .addr = addr, .len = len };
 }
 
-/* ---- receive --------------------------------------------------------------- */
+/* ---- receive ---------------------------------------------------------------
+ */
 
 /* One burst from port p's queue slot q: returns the frames received. */
 static __u32 poll_rx(struct worker *w, int p, unsigned int q,
@@ -183,7 +186,8 @@ static __u32 poll_rx(struct worker *w, int p, unsigned int q,
 		return 0;
 	}
 	for (i = 0; i < n; i++) {
-		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&x->rx, idx + i);
+		const struct xdp_desc *d =
+			xsk_ring_cons__rx_desc(&x->rx, idx + i);
 		__u64 base = d->addr & ~(__u64)(FRAME_SIZE - 1);
 		struct vz_ctx ctx = {
 			.data = area + d->addr,
@@ -271,7 +275,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* ---- setup ----------------------------------------------------------------- */
+/* ---- setup -----------------------------------------------------------------
+ */
 
 static const char *steer_object(char *buf, size_t len)
 {
@@ -350,8 +355,8 @@ static bool is_zero_copy(struct xsk *x)
 	       (opts.flags & XDP_OPTIONS_ZEROCOPY);
 }
 
-static int open_socket(struct vz_us_run *run, struct afxdp *a,
-		       struct worker *w, int p, unsigned int slot, bool first)
+static int open_socket(struct vz_us_run *run, struct afxdp *a, struct worker *w,
+		       int p, unsigned int slot, bool first)
 {
 	struct xsk_socket_config cfg = {
 		.rx_size = RING_SIZE,
@@ -450,7 +455,8 @@ static int setup_worker(struct vz_us_run *run, struct afxdp *a,
 	if (!w->free_frames)
 		return -ENOMEM;
 	for (i = 0; i < frames; i++)
-		w->free_frames[w->nfree++] = (__u64)(frames - 1 - i) * FRAME_SIZE;
+		w->free_frames[w->nfree++] =
+			(__u64)(frames - 1 - i) * FRAME_SIZE;
 	for (q = 0; q < w->nqueues; q++)
 		for (p = 0; p < run->nports; p++) {
 			err = open_socket(run, a, w, p, q, !q && !p);
@@ -555,7 +561,8 @@ static void afxdp_teardown(struct vz_us_run *run)
 				if (!w->xsk[p][q])
 					continue;
 				if (w->xsk[p][q]->socket)
-					xsk_socket__delete(w->xsk[p][q]->socket);
+					xsk_socket__delete(
+						w->xsk[p][q]->socket);
 				free(w->xsk[p][q]);
 			}
 		if (w->umem)

@@ -210,8 +210,8 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 			break;
 		case OPT_COPY:
 		case OPT_ZEROCOPY:
-			run->copy = opt == OPT_COPY ? VZ_XSK_COPY
-						    : VZ_XSK_ZEROCOPY;
+			run->copy =
+				opt == OPT_COPY ? VZ_XSK_COPY : VZ_XSK_ZEROCOPY;
 			break;
 		case OPT_MODE:
 			if (!strcmp(optarg, "native")) {
@@ -358,7 +358,8 @@ static int check_ifaces(struct vz_us_run *run)
 	return 0;
 }
 
-/* ---- counters -------------------------------------------------------------- */
+/* ---- counters --------------------------------------------------------------
+ */
 
 static void take_snapshot(struct vz_us_run *run, struct vz_snapshot *s)
 {
@@ -485,7 +486,8 @@ static void print_attached(struct vz_us_run *run)
 	fflush(stdout);
 }
 
-/* ---- main ------------------------------------------------------------------ */
+/* ---- main ------------------------------------------------------------------
+ */
 
 static int open_taps(struct vz_us_run *run)
 {
@@ -549,8 +551,7 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend)
 		ret = 2;
 		goto out_free;
 	}
-	if (vz_check_port_fields(&run->nf, run->nports,
-				 run->ports[0].ifname)) {
+	if (vz_check_port_fields(&run->nf, run->nports, run->ports[0].ifname)) {
 		ret = 2;
 		goto out_nf;
 	}

@@ -883,8 +883,7 @@ static int pci_allow_args(struct vz_us_run *run, struct dpdk *d)
 		if (!is_pci_address(run->ports[p].ifname))
 			continue;
 		named++;
-		if (add_arg(d, "-a") ||
-		    add_arg(d, "%s", run->ports[p].ifname))
+		if (add_arg(d, "-a") || add_arg(d, "%s", run->ports[p].ifname))
 			return -ENOMEM;
 	}
 	return !named && add_arg(d, "--no-pci") ? -ENOMEM : 0;
@@ -1482,8 +1481,12 @@ static void dpdk_describe(struct vz_us_run *run, char *buf, size_t len)
 }
 
 static const char *const dpdk_options[] = {
-	"[--pmd af_xdp|af_packet|eal]", "[--no-huge]", "[--busy-poll]", "[--copy]",
-	"[-- EAL-ARGUMENTS...]",    NULL,
+	"[--pmd af_xdp|af_packet|eal]",
+	"[--no-huge]",
+	"[--busy-poll]",
+	"[--copy]",
+	"[-- EAL-ARGUMENTS...]",
+	NULL,
 };
 
 static const struct vz_backend dpdk_backend = {

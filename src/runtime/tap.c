@@ -80,12 +80,14 @@ int vz_tap_open(struct vz_tap *tap, const char *port_ifname, const __u8 *mac,
 			ifr.ifr_name[i] = '-';
 	ret = ioctl(tap->fd, TUNSETIFF, &ifr) ? -errno : 0;
 	if (ret == -EBUSY) {
-		/* taken (two long names truncated alike): the kernel numbers it */
+		/* taken (two long names truncated alike): the kernel numbers it
+		 */
 		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "vzt%%d");
 		ret = ioctl(tap->fd, TUNSETIFF, &ifr) ? -errno : 0;
 	}
 	if (ret) {
-		snprintf(err, errlen, "cannot create TAP %s for the PASS path: %s",
+		snprintf(err, errlen,
+			 "cannot create TAP %s for the PASS path: %s",
 			 ifr.ifr_name, strerror(-ret));
 		goto fail;
 	}
@@ -95,7 +97,8 @@ int vz_tap_open(struct vz_tap *tap, const char *port_ifname, const __u8 *mac,
 		snprintf(path, sizeof(path), "/proc/sys/net/%s/conf/%s/%s",
 			 quiet[i][0], tap->name, quiet[i][1]);
 		ret = write_sysctl(path, quiet[i][2]);
-		/* IPv6 may be disabled altogether: then there is nothing to quiet */
+		/* IPv6 may be disabled altogether: then there is nothing to
+		 * quiet */
 		if (ret && !(ret == -ENOENT && !strcmp(quiet[i][0], "ipv6")))
 			goto sysctl_fail;
 	}

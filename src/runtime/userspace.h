@@ -55,7 +55,8 @@ struct vz_us_run {
 	struct vz_us_port ports[VZ_MAX_PORTS];
 	int nports;
 	/* Options: */
-	unsigned int workers; /* threads (afxdp) or lcores (dpdk) running the NF */
+	unsigned int
+		workers; /* threads (afxdp) or lcores (dpdk) running the NF */
 	unsigned int queues; /* queues per port, 0..queues-1 */
 	unsigned int batch; /* frames per receive burst */
 	bool busy_poll;
