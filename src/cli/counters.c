@@ -51,8 +51,17 @@ static void json_counts(const struct vz_counter_view *view,
 		       (unsigned long long)c->rt.tx_failed,
 		       (unsigned long long)c->rt.pass_failed,
 		       (unsigned long long)c->rt.from_kernel);
-	else /* the NF runs on every frame the XDP hook sees */
-		printf(", \"rx\": %llu", (unsigned long long)c->all.packets);
+	else
+		/*
+		 * The same shape on XDP: the NF runs on every frame the hook
+		 * sees (none invalid), PASS cannot fail, nothing comes from a
+		 * TAP; a TX the driver fails is counted by the driver (ethtool
+		 * -S), not here: null, not a zero that claims to know.
+		 */
+		printf(", \"rx\": %llu, \"errors\": {\"rx_invalid\": 0, "
+		       "\"tx_failed\": null, \"pass_failed\": 0}, "
+		       "\"from_kernel\": 0",
+		       (unsigned long long)c->all.packets);
 }
 
 static void print_json(const struct vz_counter_view *view,

@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 
 import pytest
-from scapy.all import IP, UDP, Ether, Raw, rdpcap, wrpcap
+from scapy.all import IP, UDP, Ether, Raw, wrpcap
+from wire import BACKENDS, Capture, replay_prediction, run_nf, send_from_gen, xdp_attached
 
 from veloz import testbed as tb
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
-BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk")
 # what the "attached" event calls each backend's mode
 ATTACH_MODE = {"xdp": "native", "xdp-generic": "generic", "afxdp": "afxdp", "dpdk": "dpdk"}
 PROBE_PORT = 7777
@@ -41,65 +41,6 @@ def probe_frames(n: int = 20) -> list:
         / Raw(f"veloz probe {i:04d}".encode() + bytes(range(i)))
         for i in range(n)
     ]
-
-
-def xdp_attached(netns: str, ifname: str) -> bool:
-    out = subprocess.run(
-        ["ip", "-n", netns, "-j", "-d", "link", "show", ifname],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    return "xdp" in json.loads(out)[0]
-
-
-class Capture:
-    """tcpdump in a namespace, incoming frames only, until stop().
-
-    --immediate-mode: otherwise libpcap's TPACKET_V3 ring hands frames to
-    tcpdump a block at a time, on a 1 s timer, and a capture stopped sooner
-    ends with frames the kernel saw but tcpdump never wrote.
-    """
-
-    def __init__(self, netns: str, ifname: str, path: Path, bpf_filter: str) -> None:
-        self.path = path
-        self.proc = subprocess.Popen(
-            in_netns(netns, ["tcpdump", "-n", "-U", "--immediate-mode", "-Q", "in", "-i", ifname,
-                             "-w", str(path), bpf_filter]),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert self.proc.stderr is not None
-        line = self.proc.stderr.readline()  # "listening on ..." once ready
-        assert "listening" in line, line
-
-    def stop(self) -> list:
-        time.sleep(0.5)
-        self.proc.send_signal(signal.SIGINT)
-        self.proc.communicate(timeout=10)
-        return list(rdpcap(str(self.path))) if self.path.stat().st_size > 24 else []
-
-
-def send_from_gen(pcap: Path) -> None:
-    script = (
-        "import sys; from scapy.all import rdpcap, sendp; "
-        "sendp(rdpcap(sys.argv[1]), iface='gen-dut', verbose=0)"
-    )
-    subprocess.run(in_netns("vz-gen", [sys.executable, "-c", script, str(pcap)]), check=True)
-
-
-def replay_prediction(nf: str, pcap: Path, out: Path, *sets: str) -> list[bytes]:
-    args = ["replay", nf, "--backend", "xdp", "--in", str(pcap), "--out", str(out)]
-    for s in sets:
-        args += ["--set", s]
-    subprocess.run(veloz_argv(*args), check=True, capture_output=True)
-    return [bytes(p) for p in rdpcap(str(out))] if out.stat().st_size > 24 else []
-
-
-def run_nf(nf: str, backend: str, *extra: str) -> Runner:
-    return Runner(
-        in_netns(
-            "vz-dut",
-            veloz_argv("run", nf, "--backend", backend, "--iface", "dut-gen", "--json", *extra),
-        )
-    )
 
 
 # ---- exact counts -------------------------------------------------------------
