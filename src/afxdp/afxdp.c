@@ -29,6 +29,7 @@
 #include <xdp/xsk.h>
 
 #include "runtime/userspace.h"
+#include "runtime/xsk_stats.h"
 
 #define FRAME_SIZE 4096u
 #define RING_SIZE 2048u /* every ring: rx, tx, fill, completion */
@@ -575,6 +576,23 @@ static void afxdp_teardown(struct vz_us_run *run)
 	run->backend_state = NULL;
 }
 
+static __u64 afxdp_rx_missed(struct vz_us_run *run)
+{
+	struct afxdp *a = run->backend_state;
+	__u64 missed = 0;
+	unsigned int i, q;
+	int p;
+
+	for (i = 0; a && i < run->workers; i++)
+		for (q = 0; q < MAX_QUEUES_PER_WORKER; q++)
+			for (p = 0; p < VZ_MAX_PORTS; p++)
+				if (a->workers[i].xsk[p][q] &&
+				    a->workers[i].xsk[p][q]->socket)
+					missed += vz_xsk_missed(
+						a->workers[i].xsk[p][q]->fd);
+	return missed;
+}
+
 static void afxdp_describe(struct vz_us_run *run, char *buf, size_t len)
 {
 	struct afxdp *a = run->backend_state;
@@ -603,6 +621,7 @@ static const struct vz_backend afxdp_backend = {
 	.start = afxdp_start,
 	.join = afxdp_join,
 	.teardown = afxdp_teardown,
+	.rx_missed = afxdp_rx_missed,
 	.describe = afxdp_describe,
 };
 

@@ -31,8 +31,17 @@ void vz_snapshot_add(struct vz_snapshot *s, unsigned int w,
 	t->rt.from_kernel += c->rt.from_kernel;
 }
 
+static void json_missed(const struct vz_snapshot *s)
+{
+	if (s && s->rx_missed_known)
+		printf(", \"rx_missed\": %llu", (unsigned long long)s->rx_missed);
+	else
+		printf(", \"rx_missed\": null");
+}
+
+/* s: the snapshot for the total, NULL for a worker (rx_missed: null) */
 static void json_counts(const struct vz_counter_view *view,
-			const struct vz_counts *c)
+			const struct vz_counts *c, const struct vz_snapshot *s)
 {
 	int v;
 
@@ -44,13 +53,11 @@ static void json_counts(const struct vz_counter_view *view,
 		       (unsigned long long)c->verdict[v].packets);
 	if (view->runtime)
 		printf(", \"rx\": %llu, \"errors\": {\"rx_invalid\": %llu, "
-		       "\"tx_failed\": %llu, \"pass_failed\": %llu}, "
-		       "\"from_kernel\": %llu",
+		       "\"tx_failed\": %llu, \"pass_failed\": %llu",
 		       (unsigned long long)c->rt.rx,
 		       (unsigned long long)c->rt.rx_invalid,
 		       (unsigned long long)c->rt.tx_failed,
-		       (unsigned long long)c->rt.pass_failed,
-		       (unsigned long long)c->rt.from_kernel);
+		       (unsigned long long)c->rt.pass_failed);
 	else
 		/*
 		 * The same shape on XDP: the NF runs on every frame the hook
@@ -59,9 +66,11 @@ static void json_counts(const struct vz_counter_view *view,
 		 * -S), not here: null, not a zero that claims to know.
 		 */
 		printf(", \"rx\": %llu, \"errors\": {\"rx_invalid\": 0, "
-		       "\"tx_failed\": null, \"pass_failed\": 0}, "
-		       "\"from_kernel\": 0",
+		       "\"tx_failed\": null, \"pass_failed\": 0",
 		       (unsigned long long)c->all.packets);
+	json_missed(s);
+	printf("}, \"from_kernel\": %llu",
+	       (unsigned long long)(view->runtime ? c->rt.from_kernel : 0));
 }
 
 static void print_json(const struct vz_counter_view *view,
@@ -73,7 +82,7 @@ static void print_json(const struct vz_counter_view *view,
 
 	printf("{%s\"t\": %.3f, \"nf\": \"%s\", ",
 	       summary ? "\"summary\": true, " : "", t, view->nf);
-	json_counts(view, &s->total);
+	json_counts(view, &s->total, s);
 	printf(", \"pps\": %.0f, \"bps\": %.0f, \"redirected\": {", pps, bps);
 	for (p = 0; p < view->nports; p++)
 		printf("%s\"%s\": %llu", p ? ", " : "", view->ports[p],
@@ -81,7 +90,7 @@ static void print_json(const struct vz_counter_view *view,
 	printf("}, \"workers\": [");
 	for (w = 0; w < s->nworkers; w++) {
 		printf("%s{\"worker\": %u, ", w ? ", " : "", w);
-		json_counts(view, &s->worker[w]);
+		json_counts(view, &s->worker[w], NULL);
 		printf("}");
 	}
 	printf("]}\n");
@@ -108,12 +117,13 @@ static void print_table(const struct vz_counter_view *view,
 		printf("  %s %llu", vz_verdict_name(v % VZ_VERDICT_COUNT),
 		       (unsigned long long)c->verdict[v % VZ_VERDICT_COUNT]
 			       .packets);
-	if (view->runtime &&
-	    (c->rt.rx_invalid || c->rt.tx_failed || c->rt.pass_failed))
-		printf("  errors: invalid %llu tx %llu pass %llu",
+	if (view->runtime && (c->rt.rx_invalid || c->rt.tx_failed ||
+			      c->rt.pass_failed || s->rx_missed))
+		printf("  errors: invalid %llu tx %llu pass %llu missed %llu",
 		       (unsigned long long)c->rt.rx_invalid,
 		       (unsigned long long)c->rt.tx_failed,
-		       (unsigned long long)c->rt.pass_failed);
+		       (unsigned long long)c->rt.pass_failed,
+		       (unsigned long long)s->rx_missed);
 	printf("\n");
 }
 

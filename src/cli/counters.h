@@ -25,6 +25,15 @@ struct vz_snapshot {
 	unsigned int nworkers;
 	struct vz_counts worker[VZ_MAX_WORKERS];
 	struct vz_counts total;
+	/*
+	 * Frames the port took off the wire but dropped before a worker saw
+	 * them (AF_XDP: no free buffer or a full receive ring; DPDK: the
+	 * port's imissed and rx_nombuf). Known per port, not per worker;
+	 * printed as null where the backend cannot tell (XDP: the driver's
+	 * own counters, ethtool -S).
+	 */
+	bool rx_missed_known;
+	__u64 rx_missed;
 };
 
 struct vz_counter_view {

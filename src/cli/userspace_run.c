@@ -388,6 +388,8 @@ static void take_snapshot(struct vz_us_run *run, struct vz_snapshot *s)
 		worker[w].rt = run->counters[w];
 		vz_snapshot_add(s, w, &worker[w]);
 	}
+	s->rx_missed_known = true;
+	s->rx_missed = run->backend->rx_missed(run);
 }
 
 static void print_counters(struct vz_us_run *run, const struct vz_snapshot *s,

@@ -72,6 +72,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/userspace.h"
+#include "runtime/xsk_stats.h"
 
 #define RX_DESC 1024 /* also the AF_XDP rx and tx ring sizes */
 #define TX_DESC 1024
@@ -1434,6 +1435,28 @@ static void dpdk_teardown(struct vz_us_run *run)
 	run->backend_state = NULL;
 }
 
+static __u64 dpdk_rx_missed(struct vz_us_run *run)
+{
+	struct dpdk *d = run->backend_state;
+	struct rte_eth_stats st;
+	bool af_xdp = false;
+	__u64 missed = 0;
+	int p;
+
+	for (p = 0; d && p < run->nports; p++) {
+		if (!d->ports[p].started ||
+		    rte_eth_stats_get(d->ports[p].id, &st))
+			continue;
+		/* no mbuf to receive into: every PMD counts this one */
+		missed += st.rx_nombuf;
+		if (!strcmp(d->ports[p].driver, "net_af_xdp"))
+			af_xdp = true; /* its sockets say more than imissed */
+		else
+			missed += st.imissed;
+	}
+	return missed + (af_xdp ? vz_xsk_missed_all() : 0);
+}
+
 static void dpdk_describe(struct vz_us_run *run, char *buf, size_t len)
 {
 	struct dpdk *d = run->backend_state;
@@ -1496,6 +1519,7 @@ static const struct vz_backend dpdk_backend = {
 	.start = dpdk_start,
 	.join = dpdk_join,
 	.teardown = dpdk_teardown,
+	.rx_missed = dpdk_rx_missed,
 	.describe = dpdk_describe,
 };
 

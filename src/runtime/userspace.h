@@ -92,6 +92,11 @@ struct vz_backend {
 	void (*join)(struct vz_us_run *run);
 	/* Release everything setup() took; safe after a partial setup. */
 	void (*teardown)(struct vz_us_run *run);
+	/*
+	 * Frames the ports dropped before any worker saw them, since setup;
+	 * called by the counting thread while workers run and after join.
+	 */
+	__u64 (*rx_missed)(struct vz_us_run *run);
 	/* The line "attached" prints after setup: mode, queues, memory. */
 	void (*describe)(struct vz_us_run *run, char *buf, size_t len);
 };

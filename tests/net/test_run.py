@@ -75,9 +75,19 @@ def test_drop_counts_exactly_what_the_generator_sent(testbed, backend):
         summary = runner.stop()
     assert sent["sent"] == 200000
     assert sent["xmit"] == 200000 and sent["xmit_errors"] == 0
-    assert summary["drop"] == 200000
+    # Every frame sent is accounted for: run by the NF, or dropped by the
+    # port before a worker saw it (a userspace worker preempted on a busy
+    # two-core machine lets its receive ring fill); never silently lost.
+    errors = summary["errors"]
+    missed = errors["rx_missed"] or 0
+    assert summary["drop"] + missed == 200000
+    assert missed < 200000 // 10, errors
+    if backend.startswith("xdp"):
+        assert errors["rx_missed"] is None  # the driver's to count (ethtool -S)
     verdicts = sum(summary[v] for v in ("drop", "pass", "tx", "redirect", "aborted"))
     assert summary["packets"] == verdicts
+    assert summary["rx"] == summary["packets"] + errors["rx_invalid"]
+    assert all(w["errors"]["rx_missed"] is None for w in summary["workers"])
     assert not xdp_attached("vz-dut", "dut-gen")
 
 
@@ -260,7 +270,10 @@ def test_foreign_program_is_refused_and_left_alone(testbed):
             ["run", "drop", "--backend", "xdp", "--iface", "dut-gen", "--set", "x=1"],
             "unknown config key 'x'",
         ),
-        (["run", "drop", "--backend", "afxdp", "--iface", "dut-gen"], "not available"),
+        (
+            ["run", "drop", "--backend", "xdp", "--iface", "dut-gen", "--copy"],
+            "is not an option of the xdp backend",
+        ),
         (["run", "drop", "--backend", "linux", "--iface", "nosuch0"], "no interface 'nosuch0'"),
         (
             ["run", "redirect", "--backend", "xdp", "--iface", "dut-gen"],
@@ -273,7 +286,7 @@ def test_foreign_program_is_refused_and_left_alone(testbed):
         "bad-value",
         "bad-port",
         "unknown-key",
-        "later-backend",
+        "option-of-another-backend",
         "linux-missing-iface",
         "port-not-in-run",
     ],
