@@ -34,7 +34,8 @@ void vz_snapshot_add(struct vz_snapshot *s, unsigned int w,
 static void json_missed(const struct vz_snapshot *s)
 {
 	if (s && s->rx_missed_known)
-		printf(", \"rx_missed\": %llu", (unsigned long long)s->rx_missed);
+		printf(", \"rx_missed\": %llu",
+		       (unsigned long long)s->rx_missed);
 	else
 		printf(", \"rx_missed\": null");
 }

@@ -3,8 +3,10 @@
  * The generator's XDP program, run by BPF_PROG_RUN in live-frames mode: the
  * kernel feeds it the template frame over and over and transmits what it
  * returns XDP_TX for, out of the interface named in the run's context. Per
- * frame it sets the UDP source port (one of `flows`) and writes a sequence
- * number into the payload, so a sink can find loss and reordering.
+ * frame it writes the template's headers afresh (a recycled page may hold
+ * what a kernel receiver made of the last frame), sets the UDP source port
+ * (one of `flows`) and writes a sequence number into the payload, so a sink
+ * can find loss and reordering.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -45,6 +47,7 @@ int vz_xdp_gen(struct xdp_md *xdp)
 	payload = data + VZ_GEN_PAYLOAD_OFF;
 	if (!seq || (void *)(payload + 1) > data_end)
 		return XDP_ABORTED;
+	__builtin_memcpy(data, vz_gen_config.headers, VZ_GEN_PAYLOAD_OFF);
 	flow = vz_gen_config.flows ? (__u32)(*seq % vz_gen_config.flows) : 0;
 	/* UDP checksum is 0 (none, allowed over IPv4): no update needed. */
 	udp->source = bpf_htons((__u16)(vz_gen_config.base_port + flow));

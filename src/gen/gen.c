@@ -124,6 +124,7 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 	struct bpf_map *map;
 	int err;
 
+	memcpy(cfg.headers, g->frame, sizeof(cfg.headers));
 	*obj = bpf_object__open_file(g->bpf_path, NULL);
 	if (!*obj) {
 		vz_err("cannot open the generator's program %s", g->bpf_path);

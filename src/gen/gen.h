@@ -16,7 +16,14 @@ struct vz_gen_config {
 	__u32 base_port;
 	__u32 pad;
 	__u64 seq_base; /* so several runs do not repeat numbers */
-};
+	/*
+	 * The template's headers, written into every frame: live frames come
+	 * from a page pool whose pages return after whoever received them
+	 * is done, and a receiver in the kernel may have rewritten them in
+	 * place (IP forwarding sets new MACs and lowers the TTL).
+	 */
+	__u8 headers[VZ_GEN_PAYLOAD_OFF];
+} __attribute__((aligned(8)));
 
 struct vz_gen_payload {
 	__u64 seq;

@@ -383,7 +383,68 @@ def test_linux_baseline_stale_table_and_refusals(testbed):
         subprocess.run(["ip", "netns", "exec", "vz-dut", "nft", "delete", "table", "inet",
                         "vz_dut_gen"], capture_output=True, check=False)  # fmt: skip
     assert "vz_" not in nft_tables("vz-dut")
-    later = subprocess.run(in_netns("vz-dut", veloz_argv(
-        "run", "tx", "--backend", "linux", "--iface", "dut-gen")),
-        capture_output=True, text=True, check=False)  # fmt: skip
-    assert later.returncode == 2 and "baseline for drop only" in later.stderr
+    none = subprocess.run(in_netns("vz-dut", veloz_argv(
+        "run", "memaccess", "--backend", "linux", "--iface", "dut-gen")),
+        capture_output=True, text=True, check=False, timeout=30)  # fmt: skip
+    assert none.returncode == 2 and "baseline for drop, redirect, tx only" in none.stderr
+
+
+def sysctl(netns: str, key: str) -> str:
+    argv = ["ip", "netns", "exec", netns, "cat", f"/proc/sys/{key}"]
+    return subprocess.run(
+        argv, capture_output=True, text=True, check=True, timeout=10
+    ).stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("nf", "dst"),
+    [("tx", "198.18.0.1"), ("redirect", "198.18.1.2")],
+)
+def test_linux_forwarding_baseline_counts_exactly_in_the_same_shape(testbed, nf, dst):
+    """tx and redirect on linux: the kernel routes, nftables counts.
+
+    For tx the frames are addressed to vz-gen itself, so the kernel routes
+    them back out of the port they came in by; for redirect, to vz-sink.
+    """
+    keys = ("net/ipv4/ip_forward", "net/ipv4/conf/all/send_redirects",
+            "net/ipv4/conf/dut-gen/send_redirects")  # fmt: skip
+    # the testbed forwards already; start from "off" to see it switched and restored
+    before = {k: sysctl("vz-dut", k) for k in keys}
+    subprocess.run(["ip", "netns", "exec", "vz-dut", "sysctl", "-qw", "net.ipv4.ip_forward=0"],
+                   check=True, timeout=10)  # fmt: skip
+    try:
+        with Runner(in_netns("vz-dut", veloz_argv("run", nf, "--backend", "linux", "--iface",
+                                                  "dut-gen", "--json"))) as runner:  # fmt: skip
+            assert runner.attached["baseline"] == "kernel IP forwarding"
+            assert sysctl("vz-dut", "net/ipv4/ip_forward") == "1"
+            if nf == "tx":
+                assert sysctl("vz-dut", "net/ipv4/conf/dut-gen/send_redirects") == "0"
+            cap_ns = "vz-gen" if nf == "tx" else "vz-sink"
+            cap_if = "gen-dut" if nf == "tx" else "sink-dut"
+            arrived = _rx_packets(cap_ns, cap_if)
+            sent = run_json(in_netns("vz-gen", veloz_argv(
+                "gen", "--iface", "gen-dut", "--count", "20000", "--rate", "50k",
+                "--dst-ip", dst, "--json")), timeout=60)  # fmt: skip
+            time.sleep(0.5)
+            summary = runner.stop()
+            arrived = _rx_packets(cap_ns, cap_if) - arrived
+        assert sysctl("vz-dut", "net/ipv4/ip_forward") == "0"  # restored
+    finally:
+        subprocess.run(["ip", "netns", "exec", "vz-dut", "sysctl", "-qw",
+                        f"net.ipv4.ip_forward={before['net/ipv4/ip_forward']}"],
+                       check=True, timeout=10)  # fmt: skip
+    assert {k: sysctl("vz-dut", k) for k in keys} == before
+    assert summary["packets"] == summary["rx"] == sent["xmit"] == 20000
+    assert summary[nf] == 20000 and summary["drop"] == summary["pass"] == 0
+    assert summary["bytes"] == 20000 * 64
+    assert summary["redirected"] == {"dut-sink": 20000 if nf == "redirect" else 0}
+    assert arrived >= 20000  # and they did come out where the kernel sent them
+    assert set(summary["errors"]) == {"rx_invalid", "tx_failed", "pass_failed", "rx_missed"}
+    assert "vz_" not in nft_tables("vz-dut")
+    assert not list(Path("/run/veloz").glob("linux-*"))
+
+
+def _rx_packets(netns: str, ifname: str) -> int:
+    out = subprocess.run(["ip", "-n", netns, "-j", "-s", "link", "show", ifname],
+                         capture_output=True, text=True, check=True, timeout=10).stdout  # fmt: skip
+    return json.loads(out)[0]["stats64"]["rx"]["packets"]
