@@ -16,6 +16,22 @@
  * The rule that keeps both builds identical: an NF sees only the linear part
  * of a frame (at most VZ_LINEAR_MAX bytes, as XDP multi-buffer does), reaches
  * packet bytes only through vz_header(), and keeps its state in maps.
+ *
+ * Maps with several workers: the native maps keep the BPF maps' rules, so
+ * an NF written for XDP's many CPUs is right on the userspace backends too.
+ *   - Per-CPU maps (VZ_PERCPU_*) have one copy per worker: a worker thread
+ *     or lcore sees its own copy, as a CPU does on XDP, and updates it with
+ *     no atomics. The control plane reads and writes all copies at once.
+ *   - VZ_ARRAY: one copy shared by every worker. Slots always exist; an
+ *     update of a value is a plain copy, so counters shared by workers need
+ *     __sync_fetch_and_add() (or a per-CPU array), exactly as in BPF.
+ *   - VZ_HASH, VZ_LRU_HASH, VZ_LPM: safe for any number of concurrent
+ *     workers and for the control plane writing while they run: every
+ *     lookup, update and delete takes the map's lock, and LRU eviction happens under it. A lookup returns a
+ *     pointer into the map, as bpf_map_lookup_elem() does: an update in
+ *     place through it is seen by the others, and once another worker or
+ *     the control plane deletes that key, the slot may be reused, as a BPF
+ *     hash map's preallocated elements are. Do not hold it across frames.
  */
 #ifndef VELOZ_NF_H
 #define VELOZ_NF_H

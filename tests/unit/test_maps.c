@@ -7,6 +7,7 @@
  * (exactly the least recently used) is checked on its own.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,6 +312,109 @@ static void test_next_key(void)
 	vz_map_free(&m);
 }
 
+/*
+ * Several workers and a control-plane writer at once, as on the userspace
+ * backends: per-CPU values are per worker (no count lost without atomics),
+ * and the shared hash, LRU and LPM maps stay consistent while the main
+ * thread inserts and deletes under the workers. Run under ASan and UBSan by
+ * the sanitize build too.
+ */
+#define CONC_WORKERS 2
+#define CONC_ROUNDS 200000
+#define CONC_KEYS 64 /* divides CONC_ROUNDS: every key counted alike */
+_Static_assert(CONC_ROUNDS % CONC_KEYS == 0, "keys share the rounds evenly");
+
+static struct vz_map conc_percpu, conc_lru, conc_lpm;
+static volatile int conc_stop;
+
+static void *conc_worker(void *arg)
+{
+	struct lpm4 probe = { .prefixlen = 32, .addr = { 10, 0, 0, 0 } };
+	__u32 i, key, value;
+	__u64 *count;
+
+	vz_worker_id = (__u32)(unsigned long)arg;
+	for (i = 0; i < CONC_ROUNDS; i++) {
+		key = i % CONC_KEYS;
+		count = vz_map_lookup_elem(&conc_percpu, &key);
+		if (count)
+			(*count)++; /* this worker's copy: no atomics needed */
+		key = (i * 2654435761u) % 1024;
+		value = i;
+		vz_map_update_elem(&conc_lru, &key, &value, BPF_ANY);
+		vz_map_lookup_elem(&conc_lru, &key);
+		probe.addr[3] = (__u8)i;
+		vz_map_lookup_elem(&conc_lpm, &probe);
+	}
+	return NULL;
+}
+
+static void test_concurrent_workers_and_writer(void)
+{
+	__u64 copies[CONC_WORKERS], zero[CONC_WORKERS] = { 0 }, total;
+	struct lpm4 prefix = { .prefixlen = 24, .addr = { 10, 0, 0, 0 } };
+	pthread_t thread[CONC_WORKERS];
+	__u32 key, next, n, w, value = 7;
+	unsigned long i;
+
+	conc_percpu = (struct vz_map){ .name = "conc_percpu",
+				       .type = BPF_MAP_TYPE_PERCPU_HASH,
+				       .key_size = 4,
+				       .value_size = 8,
+				       .max_entries = CONC_KEYS };
+	conc_lru = (struct vz_map){ .name = "conc_lru",
+				    .type = BPF_MAP_TYPE_LRU_HASH,
+				    .key_size = 4,
+				    .value_size = 4,
+				    .max_entries = 128 };
+	conc_lpm = (struct vz_map){ .name = "conc_lpm",
+				    .type = BPF_MAP_TYPE_LPM_TRIE,
+				    .key_size = sizeof(struct lpm4),
+				    .value_size = 4,
+				    .max_entries = 16,
+				    .flags = BPF_F_NO_PREALLOC };
+	CHECK(!vz_map_init(&conc_percpu, CONC_WORKERS) &&
+		      !vz_map_init(&conc_lru, CONC_WORKERS) &&
+		      !vz_map_init(&conc_lpm, CONC_WORKERS),
+	      "concurrent maps init");
+	/* the control plane creates the per-CPU keys, zero in every copy */
+	for (key = 0; key < CONC_KEYS; key++)
+		CHECK(!vz_map_write(&conc_percpu, &key, zero, BPF_ANY),
+		      "percpu hash create %u", key);
+	for (i = 0; i < CONC_WORKERS; i++)
+		pthread_create(&thread[i], NULL, conc_worker, (void *)i);
+	/* ...and keeps writing while the workers run */
+	for (i = 0; i < 20000; i++) {
+		prefix.addr[2] = (__u8)(i % 8);
+		vz_map_update_elem(&conc_lpm, &prefix, &value, BPF_ANY);
+		prefix.addr[2] = (__u8)((i + 4) % 8);
+		vz_map_delete_elem(&conc_lpm, &prefix);
+		key = (__u32)(i % 1024);
+		vz_map_delete_elem(&conc_lru, &key);
+	}
+	for (i = 0; i < CONC_WORKERS; i++)
+		pthread_join(thread[i], NULL);
+	for (total = 0, key = 0; key < CONC_KEYS; key++) {
+		CHECK(!vz_map_read(&conc_percpu, &key, copies), "percpu read");
+		for (w = 0; w < CONC_WORKERS; w++) {
+			CHECK(copies[w] == CONC_ROUNDS / CONC_KEYS,
+			      "worker %u's count for key %u: %llu", w, key,
+			      (unsigned long long)copies[w]);
+			total += copies[w];
+		}
+	}
+	CHECK(total == (__u64)CONC_WORKERS * CONC_ROUNDS,
+	      "per-worker counts add up: %llu", (unsigned long long)total);
+	/* the LRU map never holds more than it may, and walks cleanly */
+	for (n = 0, key = ~0u;
+	     !vz_map_next_key(&conc_lru, n ? &key : NULL, &next); key = next)
+		n++;
+	CHECK(n <= 128, "lru holds %u of at most 128", n);
+	vz_map_free(&conc_percpu);
+	vz_map_free(&conc_lru);
+	vz_map_free(&conc_lpm);
+}
+
 int main(void)
 {
 	test_array();
@@ -319,6 +423,7 @@ int main(void)
 	test_lru();
 	test_lpm();
 	test_next_key();
+	test_concurrent_workers_and_writer();
 	if (geteuid() == 0)
 		CHECK(kernel_compared > 30,
 		      "as root, kernel maps are compared "
