@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 
@@ -40,23 +41,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def measure(backend: str, gen_args: list[str], timeout: float) -> dict:
-    """One phase: drop NF attached in vz-dut, traffic from vz-gen, both counts."""
-    nf_argv = veloz_argv("run", "drop", "--backend", backend, "--iface", "dut-gen", "--json")
+def rx_packets(netns: str, ifname: str) -> int:
+    """The interface's received-frames counter, as the kernel keeps it."""
+    done = subprocess.run(["ip", "-n", netns, "-j", "-s", "link", "show", ifname],
+                          capture_output=True, text=True, check=True, timeout=10)  # fmt: skip
+    return json.loads(done.stdout)[0]["stats64"]["rx"]["packets"]
+
+
+def measure(backend: str, gen_args: list[str], timeout: float, nf: str = "drop") -> dict:
+    """One phase: `nf` running in vz-dut, traffic from vz-gen, both counts.
+
+    What is counted is the NF's own verdict (drop for drop, tx for tx, ...);
+    for tx, `delivered` is what arrived back at vz-gen, which is what counts.
+    """
+    nf_argv = veloz_argv("run", nf, "--backend", backend, "--iface", "dut-gen", "--json")
     with Runner(in_netns("vz-dut", nf_argv)) as runner:
+        back_before = rx_packets("vz-gen", "gen-dut")
         sent = run_json(
             in_netns("vz-gen", veloz_argv("gen", "--iface", "gen-dut", "--json", *gen_args)),
             timeout,
         )
         time.sleep(0.3)  # the last frames reach the DUT's counters
         counted = runner.stop()
+        back = rx_packets("vz-gen", "gen-dut") - back_before
+    seconds = sent["seconds"]
     return {
         "backend": backend,
         "sent": sent["xmit"] if sent["xmit"] is not None else sent["sent"],
-        "counted": counted["drop"],
-        "seconds": sent["seconds"],
+        "counted": counted[nf],
+        "errors": counted["errors"],
+        "seconds": seconds,
         "offered_pps": sent["pps"],
-        "counted_pps": counted["drop"] / sent["seconds"] if sent["seconds"] else 0.0,
+        "counted_pps": counted[nf] / seconds if seconds else 0.0,
+        "delivered": back if nf == "tx" else None,
+        "delivered_pps": back / seconds if nf == "tx" and seconds else None,
     }
 
 

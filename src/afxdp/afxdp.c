@@ -37,6 +37,7 @@
 /* frames per socket: its fill ring, its rx ring and its share of tx */
 #define FRAMES_PER_SOCKET (2 * RING_SIZE)
 #define TAP_POLL_EVERY 64 /* loop iterations between looks at the TAPs */
+#define TX_STALLS 64 /* kicks in a row that free no TX ring slot */
 
 #ifndef SO_PREFER_BUSY_POLL
 #define SO_PREFER_BUSY_POLL 69
@@ -118,39 +119,60 @@ static void complete(struct worker *w, struct xsk *x)
 /* ---- transmit --------------------------------------------------------------
  */
 
-static void kick_tx(struct xsk *x)
+static bool tx_drained(struct xsk *x)
 {
-	/* Copy mode sends only from sendto(); zero-copy may not need it. */
-	if (!x->tx_kick || !xsk_ring_prod__needs_wakeup(&x->tx))
-		return;
-	if (sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 ||
-	    errno == EAGAIN || errno == EBUSY || errno == ENOBUFS)
-		x->tx_kick = false;
+	return xsk_prod_nb_free(&x->tx, RING_SIZE) == RING_SIZE;
 }
 
-/* Put the frames gathered for x on its TX ring; those that do not fit fail. */
+/*
+ * Copy mode sends only from sendto(), and at most 32 frames per call (the
+ * kernel's per-socket budget): keep kicking, once per loop, until the
+ * kernel has taken everything on the ring. Zero-copy drivers send from
+ * their NAPI and ask for a kick only when they need one.
+ */
+static void kick_tx(struct xsk *x)
+{
+	if (!x->tx_kick)
+		return;
+	if (xsk_ring_prod__needs_wakeup(&x->tx))
+		sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+	x->tx_kick = !tx_drained(x);
+}
+
+/*
+ * Put the frames gathered for x on its TX ring. A full ring is the port's
+ * backpressure: kick and reap completions until there is room, and fail
+ * (count) only the frames that still do not fit after TX_STALLS tries in a
+ * row without progress, so a wedged port cannot hold the worker forever.
+ */
 static void flush_tx(struct worker *w, struct xsk *x,
 		     struct vz_worker_counters *c)
 {
-	__u32 n = x->pending, idx, i, got;
+	__u32 n = x->pending, done = 0, room, idx, i;
+	unsigned int stalls = 0;
 
-	if (!n)
-		return;
-	got = xsk_ring_prod__reserve(&x->tx, n, &idx);
-	if (got < n) {
-		complete(w, x);
-		kick_tx(x);
-		if (!got)
-			got = xsk_ring_prod__reserve(&x->tx, n, &idx);
-	}
-	for (i = 0; i < got; i++)
-		*xsk_ring_prod__tx_desc(&x->tx, idx + i) = x->pending_desc[i];
-	if (got) {
-		xsk_ring_prod__submit(&x->tx, got);
-		x->tx_outstanding += got;
+	while (done < n && stalls < TX_STALLS) {
+		room = xsk_prod_nb_free(&x->tx, n - done);
+		if (room > n - done)
+			room = n - done;
+		if (!room ||
+		    xsk_ring_prod__reserve(&x->tx, room, &idx) != room) {
+			x->tx_kick = true;
+			kick_tx(x);
+			complete(w, x);
+			stalls++;
+			continue;
+		}
+		for (i = 0; i < room; i++)
+			*xsk_ring_prod__tx_desc(&x->tx, idx + i) =
+				x->pending_desc[done + i];
+		xsk_ring_prod__submit(&x->tx, room);
+		x->tx_outstanding += room;
 		x->tx_kick = true;
+		done += room;
+		stalls = 0;
 	}
-	for (i = got; i < n; i++) {
+	for (i = done; i < n; i++) {
 		frame_free(w, x->pending_desc[i].addr);
 		c->tx_failed++;
 	}
