@@ -324,20 +324,24 @@ def lock_file(netns: str, ifname: str) -> Path:
     return Path(f"/run/veloz/xdp-{ino}-{json.loads(link)[0]['ifindex']}.lock")
 
 
-def test_interface_removed_while_running_stops_cleanly(testbed):
-    runner = run_nf("drop", "xdp", "--interval", "0.2")
+@pytest.mark.parametrize("backend", ["xdp", "afxdp", "dpdk"])
+def test_interface_removed_while_running_stops_cleanly(testbed, backend):
+    runner = run_nf("drop", backend, "--interval", "0.2")
     lock = lock_file("vz-dut", "dut-gen")
     assert lock.exists()
     try:
-        subprocess.run(["ip", "-n", "vz-dut", "link", "del", "dut-gen"], check=True)
-        out, err = runner.proc.communicate(timeout=20)
+        subprocess.run(["ip", "-n", "vz-dut", "link", "del", "dut-gen"], check=True, timeout=10)
+        out, err = runner.proc.communicate(timeout=30)
         assert runner.proc.returncode == 1
         assert err == "veloz: dut-gen disappeared while running; stopped\n"
         assert json.loads(out.splitlines()[-1])["summary"] is True
         assert not lock.exists()
+        links = subprocess.run(["ip", "-n", "vz-dut", "-j", "link", "show"], capture_output=True,
+                               text=True, check=True, timeout=10).stdout  # fmt: skip
+        assert not [x for x in json.loads(links) if x["ifname"].startswith("vzt")]  # no TAP
     finally:
         tb.up()  # the testbed repairs itself; the next run works again
-    with run_nf("drop", "xdp") as again:
+    with run_nf("drop", backend) as again:
         assert again.stop()["packets"] >= 0
 
 
