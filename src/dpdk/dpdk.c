@@ -1402,6 +1402,7 @@ static void dpdk_join(struct vz_us_run *run)
 static void dpdk_teardown(struct vz_us_run *run)
 {
 	struct dpdk *d = run->backend_state;
+	char name[IF_NAMESIZE];
 	unsigned int w;
 	int p, i;
 
@@ -1410,7 +1411,16 @@ static void dpdk_teardown(struct vz_us_run *run)
 	for (p = 0; p < run->nports; p++) {
 		struct port *port = &d->ports[p];
 
-		/* closing a net_af_xdp port detaches its XDP program */
+		/*
+		 * Closing a net_af_xdp port detaches its XDP program. If the
+		 * interface is gone, so is the program, and the PMD's complaint
+		 * that it could not detach it would only confuse: the runner
+		 * has said what happened.
+		 */
+		if (port->configured && run->ports[p].ifindex &&
+		    !if_indextoname((unsigned int)run->ports[p].ifindex, name))
+			rte_log_set_level_pattern("pmd.net.af_xdp*",
+						  RTE_LOG_EMERG);
 		if (port->started)
 			rte_eth_dev_stop(port->id);
 		if (port->configured)
