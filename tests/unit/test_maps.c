@@ -325,7 +325,6 @@ static void test_next_key(void)
 _Static_assert(CONC_ROUNDS % CONC_KEYS == 0, "keys share the rounds evenly");
 
 static struct vz_map conc_percpu, conc_lru, conc_lpm;
-static volatile int conc_stop;
 
 static void *conc_worker(void *arg)
 {
