@@ -39,6 +39,11 @@ Backends:
 On afxdp and dpdk, PASS hands the frame to the kernel through a TAP device
 (vzt-IFNAME) that wears the port's MAC address, so the kernel answers and
 forwards as if the frame had arrived on the port.
+
+Every backend prints the same counters: packets (frames the NF ran on), the
+count per verdict, rx, errors (rx_invalid, tx_failed, pass_failed, and
+rx_missed: frames the port dropped before a worker saw them, null where only
+the driver knows) and from_kernel (frames the host sent out through the TAP).
 """
 
 
