@@ -141,8 +141,9 @@ def print_table(rows: list[dict], size: int) -> None:
             f"{r['counted_pps']:,.0f}",
             "" if ratio is None else f"{ratio:.2f}x",
         )
-    # Not a terminal (CI, a pipe): rich would squeeze the table to 80 columns.
-    console = Console() if sys.stdout.isatty() else Console(width=100)
+    # Not a terminal (CI, a pipe): rich would squeeze the table to 80 columns
+    # and cut the numbers short.
+    console = Console() if sys.stdout.isatty() else Console(width=120)
     console.print(table)
     print(
         "sent: frames the generator's driver transmitted; counted: by the NF's own counters;\n"
