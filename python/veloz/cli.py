@@ -18,6 +18,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from veloz import demo, gen, nfs, replay, run, testbed_cli
+    from veloz.lab import bench
 
     parser = OneLineParser(
         prog="veloz",
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_parser(sub)
     gen.add_parser(sub)
     demo.add_parser(sub)
+    bench.add_parser(sub)
     nfs.add_parser(sub)
     return parser
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
-import subprocess
 from pathlib import Path
 
 from veloz import paths, testbed
@@ -36,7 +36,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "(BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES): the kernel sends the "
             "frames without building skbs. On a testbed interface the addresses "
             "default to the testbed's; elsewhere give --dst-mac and --dst-ip. "
-            "Needs root."
+            "Every frame carries a sequence number and its transmit time. "
+            "With --sink, count the generator's frames arriving on IF instead (in "
+            "XDP, then dropped): received, duplicates, reordered, and one-way "
+            "latency percentiles (p50 p90 p99 p99.9 max) from an HDR-style "
+            "histogram, until Ctrl-C or --duration. Needs root."
         ),
     )
     p.add_argument("--iface", required=True, metavar="IF")
@@ -51,6 +55,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--src-ip")
     p.add_argument("--dst-ip")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    sink = p.add_argument_group("sink mode")
+    sink.add_argument("--sink", action="store_true", help="count arriving frames, send nothing")
+    sink.add_argument("--generic", action="store_true", help="sink in generic XDP mode")
+    sink.add_argument("--replace", action="store_true", help="remove a killed run's program")
+    sink.add_argument(
+        "--count-only", action="store_true", help="count every frame, unread: the cheapest sink"
+    )
     p.set_defaults(func=run)
 
 
@@ -62,6 +73,8 @@ def _iface_mac(iface: str) -> str | None:
 
 
 def command(args: argparse.Namespace) -> list[str]:
+    if any(getattr(args, a, False) for a in ("generic", "replace", "count_only")):
+        raise VelozError("--generic, --replace and --count-only go with --sink")
     if not 60 <= args.size <= 3520:
         raise VelozError("--size must be between 60 and 3520 bytes")
     if args.flows < 1 or args.flows > 64511:
@@ -106,5 +119,22 @@ def command(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
+def sink_command(args: argparse.Namespace) -> list[str]:
+    sending = ("count", "src_mac", "dst_mac", "src_ip", "dst_ip")
+    given = [f"--{a.replace('_', '-')}" for a in sending if getattr(args, a) is not None]
+    if given:
+        raise VelozError(f"{', '.join(given)}: a sending option, not one of --sink")
+    if args.duration is not None and args.duration <= 0:
+        raise VelozError("--duration must be positive")
+    cmd = [str(paths.tool("vz-sink")), "--iface", args.iface]
+    if args.duration is not None:
+        cmd += ["--duration", str(args.duration)]
+    flags = ("--generic", "--replace", "--count-only", "--json")
+    cmd += [flag for flag in flags if getattr(args, flag[2:].replace("-", "_"))]
+    return cmd
+
+
 def run(args: argparse.Namespace) -> int:
-    return subprocess.run(command(args), check=False).returncode
+    argv = sink_command(args) if args.sink else command(args)
+    # exec: SIGINT and SIGTERM reach the tool, which detaches and reports.
+    os.execv(argv[0], argv)

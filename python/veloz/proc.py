@@ -37,7 +37,10 @@ def _last_line(text: str) -> str:
 class Runner:
     """`veloz run ... --json` in the background: wait for attach, stop, summary."""
 
-    def __init__(self, argv: Sequence[str], attach_timeout: float = 15.0) -> None:
+    def __init__(
+        self, argv: Sequence[str], attach_timeout: float = 15.0, what: str = "the NF"
+    ) -> None:
+        self.what = what
         self.proc = subprocess.Popen(
             list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -56,8 +59,8 @@ class Runner:
                 self.proc.kill()
                 _, err = self.proc.communicate()
             if hung:
-                raise VelozError(f"the NF did not start in time ({attach_timeout:g} s)", code=1)
-            raise VelozError(_last_line(err) or "the NF exited before attaching", code=1)
+                raise VelozError(f"{what} did not start in time ({attach_timeout:g} s)", code=1)
+            raise VelozError(_last_line(err) or f"{what} exited before attaching", code=1)
         self.attached = json.loads(line)
 
     def stop(self) -> dict:
@@ -67,7 +70,7 @@ class Runner:
         records = [json.loads(x) for x in out.splitlines() if x.strip()]
         summary = [r for r in records if r.get("summary")]
         if self.proc.returncode != 0 or not summary:
-            raise VelozError(_last_line(err) or "the NF did not stop cleanly", code=1)
+            raise VelozError(_last_line(err) or f"{self.what} did not stop cleanly", code=1)
         return summary[-1]
 
     def __enter__(self) -> Runner:

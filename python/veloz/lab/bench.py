@@ -1,0 +1,227 @@
+"""`veloz bench EXPERIMENT`: run one of the lab's experiments on the testbed,
+write its results (JSON) into a directory, and the HTML report beside them.
+
+Experiments: drop, tx, redirect (peak, zero-loss and 0.5%-loss rates, loss
+against offered load), latency, cpu, cost, sizes, noisy, headline. Trials
+are interleaved across backends, 5 by default; every result carries the
+environment it was measured in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,  # fmt: skip
+    TimeRemainingColumn,
+)
+
+from veloz import testbed
+from veloz.errors import VelozError
+from veloz.gen import parse_rate
+from veloz.lab import environment
+from veloz.lab.experiments import EXPERIMENTS, Context
+from veloz.lab.experiments.throughput import NOISES
+
+BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")
+NFS = ("drop", "tx", "redirect")
+MAX_SIZE = 3520  # the generator's single-buffer live frames
+# 400 Gbit/s of 64-byte frames (84 bytes on the wire with preamble and gap)
+MAX_PPS = 595_238_095
+ACCESSES = (0, 25, 50, 100, 200, 400, 800, 1600, 3200)
+# Per experiment, what differs from the common defaults.
+DEFAULTS: dict[str, dict] = {
+    "headline": {"sizes": "64,1500", "seconds": 2.0},
+    "sizes": {"sizes": "64,128,256,512,1024,1500"},
+    "latency": {"nf": "tx", "rates": "10k,1M"},
+    "cpu": {"rates": "100k,500k,1M,2M,3M"},
+}
+BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="run a lab experiment, write results and a report",
+                       description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("experiment", metavar="EXPERIMENT", help=", ".join(EXPERIMENTS))
+    p.add_argument("--backends", default=",".join(BACKENDS),
+                   help="comma-separated (default: all five)")  # fmt: skip
+    p.add_argument("--sizes", help="frame sizes in bytes (default 64; headline 64,1500; "
+                   "sizes 64..1500)")  # fmt: skip
+    p.add_argument("--trials", type=int, default=5, help="repetitions, interleaved (default 5)")
+    p.add_argument("--seconds", type=float, help="length of one run (default 2)")
+    p.add_argument("--nf", choices=NFS, help="NF for sizes, noisy, cpu (drop) and latency (tx)")
+    p.add_argument("--rates", help="offered rates for latency and cpu (100k, 1M, 2Mpps, 1Gbps)")
+    p.add_argument("--steps", type=int, default=5, help="halvings per binary search")
+    p.add_argument("--loss", type=float, default=0.005, help="loss of the lossy search")
+    p.add_argument("--noises", default=",".join(NOISES), help="neighbours for noisy")
+    p.add_argument("--accesses", default=",".join(map(str, ACCESSES)), help="for cost")
+    p.add_argument("--repeat", type=int, default=200_000, help="runs per cost trial")
+    p.add_argument("--out", metavar="DIR", help="results directory (default ./veloz-results/…)")
+    p.add_argument("--no-report", action="store_true", help="write only the JSON")
+    p.set_defaults(func=run)
+
+
+def _list(text: str, what: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise VelozError(f"--{what} is empty")
+    return items
+
+
+def _ints(text: str, what: str, low: int, high: int) -> list[int]:
+    out = []
+    for item in _list(text, what):
+        if not item.isdigit() or not low <= int(item) <= high:
+            raise VelozError(f"--{what}: '{item}' is not a whole number in {low}..{high}")
+        out.append(int(item))
+    return out
+
+
+def settings_from(args: argparse.Namespace) -> dict:
+    """Every option checked, before the testbed is touched."""
+    name = args.experiment
+    if name not in EXPERIMENTS:
+        raise VelozError(f"no experiment '{name}' (known: {', '.join(EXPERIMENTS)})")
+    d = DEFAULTS.get(name, {})
+    backends = _list(args.backends, "backends")
+    for b in backends:
+        if b not in BACKENDS:
+            raise VelozError(f"--backends: no backend '{b}' (known: {', '.join(BACKENDS)})")
+    sizes = _list(args.sizes or d.get("sizes", "64"), "sizes")
+    for item in sizes:
+        if item.isdigit() and MAX_SIZE < int(item) <= 9000:
+            raise VelozError(f"--sizes: {item} B needs multi-buffer frames, which the "
+                             f"generator does not make yet (at most {MAX_SIZE})")  # fmt: skip
+    if args.trials < 1:
+        raise VelozError("--trials must be at least 1")
+    seconds = args.seconds if args.seconds is not None else d.get("seconds", 2.0)
+    if not 0.1 <= seconds <= 3600:
+        raise VelozError("--seconds must be between 0.1 and 3600")
+    if not 1 <= args.steps <= 20:
+        raise VelozError("--steps must be between 1 and 20")
+    if not 0 < args.loss < 1:
+        raise VelozError("--loss is a fraction between 0 and 1 (0.005 = 0.5%)")
+    size_list = _ints(",".join(sizes), "sizes", 64, MAX_SIZE)
+    rates = []
+    for r in _list(args.rates or d.get("rates", "1M"), "rates"):
+        pps = parse_rate(r, size_list[0])
+        if pps > MAX_PPS:
+            raise VelozError(f"--rates: {r} is more than a 400 Gbit/s link carries "
+                             f"({MAX_PPS:,} pps of 64-byte frames)")  # fmt: skip
+        rates.append(pps)
+    noises = _list(args.noises, "noises")
+    for n in noises:
+        if n not in NOISES:
+            raise VelozError(f"--noises: no neighbour '{n}' (known: {', '.join(NOISES)})")
+    if args.repeat < 1:
+        raise VelozError("--repeat must be positive")
+    return {
+        "experiment": name,
+        "backends": backends,
+        "sizes": size_list,
+        "trials": args.trials,
+        "seconds": seconds,
+        "nf": args.nf or d.get("nf", "drop"),
+        "nfs": ["drop", "tx"],
+        "rates": rates,
+        "steps": args.steps,
+        "loss": args.loss,
+        "noises": noises,
+        "accesses": _ints(args.accesses, "accesses", 0, 4096),
+        "repeat": args.repeat,
+    }
+
+
+def _out_dir(args: argparse.Namespace, name: str) -> Path:
+    if args.out:
+        out = Path(args.out)
+    else:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = Path("veloz-results") / f"{name}-{stamp}"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / ".write-test").touch()
+        (out / ".write-test").unlink()
+    except OSError as e:
+        raise VelozError(f"cannot write results into {out}: {e.strerror}") from None
+    return out
+
+
+def require_testbed() -> None:
+    try:
+        st = testbed.status()
+    except testbed.TestbedError as e:
+        raise VelozError(str(e), code=1) from None
+    if not st["up"]:
+        why = st["problems"][0] if st["problems"] else "not built"
+        raise VelozError(f"the testbed is not up ({why}): run `veloz testbed up` first", code=1)
+
+
+class _BpfStats:
+    """kernel.bpf_stats_enabled=1 for the experiment, then as it was."""
+
+    def __enter__(self) -> None:
+        try:
+            self.before = Path(BPF_STATS).read_text().strip()
+            Path(BPF_STATS).write_text("1")
+        except OSError:
+            self.before = None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.before is not None:
+            Path(BPF_STATS).write_text(self.before)
+
+
+def run_experiment(settings: dict, out: Path, console: Console | None = None) -> Path:
+    """Run, with a progress bar; write DIR/NAME.json; return its path."""
+    exp = EXPERIMENTS[settings["experiment"]]
+    console = console or Console(stderr=True)
+    started = dt.datetime.now(dt.UTC)
+    env = environment.record()
+    total = exp.count(settings)
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console, transient=False) as progress, _BpfStats():
+        task = progress.add_task(exp.name, total=total)
+
+        def advance(label: str, n: int = 1) -> None:
+            progress.update(task, advance=n, description=f"{exp.name}: {label}")
+
+        ctx = Context(settings=settings, advance=advance)
+        exp.run(ctx)
+    result = {
+        "experiment": exp.name,
+        "title": exp.title,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "environment": env,
+        "settings": settings,
+        "records": ctx.records,
+        "sections": exp.sections(ctx.records, settings),
+    }
+    path = out / f"{exp.name}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    if settings["experiment"] != "cost":  # cost needs no testbed
+        require_testbed()
+    out = _out_dir(args, settings["experiment"])
+    path = run_experiment(settings, out)
+    print(f"results: {path}")
+    if not args.no_report:
+        from veloz.lab.report import write_report
+
+        print(f"report: {write_report(out)}")
+    return 0

@@ -1,0 +1,43 @@
+"""The lab's experiments, by name, and what they share: settings, the
+progress bar, and the records they collect.
+
+An experiment is an object with a name, a title, a doc, `count(settings)` (how
+many measurements it will make, for the progress bar's ETA), `run(ctx)`
+(make them, through ctx.measure, trials interleaved across backends) and
+`sections(records, settings)` (what the report shows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from veloz.lab.experiments import cost, cpu, latency, throughput
+
+EXPERIMENTS: dict[str, object] = {
+    "drop": throughput.DROP,
+    "tx": throughput.TX,
+    "redirect": throughput.REDIRECT,
+    "latency": latency.LATENCY,
+    "cpu": cpu.CPU,
+    "cost": cost.COST,
+    "sizes": throughput.SIZES,
+    "noisy": throughput.NOISY,
+    "headline": throughput.HEADLINE,
+}
+
+
+@dataclass
+class Context:
+    """What an experiment gets: its settings, and where measurements go."""
+
+    settings: dict
+    advance: Callable[..., None] = lambda label, n=1: None
+    records: list[dict] = field(default_factory=list)
+
+    def record(self, label: str, rec: dict, **tags: object) -> dict:
+        """Keep a measurement, tagged (trial, kind, ...), and move the bar."""
+        rec = {**tags, **rec}
+        self.records.append(rec)
+        self.advance(label)
+        return rec

@@ -1,0 +1,183 @@
+"""One measurement on the testbed: an NF on the DUT, the generator in vz-gen,
+the sink where the NF's frames arrive, and the CPU each of them used.
+
+    vz-gen  gen-dut ==== dut-gen  vz-dut  dut-sink ==== sink-dut  vz-sink
+
+What is delivered depends on the NF: drop's work is what it dropped (the
+NF's own counter); tx sends frames back out of dut-gen, so the sink runs on
+gen-dut; redirect sends them out of dut-sink, so it runs on sink-dut. The
+linux backend does the same jobs with the kernel (nftables drop, IP
+forwarding) and gets the same frames: for tx they are addressed to vz-gen
+itself, so the kernel routes them back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import time
+from contextlib import nullcontext
+
+from veloz.proc import Runner, in_netns, run_json, veloz_argv
+
+GEN = ("vz-gen", "gen-dut")
+DUT_IN, DUT_OUT = "dut-gen", "dut-sink"
+# Where each NF's frames arrive, if anywhere (netns, interface).
+ARRIVE = {"tx": ("vz-gen", "gen-dut"), "redirect": ("vz-sink", "sink-dut")}
+GEN_OWN_ADDRESS = "198.18.0.1"  # tx: frames the kernel baseline routes back to vz-gen
+
+
+def nf_args(nf: str, backend: str) -> list[str]:
+    """redirect: out of dut-sink. The linux baseline forwards by its routes
+    (the generator's frames are addressed to vz-sink) and takes no NF config."""
+    if nf != "redirect":
+        return []
+    return [] if backend == "linux" else ["--iface", DUT_OUT, "--set", "port=dut-sink"]
+
+
+SETTLE_S = 0.3  # the last frames reach the counters before they are read
+
+
+def _cpu_jiffies() -> dict[str, int]:
+    """Machine-wide CPU time from /proc/stat, in clock ticks, by kind."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+    return {name: int(v) for name, v in zip(names, fields, strict=False)}
+
+
+def _process_cpu_s(runner: Runner | None) -> float:
+    """CPU time of a running process, all its threads (`ip netns exec` and
+    `veloz run` exec the tool, so the child's pid is the tool's)."""
+    if runner is None:
+        return 0.0
+    try:
+        with open(f"/proc/{runner.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _bpf_run_stats(runner: Runner | None) -> tuple[int, int] | None:
+    """(run_time_ns, run_cnt) of the NF's XDP program, when the kernel keeps
+    them (kernel.bpf_stats_enabled=1, which `veloz bench` sets for its run)."""
+    prog_id = runner.attached.get("prog_id") if runner else None
+    if not prog_id:
+        return None
+    done = subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)],
+                          capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
+    if done.returncode != 0:
+        return None
+    info = json.loads(done.stdout)
+    # bpftool leaves both out while they are zero
+    return int(info.get("run_time_ns", 0)), int(info.get("run_cnt", 0))
+
+
+def _children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def gen_argv(nf: str, size: int, rate: int, seconds: float | None, count: int | None,
+             flows: int) -> list[str]:  # fmt: skip
+    argv = ["gen", "--iface", GEN[1], "--json", "--size", str(size), "--rate", str(rate),
+            "--flows", str(flows)]  # fmt: skip
+    argv += ["--count", str(count)] if count else ["--duration", str(seconds)]
+    if nf == "tx":
+        argv += ["--dst-ip", GEN_OWN_ADDRESS]
+    return veloz_argv(*argv)
+
+
+def measure(
+    nf: str,
+    backend: str,
+    size: int = 64,
+    rate: int = 0,
+    seconds: float | None = 2.0,
+    count: int | None = None,
+    flows: int = 1,
+    nf_extra: list[str] | None = None,
+) -> dict:
+    """One trial; rate 0 = as fast as the generator goes. Returns a flat record.
+
+    sent: frames the generator's driver transmitted. done: the NF's work
+    that reached its destination (dropped for drop, arrived at the sink for
+    tx and redirect). lost = sent - done. cpu_*: CPU-seconds per second of
+    the trial, machine-wide by kind, and of the generator and NF processes.
+    """
+    run_argv = veloz_argv("run", nf, "--backend", backend, "--iface", DUT_IN, "--json",
+                          *nf_args(nf, backend), *(nf_extra or []))  # fmt: skip
+    # backend "generator": no NF, the sink on the DUT's port itself: the
+    # most the generator can put through the veth, to tell when it is the limit
+    arrive = ("vz-dut", DUT_IN) if backend == "generator" else ARRIVE.get(nf)
+    sink_argv = ["gen", "--sink", "--replace", "--iface", arrive[1], "--json"] if arrive else []
+    if backend == "generator":
+        sink_argv.append("--count-only")
+    sink_cm = (
+        Runner(in_netns(arrive[0], veloz_argv(*sink_argv)), what="the sink")
+        if arrive
+        else nullcontext()
+    )
+    nf_cm = nullcontext() if backend == "generator" else Runner(in_netns("vz-dut", run_argv))
+    with sink_cm as sink, nf_cm as runner:
+        cpu0, t0 = _cpu_jiffies(), time.monotonic()
+        children0, nf0 = _children_cpu_s(), _process_cpu_s(runner)
+        bpf0 = _bpf_run_stats(runner)
+        sent = run_json(in_netns(GEN[0], gen_argv(nf, size, rate, seconds, count, flows)),
+                        timeout=(seconds or 0) + (count or 0) / max(rate, 1) + 120)  # fmt: skip
+        gen_cpu = _children_cpu_s() - children0
+        cpu1, t1, nf_cpu = _cpu_jiffies(), time.monotonic(), _process_cpu_s(runner) - nf0
+        bpf1 = _bpf_run_stats(runner)
+        time.sleep(SETTLE_S)
+        counted = runner.stop() if runner else {nf: None, "errors": {}}
+        arrived = sink.stop() if sink else None
+    wall = t1 - t0
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = {k: (cpu1[k] - cpu0[k]) / tick / wall for k in cpu0}
+    secs = sent["seconds"]
+    xmit = sent["xmit"] if sent["xmit"] is not None else sent["sent"]
+    # Frames through an skb path (kernel forwarding, generic XDP) can arrive
+    # with a sequence number already seen: the generator's page was reused
+    # while the frame was in flight. They did arrive: they count as done, and
+    # are reported as duplicates.
+    done = counted[nf] if arrived is None else arrived["received"]
+    record = {
+        "nf": nf,
+        "backend": backend,
+        "size": size,
+        "flows": flows,
+        "target_pps": rate,
+        "sent": xmit,
+        "seconds": secs,
+        "offered_pps": xmit / secs if secs else 0.0,
+        "counted": counted[nf],
+        "done": done,
+        "rate_pps": done / secs if secs else 0.0,
+        "lost": xmit - done,
+        "loss": (xmit - done) / xmit if xmit else None,
+        "rx_missed": counted["errors"].get("rx_missed"),
+        "errors": counted["errors"],
+        "cpu_busy": sum(v for k, v in cpu.items() if k not in ("idle", "iowait")),
+        "cpu_softirq": cpu["softirq"],
+        "cpu_system": cpu["system"],
+        "cpu_user": cpu["user"],
+        "cpu_gen_process": gen_cpu / wall,
+        "cpu_nf_process": nf_cpu / wall,
+        # the DUT's share: the NF's process, and softirq, where the kernel
+        # runs XDP, AF_XDP copy-mode receive and netfilter
+        "cpu_dut": cpu["softirq"] + nf_cpu / wall,
+    }
+    if bpf0 and bpf1 and bpf1[1] > bpf0[1]:
+        # the XDP program's own time per frame, as the kernel measured it live
+        record["bpf_ns_per_packet"] = (bpf1[0] - bpf0[0]) / (bpf1[1] - bpf0[1])
+    if arrived is not None:
+        record.update(
+            duplicates=arrived["duplicates"],
+            reordered=arrived["reordered"],
+            latency_ns=arrived["latency_ns"],
+            histogram=arrived["histogram"],
+        )
+    return record
