@@ -106,12 +106,9 @@ def kruskal_wallis(groups: Sequence[Sequence[float]]) -> dict:
     n = sum(len(g) for g in groups)
     out = {"name": "Kruskal-Wallis H", "statistic": None, "p": None, "effect": None,
            "effect_name": "epsilon²"}  # fmt: skip
-    if len(groups) < 2 or n < 3:
-        return out
-    try:
-        res = stats.kruskal(*groups)
-    except ValueError:  # all values identical
-        return out
+    if len(groups) < 2 or n < 3 or len({v for g in groups for v in g}) < 2:
+        return out  # nothing to rank: every value the same
+    res = stats.kruskal(*groups)
     h = float(res.statistic)
     out.update(statistic=h, p=float(res.pvalue), effect=h / (n - 1))
     return out

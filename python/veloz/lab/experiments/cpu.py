@@ -4,7 +4,9 @@ The drop NF at a series of offered rates, per backend, trials interleaved.
 Measured per run: the machine's busy CPU (all kinds, from /proc/stat), the
 generator's and the NF process's own CPU time, and, on xdp and
 xdp-generic, the NF program's own time per frame as the kernel counts it
-(kernel.bpf_stats_enabled, set for the experiment).
+(kernel.bpf_stats_enabled, set for this experiment only: it adds two clock
+reads to every program run, so this experiment's rates are a little lower
+than the throughput experiments').
 
 On a veth testbed the receiving side's XDP runs in the sender's context:
 the generator's system call that transmits also runs the DUT's veth NAPI.
