@@ -18,7 +18,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from veloz import demo, gen, nfs, replay, run, testbed_cli
-    from veloz.lab import bench
+    from veloz.lab import bench, report
 
     parser = OneLineParser(
         prog="veloz",
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_parser(sub)
     demo.add_parser(sub)
     bench.add_parser(sub)
+    report.add_parser(sub)
     nfs.add_parser(sub)
     return parser
 

@@ -1,0 +1,240 @@
+"""`veloz report DIR`: one self-contained HTML file from a results directory.
+
+Every `*.json` in DIR written by `veloz bench` becomes a part of the report:
+its environment and settings, then each section (text, plot, table, tests).
+Plots are drawn with matplotlib and embedded as PNG data, so the file opens
+in any browser with nothing else beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import io
+import json
+from pathlib import Path
+
+from veloz.errors import VelozError
+
+TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>veloz lab report</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: right; }
+th { background: #f3f3f3; }
+td:first-child, th:first-child { text-align: left; }
+table.kv td { text-align: left; }
+img { max-width: 100%; display: block; margin: 0.5em 0; }
+h2 { border-top: 2px solid #444; padding-top: 0.6em; margin-top: 2em; }
+p.text { white-space: pre-line; }
+</style></head>
+<body>
+<h1>veloz lab report</h1>
+<p>Generated {{ generated }} from {{ directory }}.</p>
+{% for r in results %}
+<h2>{{ r.title }}</h2>
+<p>Experiment <code>{{ r.experiment }}</code>, {{ r.started }} – {{ r.finished }};
+{{ r.nrecords }} measurements.</p>
+<details open><summary>Environment and settings</summary>
+<table class="kv">
+{% for k, v in r.context %}<tr><td>{{ k }}</td><td>{{ v }}</td></tr>
+{% endfor %}</table></details>
+{% for s in r.sections %}
+<h3>{{ s.title }}</h3>
+{% if s.text %}<p class="text">{{ s.text }}</p>{% endif %}
+{% if s.image %}<img src="data:image/png;base64,{{ s.image }}" alt="{{ s.title }}">{% endif %}
+{% if s.table %}<table><tr>{% for c in s.table.columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for row in s.table.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
+{% endfor %}</table>{% endif %}
+{% if s.tests %}<table><tr><th>test</th><th>groups</th><th>statistic</th><th>p</th>
+<th>effect</th></tr>
+{% for t in s.tests %}<tr><td>{{ t.name }}</td><td>{{ t.groups }}</td><td>{{ t.statistic }}</td>
+<td>{{ t.p }}</td><td>{{ t.effect }}</td></tr>
+{% endfor %}</table>{% endif %}
+{% endfor %}
+<details><summary>Measurements ({{ r.nrecords }})</summary>
+{% if r.records %}<table><tr>{% for c in r.record_columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for row in r.records %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
+{% endfor %}</table>{% else %}<p>Too many to show here: they are in {{ r.file }}.</p>{% endif %}
+</details>
+{% endfor %}
+<script>
+// For a headless browser to check that the plots render.
+window.addEventListener("load", function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  document.body.dataset.plotsTotal = imgs.length;
+  document.body.dataset.plotsLoaded =
+    imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
+});
+</script>
+</body></html>
+"""
+MAX_RECORD_ROWS = 500
+# Raw record fields too bulky or nested for the table.
+HIDDEN_FIELDS = {"histogram", "errors", "latency_ns"}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write an HTML report of a results directory",
+                       description=__doc__)  # fmt: skip
+    p.add_argument("directory", metavar="DIR", help="a `veloz bench` results directory")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    print(write_report(Path(args.directory)))
+    return 0
+
+
+def load_results(directory: Path) -> list[dict]:
+    if not directory.is_dir():
+        raise VelozError(f"{directory} is not a directory")
+    results = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise VelozError(f"{path}: not readable JSON ({e})") from None
+        if isinstance(data, dict) and "experiment" in data:
+            results.append({**data, "_file": path.name})
+    if not results:
+        raise VelozError(f"{directory} holds no veloz results (no *.json with an experiment)")
+    return sorted(results, key=lambda r: str(r.get("started", "")))
+
+
+def fmt(v: object) -> str:
+    """Cells: ints with separators, floats to 4 significant digits, None as –."""
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e15 else f"{v:.4g}"
+    if isinstance(v, list):
+        return ", ".join(fmt(x) for x in v)
+    if isinstance(v, dict):
+        return json.dumps(v)
+    return str(v)
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3g}"
+
+
+def plot_png(plot: dict, title: str) -> str | None:
+    """The section's plot as base64 PNG, or None if it has nothing to draw."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = [s for s in plot.get("series", []) if any(y is not None for y in s.get("y", []))]
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.8), dpi=110)
+    try:
+        if plot["kind"] == "bar":
+            cats = list(dict.fromkeys(x for s in series for x in s["x"]))
+            width = 0.8 / len(series)
+            for i, s in enumerate(series):
+                pts = [(cats.index(x), y, lo, hi) for x, y, lo, hi in
+                       zip(s["x"], s["y"], s.get("low") or s["y"], s.get("high") or s["y"],
+                           strict=False) if y is not None]  # fmt: skip
+                xs = [p[0] - 0.4 + width * (i + 0.5) for p in pts]
+                ys = [p[1] for p in pts]
+                below = [max(0, p[1] - (p[2] if p[2] is not None else p[1])) for p in pts]
+                above = [max(0, (p[3] if p[3] is not None else p[1]) - p[1]) for p in pts]
+                err = [below, above]
+                ax.bar(xs, ys, width, yerr=err, capsize=3, label=s["label"])
+            ax.set_xticks(range(len(cats)), cats, rotation=20)
+        else:
+            for s in series:
+                pts = [(x, y, lo, hi) for x, y, lo, hi in
+                       zip(s["x"], s["y"], s.get("low") or s["y"], s.get("high") or s["y"],
+                           strict=False) if y is not None]  # fmt: skip
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s["label"])
+                band = [p for p in pts if p[2] is not None and p[3] is not None]
+                if band:
+                    ax.fill_between([p[0] for p in band], [p[2] for p in band],
+                                    [p[3] for p in band], alpha=0.2)  # fmt: skip
+            ax.set_xscale(plot.get("xscale", "linear"))
+        ax.set_yscale(plot.get("yscale", "linear"))
+        ax.set_xlabel(plot.get("xlabel", ""))
+        ax.set_ylabel(plot.get("ylabel", ""))
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, alpha=0.3)
+        if len(series) > 1:
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+    finally:
+        plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _section(s: dict) -> dict:
+    table = s.get("table")
+    tests = [
+        {
+            "name": t.get("name", ""),
+            "groups": " vs ".join(map(str, t.get("groups", []))),
+            "statistic": fmt(t.get("statistic")),
+            "p": _p(t.get("p")),
+            "effect": "–" if t.get("effect") is None
+            else f"{t['effect']:.3g} ({t.get('effect_name', '')})",
+        }
+        for t in s.get("tests", [])
+    ]  # fmt: skip
+    return {
+        "title": s.get("title", ""),
+        "text": s.get("text", ""),
+        "image": plot_png(s["plot"], s.get("title", "")) if s.get("plot") else None,
+        "table": {"columns": table["columns"],
+                  "rows": [[fmt(c) for c in row] for row in table["rows"]]} if table else None,
+        "tests": tests,
+    }  # fmt: skip
+
+
+def _part(r: dict) -> dict:
+    records = r.get("records", [])
+    columns = list(dict.fromkeys(k for rec in records for k in rec if k not in HIDDEN_FIELDS))
+    context = [(f"environment: {k}", fmt(v)) for k, v in r.get("environment", {}).items()]
+    context += [(f"setting: {k}", fmt(v)) for k, v in r.get("settings", {}).items()]
+    return {
+        "title": r.get("title") or r["experiment"],
+        "experiment": r["experiment"],
+        "started": r.get("started", "?"),
+        "finished": r.get("finished", "?"),
+        "file": r["_file"],
+        "context": context,
+        "sections": [_section(s) for s in r.get("sections", [])],
+        "nrecords": len(records),
+        "record_columns": columns,
+        "records": [[fmt(rec.get(c)) for c in columns] for rec in records]
+        if len(records) <= MAX_RECORD_ROWS else [],
+    }  # fmt: skip
+
+
+def write_report(directory: Path) -> Path:
+    import jinja2
+
+    directory = Path(directory)
+    results = load_results(directory)
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    html = env.from_string(TEMPLATE).render(
+        generated=dt.datetime.now().isoformat(timespec="seconds"),
+        directory=str(directory),
+        results=[_part(r) for r in results],
+    )
+    out = directory / "report.html"
+    try:
+        out.write_text(html)
+    except OSError as e:
+        raise VelozError(f"cannot write {out}: {e.strerror}") from None
+    return out
