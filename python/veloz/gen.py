@@ -32,21 +32,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "gen",
         help="send generated traffic out of an interface",
         description=(
-            "Transmit UDP frames out of IF at a paced rate using XDP live frames "
-            "(BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES): the kernel sends the "
-            "frames without building skbs. On a testbed interface the addresses "
-            "default to the testbed's; elsewhere give --dst-mac and --dst-ip. "
-            "Every frame carries a sequence number and its transmit time. "
-            "With --sink, count the generator's frames arriving on IF instead (in "
-            "XDP, then dropped): received, duplicates, reordered, and one-way "
-            "latency percentiles (p50 p90 p99 p99.9 max) from an HDR-style "
-            "histogram, until Ctrl-C or --duration. Needs root."
+            "Transmit UDP or TCP frames, over IPv4 or IPv6, out of IF at a paced rate "
+            "using XDP live frames (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES): the "
+            "kernel sends the frames without building skbs. On a testbed interface the "
+            "addresses default to the testbed's; elsewhere give --dst-mac and --dst-ip. "
+            "Every frame carries a sequence number and its transmit time, and valid "
+            "checksums. With --sink, count the generator's frames arriving on IF instead "
+            "(in XDP, then dropped): received, duplicates, reordered, and one-way "
+            "latency percentiles (p50 p90 p99 p99.9 max) from an HDR-style histogram, "
+            "until Ctrl-C or --duration. Needs root."
         ),
     )
     p.add_argument("--iface", required=True, metavar="IF")
     p.add_argument("--size", type=int, default=64, help="frame size in bytes (60-3520)")
     p.add_argument("--rate", default="100k", help="pps (100k, 2M) or bit/s (1Gbps); 0 = max")
-    p.add_argument("--flows", type=int, default=1, help="distinct UDP source ports")
+    p.add_argument("--flows", type=int, default=1, help="distinct source ports")
+    p.add_argument("--tcp", action="store_true", help="TCP segments (ACK) instead of UDP")
+    p.add_argument("--ipv6", action="store_true", help="IPv6 (testbed addresses; else give them)")
     stop = p.add_mutually_exclusive_group()
     stop.add_argument("--count", type=int, help="packets to send")
     stop.add_argument("--duration", type=float, default=None, help="seconds to send")
@@ -96,8 +98,9 @@ def command(args: argparse.Namespace) -> list[str]:
         sink = testbed.endpoint("sink-dut")
         src_mac = src_mac or ep.mac
         dst_mac = dst_mac or peer.mac
-        src_ip = src_ip or ep.ipv4.split("/")[0]
-        dst_ip = dst_ip or sink.ipv4.split("/")[0]
+        family = "ipv6" if args.ipv6 else "ipv4"
+        src_ip = src_ip or getattr(ep, family).split("/")[0]
+        dst_ip = dst_ip or getattr(sink, family).split("/")[0]
     src_mac = src_mac or _iface_mac(args.iface)
     if not (src_mac and dst_mac and src_ip and dst_ip):
         raise VelozError(f"{args.iface} is not a testbed interface: give --dst-mac and --dst-ip")
@@ -110,6 +113,8 @@ def command(args: argparse.Namespace) -> list[str]:
         "--src-mac", src_mac, "--dst-mac", dst_mac,
         "--src-ip", src_ip, "--dst-ip", dst_ip,
     ]  # fmt: skip
+    if args.tcp:
+        cmd.append("--tcp")
     if args.count is not None:
         cmd += ["--count", str(args.count)]
     else:

@@ -4,14 +4,14 @@
  * kernel feeds it the template frame over and over and transmits what it
  * returns XDP_TX for, out of the interface named in the run's context. Per
  * frame it writes the template's headers afresh (a recycled page may hold
- * what a kernel receiver made of the last frame), sets the UDP source port
- * (one of `flows`) and writes a sequence number into the payload, so a sink
- * can find loss and reordering.
+ * what a kernel receiver made of the last frame), sets the UDP or TCP source
+ * port (one of `flows`), writes a sequence number and the transmit time into
+ * the payload, so a sink can find loss, reordering and latency, and updates
+ * the L4 checksum for them.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
-#include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -26,14 +26,45 @@ struct {
 	__uint(max_entries, 1);
 } vz_gen_seq SEC(".maps");
 
+/* The template's headers, in one of the four constant lengths (gen.h). */
+static __always_inline int write_headers(void *data, void *data_end)
+{
+	switch (vz_gen_config.payload_off) {
+	case VZ_GEN_HDR_V4_UDP:
+		if (data + VZ_GEN_HDR_V4_UDP > data_end)
+			return -1;
+		__builtin_memcpy(data, vz_gen_config.headers,
+				 VZ_GEN_HDR_V4_UDP);
+		return 0;
+	case VZ_GEN_HDR_V4_TCP:
+		if (data + VZ_GEN_HDR_V4_TCP > data_end)
+			return -1;
+		__builtin_memcpy(data, vz_gen_config.headers,
+				 VZ_GEN_HDR_V4_TCP);
+		return 0;
+	case VZ_GEN_HDR_V6_UDP:
+		if (data + VZ_GEN_HDR_V6_UDP > data_end)
+			return -1;
+		__builtin_memcpy(data, vz_gen_config.headers,
+				 VZ_GEN_HDR_V6_UDP);
+		return 0;
+	case VZ_GEN_HDR_V6_TCP:
+		if (data + VZ_GEN_HDR_V6_TCP > data_end)
+			return -1;
+		__builtin_memcpy(data, vz_gen_config.headers,
+				 VZ_GEN_HDR_V6_TCP);
+		return 0;
+	}
+	return -1;
+}
+
 SEC("xdp")
 int vz_xdp_gen(struct xdp_md *xdp)
 {
 	void *data = (void *)(long)xdp->data;
 	void *data_end = (void *)(long)xdp->data_end;
-	struct vz_gen_payload *payload;
-	struct udphdr *udp;
-	__u32 key = 0, flow;
+	__u32 key = 0, flow, sum, i;
+	__u16 *sport, *words, *csum;
 	__u64 *seq;
 
 	/*
@@ -43,17 +74,36 @@ int vz_xdp_gen(struct xdp_md *xdp)
 	if (xdp->ingress_ifindex != vz_gen_config.ifindex)
 		return XDP_PASS;
 	seq = bpf_map_lookup_elem(&vz_gen_seq, &key);
-	udp = data + VZ_GEN_UDP_OFF;
-	payload = data + VZ_GEN_PAYLOAD_OFF;
-	if (!seq || (void *)(payload + 1) > data_end)
+	if (!seq || write_headers(data, data_end))
 		return XDP_ABORTED;
-	__builtin_memcpy(data, vz_gen_config.headers, VZ_GEN_PAYLOAD_OFF);
+	/* offsets masked so the verifier can bound them; gen.c checks them */
+	sport = data + (vz_gen_config.l4_off & 127);
+	words = data + (vz_gen_config.payload_off & 127);
+	if ((void *)(sport + 1) > data_end ||
+	    (void *)words + sizeof(struct vz_gen_payload) > data_end)
+		return XDP_ABORTED;
 	flow = vz_gen_config.flows ? (__u32)(*seq % vz_gen_config.flows) : 0;
-	/* UDP checksum is 0 (none, allowed over IPv4): no update needed. */
-	udp->source = bpf_htons((__u16)(vz_gen_config.base_port + flow));
-	payload->seq = *seq + vz_gen_config.seq_base;
-	payload->tx_ns = bpf_ktime_get_ns();
+	*sport = bpf_htons((__u16)(vz_gen_config.base_port + flow));
+	((struct vz_gen_payload *)words)->seq = *seq + vz_gen_config.seq_base;
+	((struct vz_gen_payload *)words)->tx_ns = bpf_ktime_get_ns();
 	(*seq)++;
+	if (!vz_gen_config.csum_off)
+		return XDP_TX; /* UDP over IPv4: checksum 0, none */
+	/*
+	 * One's complement sums do not care about byte order (RFC 1071): add
+	 * the words that changed, as they lie in memory, to the template's.
+	 */
+	csum = data + (vz_gen_config.csum_off & 127);
+	if ((void *)(csum + 1) > data_end)
+		return XDP_ABORTED;
+	sum = (__u16) ~*csum;
+	sum += *sport;
+	for (i = 0; i < sizeof(struct vz_gen_payload) / 2; i++)
+		sum += words[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = ~sum & 0xffff;
+	*csum = (__u16)(sum ? sum : 0xffff); /* UDP: 0 would mean none */
 	return XDP_TX;
 }
 

@@ -23,6 +23,8 @@
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
 #include <linux/udp.h>
 #include <net/if.h>
 #include <signal.h>
@@ -56,10 +58,13 @@ struct gen {
 	double duration;
 	__u32 flows;
 	__u8 src_mac[ETH_ALEN], dst_mac[ETH_ALEN];
+	bool ipv6, tcp;
 	struct in_addr src_ip, dst_ip;
+	struct in6_addr src_ip6, dst_ip6;
 	bool json;
 	const char *bpf_path;
-	__u8 frame[VZ_GEN_PAYLOAD_OFF + 4096];
+	__u16 l4_off, payload_off, csum_off;
+	__u8 frame[VZ_GEN_MAX_HDR + 4096];
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -83,33 +88,124 @@ static int parse_mac(const char *text, __u8 mac[ETH_ALEN])
 	return 0;
 }
 
+/* One's complement sum of 16-bit words as they lie in memory (RFC 1071). */
+static __u32 sum16(const void *buf, size_t len, __u32 sum)
+{
+	const __u8 *p = buf;
+	__u16 word;
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2) {
+		memcpy(&word, p + i, 2);
+		sum += word;
+	}
+	if (len & 1) {
+		word = 0;
+		memcpy(&word, p + len - 1, 1);
+		sum += word;
+	}
+	return sum;
+}
+
+static __u16 fold(__u32 sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)sum;
+}
+
+/* The L4 checksum over the pseudo-header and the L4 header and payload. */
+static __u16 l4_csum(const struct gen *g, const void *l4, __u32 l4_len)
+{
+	__u32 sum = 0;
+	__u16 words[2] = { htons((__u16)(l4_len >> 16)), htons((__u16)l4_len) };
+	__u16 proto = htons(g->tcp ? IPPROTO_TCP : IPPROTO_UDP);
+
+	if (g->ipv6) {
+		sum = sum16(&g->src_ip6, 16, sum);
+		sum = sum16(&g->dst_ip6, 16, sum);
+		sum = sum16(words, 4, sum);
+	} else {
+		sum = sum16(&g->src_ip, 4, sum);
+		sum = sum16(&g->dst_ip, 4, sum);
+		sum = sum16(&words[1], 2, sum);
+	}
+	sum += proto;
+	return (__u16)~fold(sum16(l4, l4_len, sum));
+}
+
+/*
+ * The template frame. The source port, sequence number and timestamp are
+ * left zero: the XDP program writes them per frame and adds them to the
+ * checksum computed here.
+ */
 static void build_template(struct gen *g)
 {
 	struct ethhdr *eth = (struct ethhdr *)g->frame;
-	struct iphdr *ip = (struct iphdr *)(eth + 1);
-	struct udphdr *udp = (struct udphdr *)(ip + 1);
-	__u32 i;
+	__u8 *l4 = g->frame + ETH_HLEN + (g->ipv6 ? 40 : 20);
+	__u32 l4_len, i;
 
 	memset(g->frame, 0, sizeof(g->frame));
 	memcpy(eth->h_dest, g->dst_mac, ETH_ALEN);
 	memcpy(eth->h_source, g->src_mac, ETH_ALEN);
-	eth->h_proto = htons(ETH_P_IP);
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->tot_len = htons((__u16)(g->size - ETH_HLEN));
-	ip->frag_off = htons(0x4000); /* DF */
-	ip->ttl = 64;
-	ip->protocol = IPPROTO_UDP;
-	ip->saddr = g->src_ip.s_addr;
-	ip->daddr = g->dst_ip.s_addr;
-	ip->check = vz_ipv4_csum(ip);
-	udp->source = htons(GEN_BASE_PORT);
-	udp->dest = htons(GEN_DST_PORT);
-	udp->len = htons((__u16)(g->size - VZ_GEN_UDP_OFF));
+	g->l4_off = (__u16)(l4 - g->frame);
+	g->payload_off = (__u16)(g->l4_off + (g->tcp ? 20 : 8));
+	l4_len = g->size - g->l4_off;
+	if (g->ipv6) {
+		struct ipv6hdr *ip6 = (struct ipv6hdr *)(eth + 1);
+
+		eth->h_proto = htons(ETH_P_IPV6);
+		ip6->version = 6;
+		ip6->payload_len = htons((__u16)l4_len);
+		ip6->nexthdr = g->tcp ? IPPROTO_TCP : IPPROTO_UDP;
+		ip6->hop_limit = 64;
+		ip6->saddr = g->src_ip6;
+		ip6->daddr = g->dst_ip6;
+	} else {
+		struct iphdr *ip = (struct iphdr *)(eth + 1);
+
+		eth->h_proto = htons(ETH_P_IP);
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tot_len = htons((__u16)(g->size - ETH_HLEN));
+		ip->frag_off = htons(0x4000); /* DF */
+		ip->ttl = 64;
+		ip->protocol = g->tcp ? IPPROTO_TCP : IPPROTO_UDP;
+		ip->saddr = g->src_ip.s_addr;
+		ip->daddr = g->dst_ip.s_addr;
+		ip->check = vz_ipv4_csum(ip);
+	}
+	if (g->tcp) {
+		struct tcphdr *tcp = (struct tcphdr *)l4;
+
+		tcp->dest = htons(GEN_DST_PORT);
+		tcp->seq = htonl(1);
+		tcp->ack_seq = htonl(1);
+		tcp->doff = 5;
+		tcp->ack = 1;
+		tcp->psh = 1;
+		tcp->window = htons(65535);
+		g->csum_off =
+			(__u16)(g->l4_off + offsetof(struct tcphdr, check));
+	} else {
+		struct udphdr *udp = (struct udphdr *)l4;
+
+		udp->dest = htons(GEN_DST_PORT);
+		udp->len = htons((__u16)l4_len);
+		/* over IPv4 a zero checksum means none; IPv6 requires one */
+		g->csum_off = g->ipv6 ? (__u16)(g->l4_off +
+						offsetof(struct udphdr, check))
+				      : 0;
+	}
 	/* a recognisable filler after the sequence number and timestamp */
-	for (i = VZ_GEN_PAYLOAD_OFF + sizeof(struct vz_gen_payload);
-	     i < g->size; i++)
+	for (i = g->payload_off + sizeof(struct vz_gen_payload); i < g->size;
+	     i++)
 		g->frame[i] = (__u8)i;
+	if (g->csum_off) {
+		__u16 csum = l4_csum(g, l4, l4_len);
+
+		memcpy(g->frame + g->csum_off, &csum, 2);
+	}
 }
 
 static int load_program(struct gen *g, struct bpf_object **obj)
@@ -119,12 +215,15 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 		.flows = g->flows,
 		.base_port = GEN_BASE_PORT,
 		.seq_base = 0,
+		.l4_off = g->l4_off,
+		.payload_off = g->payload_off,
+		.csum_off = g->csum_off,
 	};
 	struct bpf_program *prog;
 	struct bpf_map *map;
 	int err;
 
-	memcpy(cfg.headers, g->frame, sizeof(cfg.headers));
+	memcpy(cfg.headers, g->frame, g->payload_off);
 	*obj = bpf_object__open_file(g->bpf_path, NULL);
 	if (!*obj) {
 		vz_err("cannot open the generator's program %s", g->bpf_path);
@@ -149,8 +248,9 @@ static void usage(FILE *out)
 		"usage: vz-gen --iface IF --dst-mac MAC --src-ip A --dst-ip A\n"
 		"              [--src-mac MAC] [--size 60..3520] [--rate PPS]"
 		" [--flows N]\n"
-		"              [--count N | --duration S] [--json] [--bpf "
-		"gen.bpf.o]\n");
+		"              [--count N | --duration S] [--tcp] [--json]"
+		" [--bpf gen.bpf.o]\n"
+		"  addresses are IPv4 or IPv6 (both the same family)\n");
 }
 
 static int parse_args(struct gen *g, int argc, char **argv)
@@ -167,12 +267,15 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		{ "src-ip", required_argument, NULL, 's' },
 		{ "dst-ip", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "tcp", no_argument, NULL, 'T' },
 		{ "bpf", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	bool have_src_mac = false, have_dst_mac = false;
 	bool have_src_ip = false, have_dst_ip = false;
+	bool src_v6 = false, dst_v6 = false;
+	__u32 min_size;
 	unsigned long long n;
 	char *end;
 	int opt;
@@ -223,12 +326,21 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		case 's':
 		case 't':
 			if (inet_pton(AF_INET, optarg,
-				      opt == 's' ? &g->src_ip : &g->dst_ip) !=
+				      opt == 's' ? &g->src_ip : &g->dst_ip) ==
 			    1) {
-				vz_err("'%s' is not an IPv4 address", optarg);
+				*(opt == 's' ? &src_v6 : &dst_v6) = false;
+			} else if (inet_pton(AF_INET6, optarg,
+					     opt == 's' ? &g->src_ip6
+							: &g->dst_ip6) == 1) {
+				*(opt == 's' ? &src_v6 : &dst_v6) = true;
+			} else {
+				vz_err("'%s' is not an IP address", optarg);
 				return 2;
 			}
 			*(opt == 's' ? &have_src_ip : &have_dst_ip) = true;
+			break;
+		case 'T':
+			g->tcp = true;
 			break;
 		case 'j':
 			g->json = true;
@@ -249,9 +361,18 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (g->size < VZ_GEN_MIN_SIZE || g->size > 3520) {
-		vz_err("--size must be between %d and 3520 bytes",
-		       VZ_GEN_MIN_SIZE);
+	if (src_v6 != dst_v6) {
+		vz_err("--src-ip and --dst-ip must both be IPv4 or both IPv6");
+		return 2;
+	}
+	g->ipv6 = dst_v6;
+	min_size = ETH_HLEN + (g->ipv6 ? 40 : 20) + (g->tcp ? 20 : 8) +
+		   (__u32)sizeof(struct vz_gen_payload);
+	if (min_size < VZ_GEN_MIN_SIZE)
+		min_size = VZ_GEN_MIN_SIZE;
+	if (g->size < min_size || g->size > 3520) {
+		vz_err("--size must be between %u and 3520 bytes for IPv%d/%s",
+		       min_size, g->ipv6 ? 6 : 4, g->tcp ? "TCP" : "UDP");
 		return 2;
 	}
 	if (g->flows < 1 || g->flows > 65535 - GEN_BASE_PORT) {

@@ -5,10 +5,16 @@
 
 #include <linux/types.h>
 
-/* Template: Ethernet + IPv4 (no options) + UDP, then the payload. */
-#define VZ_GEN_UDP_OFF (14 + 20)
-#define VZ_GEN_PAYLOAD_OFF (VZ_GEN_UDP_OFF + 8)
-#define VZ_GEN_MIN_SIZE 60 /* without FCS; the payload must fit */
+/*
+ * Templates: Ethernet + IPv4 (no options) or IPv6 + UDP or TCP (no
+ * options), then the payload. The headers' length is one of four.
+ */
+#define VZ_GEN_HDR_V4_UDP (14 + 20 + 8)
+#define VZ_GEN_HDR_V4_TCP (14 + 20 + 20)
+#define VZ_GEN_HDR_V6_UDP (14 + 40 + 8)
+#define VZ_GEN_HDR_V6_TCP (14 + 40 + 20)
+#define VZ_GEN_MAX_HDR VZ_GEN_HDR_V6_TCP
+#define VZ_GEN_MIN_SIZE 60 /* without FCS; headers and payload must fit */
 
 struct vz_gen_config {
 	__u32 ifindex; /* frames are generated only for this one */
@@ -16,13 +22,22 @@ struct vz_gen_config {
 	__u32 base_port;
 	__u32 pad;
 	__u64 seq_base; /* so several runs do not repeat numbers */
+	__u16 l4_off; /* the UDP or TCP header */
+	__u16 payload_off; /* = the headers' length */
+	/*
+	 * Offset of the L4 checksum, 0 for none (UDP over IPv4). The template's
+	 * checksum is computed with the source port, sequence number and
+	 * timestamp zero; per frame their 16-bit words are added to it.
+	 */
+	__u16 csum_off;
+	__u16 pad2;
 	/*
 	 * The template's headers, written into every frame: live frames come
 	 * from a page pool whose pages return after whoever received them
 	 * is done, and a receiver in the kernel may have rewritten them in
 	 * place (IP forwarding sets new MACs and lowers the TTL).
 	 */
-	__u8 headers[VZ_GEN_PAYLOAD_OFF];
+	__u8 headers[VZ_GEN_MAX_HDR + 6]; /* padded to 8 bytes */
 } __attribute__((aligned(8)));
 
 struct vz_gen_payload {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * The sink's XDP program: counts the generator's frames (UDP to its port,
- * over IPv4 or IPv6) as they arrive and drops them, so receiving costs as
+ * The sink's XDP program: counts the generator's frames (UDP or TCP to its
+ * port, over IPv4 or IPv6) as they arrive and drops them, so receiving costs as
  * little as the kernel allows. From the payload it reads the sequence number,
  * for duplicates (a bitmap) and reordering (a frame behind a higher one),
  * and the transmit timestamp, for one-way latency: generator and sink run
@@ -13,6 +13,7 @@
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/tcp.h>
 #include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -85,35 +86,46 @@ static __always_inline __u32 bucket(__u64 ns)
 	       (__u32)((ns >> (msb - VZ_SINK_SUB_BITS)) & (VZ_SINK_SUB - 1));
 }
 
-/* The UDP header of a generator frame, or NULL. */
-static __always_inline struct udphdr *gen_udp(void *data, void *data_end)
+/* Where a generator frame's payload starts (after UDP or TCP), or NULL. */
+static __always_inline void *gen_payload(void *data, void *data_end)
 {
 	struct ethhdr *eth = data;
+	struct tcphdr *tcp;
 	struct udphdr *udp;
+	__u8 proto;
 
 	if ((void *)(eth + 1) > data_end)
 		return NULL;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 
-		if ((void *)(ip + 1) > data_end ||
-		    ip->protocol != IPPROTO_UDP || ip->ihl < 5 ||
+		if ((void *)(ip + 1) > data_end || ip->ihl < 5 ||
 		    (ip->frag_off & bpf_htons(0x3fff)))
 			return NULL;
+		proto = ip->protocol;
 		udp = (void *)ip + ip->ihl * 4;
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 
-		if ((void *)(ip6 + 1) > data_end || ip6->nexthdr != IPPROTO_UDP)
+		if ((void *)(ip6 + 1) > data_end)
 			return NULL;
+		proto = ip6->nexthdr;
 		udp = (void *)(ip6 + 1);
 	} else {
 		return NULL;
 	}
+	/* UDP and TCP both start with the source and destination ports */
 	if ((void *)(udp + 1) > data_end ||
 	    udp->dest != vz_sink_config.dst_port)
 		return NULL;
-	return udp;
+	if (proto == IPPROTO_UDP)
+		return udp + 1;
+	if (proto != IPPROTO_TCP)
+		return NULL;
+	tcp = (void *)udp;
+	if ((void *)(tcp + 1) > data_end || tcp->doff < 5)
+		return NULL;
+	return (void *)tcp + tcp->doff * 4;
 }
 
 SEC("xdp")
@@ -123,7 +135,6 @@ int vz_xdp_sink(struct xdp_md *xdp)
 	void *data_end = (void *)(long)xdp->data_end;
 	struct vz_gen_payload *payload;
 	struct vz_sink_stats *st;
-	struct udphdr *udp;
 	__u64 now, seq, latency, *word, *count, bit, old;
 	__u32 key = 0, b;
 
@@ -136,9 +147,8 @@ int vz_xdp_sink(struct xdp_md *xdp)
 		st->bytes += (__u64)(data_end - data);
 		return XDP_DROP;
 	}
-	udp = gen_udp(data, data_end);
-	payload = (void *)(udp + 1);
-	if (!udp || (void *)(payload + 1) > data_end) {
+	payload = gen_payload(data, data_end);
+	if (!payload || (void *)(payload + 1) > data_end) {
 		st->other++;
 		return XDP_PASS;
 	}
