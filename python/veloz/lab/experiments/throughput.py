@@ -30,8 +30,7 @@ SPEED_NOTE = (
 
 
 def _peak_backends(settings: dict) -> list[str]:
-    return ["generator", *settings["backends"]] if settings.get("ceiling", True) else list(
-        settings["backends"])  # fmt: skip
+    return ["generator", *settings["backends"]]
 
 
 def _measure(ctx, label: str, nf: str, backend: str, size: int, rate: int, **tags) -> dict:
@@ -39,13 +38,16 @@ def _measure(ctx, label: str, nf: str, backend: str, size: int, rate: int, **tag
     return ctx.record(label, rec, **tags)
 
 
-def search(ctx, nf: str, backend: str, size: int, peak: dict, loss: float, tags: dict) -> dict:
-    """Highest offered rate whose loss is at most `loss` (0: none at all)."""
+def search(
+    ctx, nf: str, backend: str, size: int, peak: dict, loss: float, floor: float, tags: dict
+) -> dict:
+    """Highest offered rate whose loss is at most `loss` (0: none at all),
+    between `floor` (known to pass) and the peak's offered rate."""
     steps = ctx.settings["steps"]
     if peak["lost"] <= loss * peak["sent"]:
         ctx.advance(f"{backend}: peak passes, no search", steps)
         return {"rate_pps": peak["offered_pps"], "steps": 0}
-    lo, hi, best = 0.0, peak["offered_pps"], 0.0
+    lo, hi, best = floor, peak["offered_pps"], floor
     for step in range(steps):
         mid = (lo + hi) / 2
         rec = _measure(ctx, f"{nf} {backend} {size} B: search {loss:.1%} at {mid / 1e6:.3f} Mpps",
@@ -68,7 +70,7 @@ class Throughput:
         self.doc = __doc__
 
     def count(self, s: dict) -> int:
-        per_size = len(s["backends"]) * (1 + 2 * s["steps"]) + (1 if s.get("ceiling", True) else 0)
+        per_size = len(s["backends"]) * (1 + 2 * s["steps"]) + 1  # + the generator's ceiling
         return s["trials"] * len(s["sizes"]) * per_size
 
     def run(self, ctx) -> None:
@@ -81,8 +83,10 @@ class Throughput:
                                     size, 0, kind="peak", **tags)  # fmt: skip
                     if backend == "generator":
                         continue
+                    floor = 0.0  # the zero-loss rate is a floor for the lossy search
                     for loss in (0.0, s["loss"]):
-                        found = search(ctx, self.nf, backend, size, peak, loss, tags)
+                        found = search(ctx, self.nf, backend, size, peak, loss, floor, tags)
+                        floor = found["rate_pps"]
                         ctx.records.append({**tags, "kind": "result", "criterion": loss,
                                             "nf": self.nf, "backend": backend, "size": size,
                                             **found})  # fmt: skip
@@ -104,8 +108,9 @@ class Throughput:
                 res = [r for r in at if r["kind"] == "result" and r["criterion"] == loss]
                 out.append(summary.rate_section(
                     res, f"{self.nf}, {size} B: {name}",
-                    text=f"Binary search over offered load, {s['steps']} halvings of "
-                         f"[0, peak offered] per trial, {s['seconds']} s per step.",
+                    text=f"Binary search over offered load, {s['steps']} halvings of [0 (or "
+                         "the zero-loss rate, for the lossy search), peak offered] per trial, "
+                         f"{s['seconds']} s per step; no search when the peak already passes.",
                 ))  # fmt: skip
             pts = [r for r in at if r["kind"] in ("peak", "search") and r["backend"] != "generator"]
             out.append(summary.curve_section(
