@@ -40,6 +40,7 @@
 #include <veloz/csum.h>
 
 #include "cli/common.h"
+#include "gen/bpf_object.h"
 #include "gen/gen.h"
 #include "gen/ifstats.h"
 #include "runtime/clock.h"
@@ -219,27 +220,10 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 		.payload_off = g->payload_off,
 		.csum_off = g->csum_off,
 	};
-	struct bpf_program *prog;
-	struct bpf_map *map;
-	int err;
 
 	memcpy(cfg.headers, g->frame, g->payload_off);
-	*obj = bpf_object__open_file(g->bpf_path, NULL);
-	if (!*obj) {
-		vz_err("cannot open the generator's program %s", g->bpf_path);
-		return -1;
-	}
-	bpf_object__for_each_map (map, *obj)
-		if (strstr(bpf_map__name(map), ".data.vz_gen"))
-			bpf_map__set_initial_value(map, &cfg, sizeof(cfg));
-	err = bpf_object__load(*obj);
-	if (err) {
-		vz_err("the kernel refused the generator's program: %s",
-		       strerror(-err));
-		return -1;
-	}
-	prog = bpf_object__next_program(*obj, NULL);
-	return prog ? bpf_program__fd(prog) : -1;
+	return vz_load_with_config(g->bpf_path, "generator", ".data.vz_gen",
+				   &cfg, sizeof(cfg), obj);
 }
 
 static void usage(FILE *out)
@@ -538,22 +522,17 @@ int main(int argc, char **argv)
 	struct vz_iface_lock lo_lock = { .fd = -1 };
 	struct vz_if_xmit before, after;
 	struct bpf_object *obj = NULL;
-	char default_bpf[4096], *slash;
+	char default_bpf[4096];
 	double secs;
 	__u64 sent;
 	int prog_fd, ret, err;
-	ssize_t n;
 
 	ret = parse_args(&g, argc, argv);
 	if (ret)
 		return ret;
 	if (!g.bpf_path) {
-		/* gen.bpf.o is built next to this executable */
-		n = readlink("/proc/self/exe", default_bpf,
-			     sizeof(default_bpf) - 16);
-		default_bpf[n > 0 ? n : 0] = '\0';
-		slash = strrchr(default_bpf, '/');
-		strcpy(slash ? slash + 1 : default_bpf, "gen.bpf.o");
+		vz_beside_executable("gen.bpf.o", default_bpf,
+				     sizeof(default_bpf));
 		g.bpf_path = default_bpf;
 	}
 	if (geteuid() != 0) {

@@ -27,6 +27,7 @@
 #include <bpf/libbpf.h>
 
 #include "cli/common.h"
+#include "gen/bpf_object.h"
 #include "gen/sink.h"
 #include "runtime/clock.h"
 #include "xdp/attach.h"
@@ -185,26 +186,9 @@ static int load(const struct sink *s, struct bpf_object **obj)
 {
 	struct vz_sink_config cfg = { .dst_port = htons(s->port),
 				      .count_only = s->count_only };
-	struct bpf_program *prog;
-	struct bpf_map *map;
-	int err;
 
-	*obj = bpf_object__open_file(s->bpf_path, NULL);
-	if (!*obj) {
-		vz_err("cannot open the sink's program %s", s->bpf_path);
-		return -1;
-	}
-	bpf_object__for_each_map (map, *obj)
-		if (strstr(bpf_map__name(map), ".rodata"))
-			bpf_map__set_initial_value(map, &cfg, sizeof(cfg));
-	err = bpf_object__load(*obj);
-	if (err) {
-		vz_err("the kernel refused the sink's program: %s",
-		       strerror(-err));
-		return -1;
-	}
-	prog = bpf_object__next_program(*obj, NULL);
-	return prog ? bpf_program__fd(prog) : -1;
+	return vz_load_with_config(s->bpf_path, "sink", ".rodata", &cfg,
+				   sizeof(cfg), obj);
 }
 
 static int read_totals(struct bpf_object *obj, struct totals *t)
@@ -360,16 +344,6 @@ static void report(const struct sink *s, const struct totals *t, double secs)
 	printf("]}\n");
 }
 
-static void default_bpf_path(char *buf, size_t len)
-{
-	ssize_t n = readlink("/proc/self/exe", buf, len - 16);
-	char *slash;
-
-	buf[n > 0 ? n : 0] = '\0';
-	slash = strrchr(buf, '/');
-	strcpy(slash ? slash + 1 : buf, "sink.bpf.o");
-}
-
 int main(int argc, char **argv)
 {
 	struct sink s = { .port = SINK_DEFAULT_PORT };
@@ -387,7 +361,7 @@ int main(int argc, char **argv)
 		return ret;
 	ret = 1;
 	if (!s.bpf_path) {
-		default_bpf_path(bpf_path, sizeof(bpf_path));
+		vz_beside_executable("sink.bpf.o", bpf_path, sizeof(bpf_path));
 		s.bpf_path = bpf_path;
 	}
 	if (!vz_xdp_privileged()) {
