@@ -27,6 +27,7 @@ DUT_IN, DUT_OUT = "dut-gen", "dut-sink"
 # Where each NF's frames arrive, if anywhere (netns, interface).
 ARRIVE = {"tx": ("vz-gen", "gen-dut"), "redirect": ("vz-sink", "sink-dut")}
 GEN_OWN_ADDRESS = "198.18.0.1"  # tx: frames the kernel baseline routes back to vz-gen
+SETTLE_S = 0.3  # the last frames reach the counters before they are read
 
 
 def nf_args(nf: str, backend: str) -> list[str]:
@@ -35,9 +36,6 @@ def nf_args(nf: str, backend: str) -> list[str]:
     if nf != "redirect":
         return []
     return [] if backend == "linux" else ["--iface", DUT_OUT, "--set", "port=dut-sink"]
-
-
-SETTLE_S = 0.3  # the last frames reach the counters before they are read
 
 
 def _cpu_jiffies() -> dict[str, int]:
