@@ -36,6 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "using XDP live frames (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES): the "
             "kernel sends the frames without building skbs. On a testbed interface the "
             "addresses default to the testbed's; elsewhere give --dst-mac and --dst-ip. "
+            "With --afxdp the frames go through an AF_XDP socket's TX ring instead "
+            "(for drivers without XDP transmit); the transmit time is taken as a frame "
+            "enters the ring, so latency then includes the generator's own queue. "
             "Every frame carries a sequence number and its transmit time, and valid "
             "checksums. With --sink, count the generator's frames arriving on IF instead "
             "(in XDP, then dropped): received, duplicates, reordered, and one-way "
@@ -49,6 +52,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--flows", type=int, default=1, help="distinct source ports")
     p.add_argument("--tcp", action="store_true", help="TCP segments (ACK) instead of UDP")
     p.add_argument("--ipv6", action="store_true", help="IPv6 (testbed addresses; else give them)")
+    p.add_argument(
+        "--afxdp", action="store_true", help="send through an AF_XDP socket, not live frames"
+    )
+    p.add_argument("--queue", type=int, default=0, help="the AF_XDP socket's queue")
     stop = p.add_mutually_exclusive_group()
     stop.add_argument("--count", type=int, help="packets to send")
     stop.add_argument("--duration", type=float, default=None, help="seconds to send")
@@ -115,6 +122,8 @@ def command(args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
     if args.tcp:
         cmd.append("--tcp")
+    if args.afxdp:
+        cmd += ["--afxdp", "--queue", str(args.queue)]
     if args.count is not None:
         cmd += ["--count", str(args.count)]
     else:

@@ -94,10 +94,12 @@ def test_bench_run_json_is_usable_by_hand(testbed):
     assert sent["sent"] == 1000 and sent["flows"] == 4
 
 
+@pytest.mark.parametrize("afxdp", [False, True], ids=["live-frames", "afxdp"])
 @pytest.mark.parametrize("ipv6", [False, True], ids=["ipv4", "ipv6"])
 @pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
-def test_generator_templates_are_valid_on_the_wire(testbed, tmp_path, ipv6, tcp):
+def test_generator_templates_are_valid_on_the_wire(testbed, tmp_path, ipv6, tcp, afxdp):
     flags = (["--ipv6"] if ipv6 else []) + (["--tcp"] if tcp else [])
+    flags += ["--afxdp"] if afxdp else []
     cap = Capture("vz-dut", "dut-gen", tmp_path / "gen.pcap", "ip or ip6")
     run_json(in_netns("vz-gen", veloz_argv("gen", "--iface", "gen-dut", "--json", "--count", "6",
                                            "--rate", "1000", "--flows", "3", "--size", "200",
@@ -127,3 +129,14 @@ def test_sink_counts_ipv6_tcp_frames_too(testbed):
         got = sink.stop()
     assert got["received"] == got["unique"] == got["latency_ns"]["count"] == 1000
     assert got["reordered"] == 0
+
+
+def test_afxdp_generator_counts_exactly_what_it_sent(testbed):
+    argv = veloz_argv("gen", "--sink", "--iface", "dut-gen", "--json")
+    with Runner(in_netns("vz-dut", argv), what="the sink") as sink:
+        gen = veloz_argv("gen", "--iface", "gen-dut", "--json", "--afxdp", "--count", "50000",
+                         "--rate", "200k", "--flows", "8")  # fmt: skip
+        sent = run_json(in_netns("vz-gen", gen), 60)
+        got = sink.stop()
+    assert sent["sent"] == sent["xmit"] == 50_000
+    assert got["received"] == got["unique"] == 50_000 and got["reordered"] == 0
