@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         testbed.up()
         err.print(f"[bold]exact phase[/]: {args.count:,} frames at {rate:,} pps, every backend")
         exact = exact_phase(args.count, rate)
-        out = bench._out_dir(ns, "headline")
+        out = bench.out_dir(ns, "headline")
         path = bench.run_experiment(settings, out, console=err)
     except testbed.TestbedError as e:
         raise VelozError(str(e), code=1) from None

@@ -143,7 +143,7 @@ def settings_from(args: argparse.Namespace) -> dict:
     }
 
 
-def _out_dir(args: argparse.Namespace, name: str) -> Path:
+def out_dir(args: argparse.Namespace, name: str) -> Path:
     if args.out:
         out = Path(args.out)
     else:
@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if settings["experiment"] != "cost":  # cost needs no testbed
         require_testbed()
-    out = _out_dir(args, settings["experiment"])
+    out = out_dir(args, settings["experiment"])
     path = run_experiment(settings, out)
     print(f"results: {path}")
     if not args.no_report:
