@@ -61,12 +61,45 @@ def test_report_embeds_every_plot_and_escapes_text(tmp_path):
     assert "&lt;0.001" in html  # p formatted, then escaped
     assert "5.235" in html and "1,234,567" in html and "–" in html
     assert "peak rate" in html and "cost curve" in html and "abc123" in html
-    assert "<script" in html and "http" not in html.split("<body>")[1]  # nothing fetched
+    assert "rank-biserial r" in html and "xdp vs linux" in html
+    # Self-contained: nothing the browser would fetch.
+    assert "<script" in html and not re.search(r'(src|href)="(?!data:)|<link|@import', html)
+    # The records table: one row, the bulky histogram field left out.
+    assert "Measurements (1)" in html and "histogram" not in html
 
 
 def test_results_without_sections_still_render(tmp_path):
     write(tmp_path, {"experiment": "cost", "records": []})
-    assert "cost" in report.write_report(tmp_path).read_text()
+    html = report.write_report(tmp_path).read_text()
+    assert "<h2>cost</h2>" in html and "<img" not in html and "Too many" not in html
+
+
+def test_tests_of_more_than_two_groups_are_listed_with_commas(tmp_path):
+    kw = {
+        "name": "Kruskal-Wallis",
+        "groups": ["xdp", "afxdp", "linux"],
+        "statistic": 9.5,
+        "p": 0.0123,
+        "effect": None,
+    }
+    write(tmp_path, {"experiment": "drop", "sections": [{"title": "all", "tests": [kw]}]})
+    html = report.write_report(tmp_path).read_text()
+    assert "xdp, afxdp, linux" in html and "0.0123" in html
+
+
+def test_many_records_are_counted_not_tabulated(tmp_path):
+    records = [{"trial": i, "rate_pps": 1.0 * i} for i in range(report.MAX_RECORD_ROWS)]
+    write(tmp_path, {"experiment": "drop", "records": records})
+    html = report.write_report(tmp_path).read_text()
+    assert f"Measurements ({report.MAX_RECORD_ROWS})" in html
+    assert "Too many to show here" in html and "<td>499</td>" not in html
+
+
+def test_malformed_result_names_the_file(tmp_path):
+    bad = {"experiment": "drop", "sections": [{"title": "t", "table": {"rows": [[1]]}}]}
+    write(tmp_path, bad, "bad.json")
+    with pytest.raises(VelozError, match="bad.json: not a valid veloz result"):
+        report.write_report(tmp_path)
 
 
 def test_several_results_in_start_order_other_json_ignored(tmp_path):

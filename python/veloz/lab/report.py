@@ -56,9 +56,10 @@ p.text { white-space: pre-line; }
 {% endfor %}</table>{% endif %}
 {% endfor %}
 <details><summary>Measurements ({{ r.nrecords }})</summary>
-{% if r.records %}<table><tr>{% for c in r.record_columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% if r.records is none %}<p>Too many to show here: they are in {{ r.file }}.</p>
+{% elif r.records %}<table><tr>{% for c in r.record_columns %}<th>{{ c }}</th>{% endfor %}</tr>
 {% for row in r.records %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
-{% endfor %}</table>{% else %}<p>Too many to show here: they are in {{ r.file }}.</p>{% endif %}
+{% endfor %}</table>{% else %}<p>None.</p>{% endif %}
 </details>
 {% endfor %}
 <script>
@@ -114,7 +115,7 @@ def fmt(v: object) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     if isinstance(v, float):
-        return f"{v:,.4g}" if abs(v) < 1e15 else f"{v:.4g}"
+        return f"{v:,.4g}"
     if isinstance(v, list):
         return ", ".join(fmt(x) for x in v)
     if isinstance(v, dict):
@@ -149,7 +150,8 @@ def plot_png(plot: dict, title: str) -> str | None:
                 ys = [p[1] for p in pts]
                 below = [max(0, p[1] - (p[2] if p[2] is not None else p[1])) for p in pts]
                 above = [max(0, (p[3] if p[3] is not None else p[1]) - p[1]) for p in pts]
-                err = [below, above]
+                # Error bars only where the series has a CI: zero-length caps are noise.
+                err = [below, above] if s.get("low") or s.get("high") else None
                 ax.bar(xs, ys, width, yerr=err, capsize=3, label=s["label"])
             ax.set_xticks(range(len(cats)), cats, rotation=20)
         else:
@@ -183,7 +185,9 @@ def _section(s: dict) -> dict:
     tests = [
         {
             "name": t.get("name", ""),
-            "groups": " vs ".join(map(str, t.get("groups", []))),
+            "groups": (" vs " if len(t.get("groups", [])) == 2 else ", ").join(
+                map(str, t.get("groups", []))
+            ),
             "statistic": fmt(t.get("statistic")),
             "p": _p(t.get("p")),
             "effect": "–" if t.get("effect") is None
@@ -217,8 +221,18 @@ def _part(r: dict) -> dict:
         "nrecords": len(records),
         "record_columns": columns,
         "records": [[fmt(rec.get(c)) for c in columns] for rec in records]
-        if len(records) <= MAX_RECORD_ROWS else [],
+        if len(records) < MAX_RECORD_ROWS else None,
     }  # fmt: skip
+
+
+def _checked_part(r: dict, directory: Path) -> dict:
+    """A result whose shape is wrong is one error naming its file, not a traceback."""
+    try:
+        return _part(r)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise VelozError(
+            f"{directory / r['_file']}: not a valid veloz result ({type(e).__name__}: {e})"
+        ) from None
 
 
 def write_report(directory: Path) -> Path:
@@ -230,7 +244,7 @@ def write_report(directory: Path) -> Path:
     html = env.from_string(TEMPLATE).render(
         generated=dt.datetime.now().isoformat(timespec="seconds"),
         directory=str(directory),
-        results=[_part(r) for r in results],
+        results=[_checked_part(r, directory) for r in results],
     )
     out = directory / "report.html"
     try:

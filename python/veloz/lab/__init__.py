@@ -1,0 +1,1 @@
+"""The lab: experiments, statistics, results and the report."""
