@@ -63,7 +63,7 @@ int vz_xdp_gen(struct xdp_md *xdp)
 {
 	void *data = (void *)(long)xdp->data;
 	void *data_end = (void *)(long)xdp->data_end;
-	__u32 key = 0, flow, sum, i;
+	__u32 key = 0, flow;
 	__u16 *sport, *words, *csum;
 	__u64 *seq;
 
@@ -89,21 +89,10 @@ int vz_xdp_gen(struct xdp_md *xdp)
 	(*seq)++;
 	if (!vz_gen_config.csum_off)
 		return XDP_TX; /* UDP over IPv4: checksum 0, none */
-	/*
-	 * One's complement sums do not care about byte order (RFC 1071): add
-	 * the words that changed, as they lie in memory, to the template's.
-	 */
 	csum = data + (vz_gen_config.csum_off & 127);
 	if ((void *)(csum + 1) > data_end)
 		return XDP_ABORTED;
-	sum = (__u16) ~*csum;
-	sum += *sport;
-	for (i = 0; i < sizeof(struct vz_gen_payload) / 2; i++)
-		sum += words[i];
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = ~sum & 0xffff;
-	*csum = (__u16)(sum ? sum : 0xffff); /* UDP: 0 would mean none */
+	*csum = vz_gen_stamped_csum(*csum, *sport, words);
 	return XDP_TX;
 }
 

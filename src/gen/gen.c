@@ -111,13 +111,6 @@ static __u32 sum16(const void *buf, size_t len, __u32 sum)
 	return sum;
 }
 
-static __u16 fold(__u32 sum)
-{
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return (__u16)sum;
-}
-
 /* The L4 checksum over the pseudo-header and the L4 header and payload. */
 static __u16 l4_csum(const struct gen *g, const void *l4, __u32 l4_len)
 {
@@ -135,7 +128,7 @@ static __u16 l4_csum(const struct gen *g, const void *l4, __u32 l4_len)
 		sum = sum16(&words[1], 2, sum);
 	}
 	sum += proto;
-	return (__u16)~fold(sum16(l4, l4_len, sum));
+	return vz_csum_fold(sum16(l4, l4_len, sum));
 }
 
 /*

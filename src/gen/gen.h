@@ -5,6 +5,8 @@
 
 #include <linux/types.h>
 
+#include <veloz/csum.h>
+
 /*
  * Templates: Ethernet + IPv4 (no options) or IPv6 + UDP or TCP (no
  * options), then the payload. The headers' length is one of four.
@@ -44,5 +46,27 @@ struct vz_gen_payload {
 	__u64 seq;
 	__u64 tx_ns; /* CLOCK_MONOTONIC at transmit */
 } __attribute__((packed));
+
+/*
+ * The L4 checksum of a frame whose template checksum was computed with the
+ * source port, sequence number and timestamp zero, once they are written:
+ * their 16-bit words, as they lie in memory, added to it (one's complement
+ * sums do not care about byte order, RFC 1071). 0 becomes 0xffff, since a
+ * zero UDP checksum means none. The generator's XDP program and its AF_XDP
+ * path both use it, so their frames are the same.
+ */
+static inline __attribute__((always_inline)) __u16
+vz_gen_stamped_csum(__u16 template_csum, __u16 sport, const __u16 *payload)
+{
+	__u32 sum = (__u16)~template_csum;
+	__u16 csum;
+	int i;
+
+	sum += sport;
+	for (i = 0; i < (int)(sizeof(struct vz_gen_payload) / 2); i++)
+		sum += payload[i];
+	csum = vz_csum_fold(sum);
+	return csum ? csum : 0xffff;
+}
 
 #endif

@@ -53,25 +53,16 @@ static __u64 now_ns(void)
 static void stamp(const struct vz_xsk_tx *t, __u8 *f, __u64 seq)
 {
 	struct vz_gen_payload p = { .seq = seq, .tx_ns = now_ns() };
-	__u16 sport = htons((__u16)(t->base_port + seq % t->flows)), w, csum;
-	__u32 sum, i;
+	__u16 sport = htons((__u16)(t->base_port + seq % t->flows)), csum;
+	__u16 words[sizeof(p) / 2];
 
 	memcpy(f + t->l4_off, &sport, 2);
 	memcpy(f + t->payload_off, &p, sizeof(p));
 	if (!t->csum_off)
 		return;
 	memcpy(&csum, t->frame + t->csum_off, 2); /* the template's */
-	sum = (__u16)~csum;
-	sum += sport;
-	for (i = 0; i < sizeof(p); i += 2) {
-		memcpy(&w, (__u8 *)&p + i, 2);
-		sum += w;
-	}
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	csum = (__u16)~sum;
-	if (!csum)
-		csum = 0xffff;
+	memcpy(words, &p, sizeof(p)); /* p is packed: no aligned words in it */
+	csum = vz_gen_stamped_csum(csum, sport, words);
 	memcpy(f + t->csum_off, &csum, 2);
 }
 
