@@ -373,6 +373,61 @@ extern struct vz_map *const __stop_vz_maps[];
 				       __attribute__((unused)))
 #endif
 
+/* ---- The host kernel's FIB ------------------------------------------------
+ *
+ * vz_fib_lookup() asks the kernel's routing and neighbour tables where a
+ * packet to dst goes (bpf_fib_lookup(), as the XDP paper's router does):
+ * 0 and the egress port with both MACs; -ENOENT when the kernel has no
+ * usable answer (no route, no neighbour entry yet, forwarding off, or an
+ * egress device that is not one of the run's ports); -EOPNOTSUPP in the
+ * native build, which cannot reach the kernel's FIB per packet.
+ */
+struct vz_fib {
+	__u32 port;
+	__u8 smac[ETH_ALEN];
+	__u8 dmac[ETH_ALEN];
+};
+
+#ifdef VZ_BUILD_BPF
+VZ_INLINE int vz_fib_lookup(struct vz_ctx *ctx, int ipv6, const void *src,
+			    const void *dst, struct vz_fib *out)
+{
+	struct bpf_fib_lookup params = {};
+	__u32 ifindex, *port;
+
+	params.ifindex = ctx->xdp->ingress_ifindex;
+	if (ipv6) {
+		params.family = 10; /* AF_INET6 */
+		__builtin_memcpy(params.ipv6_src, src, 16);
+		__builtin_memcpy(params.ipv6_dst, dst, 16);
+	} else {
+		params.family = 2; /* AF_INET */
+		__builtin_memcpy(&params.ipv4_src, src, 4);
+		__builtin_memcpy(&params.ipv4_dst, dst, 4);
+	}
+	if (bpf_fib_lookup(ctx->xdp, &params, sizeof(params), 0) !=
+	    BPF_FIB_LKUP_RET_SUCCESS)
+		return -2; /* -ENOENT */
+	ifindex = params.ifindex;
+	port = bpf_map_lookup_elem(&vz_ifports, &ifindex);
+	if (!port)
+		return -2;
+	out->port = *port;
+	__builtin_memcpy(out->smac, params.smac, ETH_ALEN);
+	__builtin_memcpy(out->dmac, params.dmac, ETH_ALEN);
+	return 0;
+}
+#else
+VZ_INLINE int vz_fib_lookup(struct vz_ctx *ctx __attribute__((unused)),
+			    int ipv6 __attribute__((unused)),
+			    const void *src __attribute__((unused)),
+			    const void *dst __attribute__((unused)),
+			    struct vz_fib *out __attribute__((unused)))
+{
+	return -EOPNOTSUPP;
+}
+#endif
+
 /* ---- Protocol helpers: one implementation for both builds ---------------- */
 
 #include <veloz/csum.h>

@@ -18,6 +18,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from veloz import demo, gen, nfs, replay, run, testbed_cli
+    from veloz.control import cli as ctl
     from veloz.lab import bench, report
 
     parser = OneLineParser(
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     report.add_parser(sub)
     nfs.add_parser(sub)
+    ctl.add_parser(sub)
     return parser
 
 
@@ -58,6 +60,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        if getattr(args, "needs_ctl", False):
+            from veloz.control import cli as ctl
+
+            return ctl.run(args)
         return int(args.func(args) or 0)
     except VelozError as e:
         print(f"veloz: {e}", file=sys.stderr)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+from pathlib import Path
 
 from veloz import config, paths
+from veloz.control import objects
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +46,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def command(args: argparse.Namespace) -> list[str]:
     nf = paths.nf(args.nf)
     values = config.load(args.config) | config.parse_sets(args.set)
+    values, nf_objects = objects.split_config(args.nf, values)
+    base = Path(args.config).parent if args.config else Path.cwd()
+    # Offline, port i is just a number with a made-up MAC (see objects.Ports).
+    ops = objects.ops_fd(args.nf, nf_objects, objects.Ports(), base)
     cmd = [
         str(paths.tool("vz-replay")),
         "--bpf", str(nf.bpf),
@@ -55,6 +61,8 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd += ["--out", args.out]
     for assignment in config.to_assignments(values):
         cmd += ["--set", assignment]
+    if ops is not None:
+        cmd += ["--ops", f"/proc/self/fd/{ops}"]
     if args.json:
         cmd.append("--json")
     if args.repeat is not None:
@@ -63,4 +71,6 @@ def command(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    return subprocess.run(command(args), check=False).returncode
+    cmd = command(args)
+    fds = [int(c.rsplit("/", 1)[1]) for c in cmd if c.startswith("/proc/self/fd/")]
+    return subprocess.run(cmd, check=False, pass_fds=fds).returncode

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from veloz import config, linux_backend, paths
+from veloz.control import objects
 from veloz.errors import VelozError
 
 # backend -> the XDP attach mode vz-xdp uses
@@ -162,7 +164,11 @@ def command(args: argparse.Namespace) -> list[str]:
     _refuse_foreign_options(args)
     nf = paths.nf(args.nf)
     values = config.load(args.config) | config.parse_sets(args.set)
+    values, nf_objects = objects.split_config(args.nf, values)
     ports = _ports(args, values)
+    # routes, rules, VIPs...: checked here, applied by the tool before attaching
+    base = Path(args.config).parent if args.config else Path.cwd()
+    ops = objects.ops_fd(args.nf, nf_objects, objects.Ports(ports, objects.iface_macs(ports)), base)
     if args.duration is not None and args.duration <= 0:
         raise VelozError("--duration must be positive")
     if args.interval <= 0:
@@ -176,6 +182,8 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd += ["--iface", port]
     for assignment in config.to_assignments(values, ports):
         cmd += ["--set", assignment]
+    if ops is not None:
+        cmd += ["--ops", f"/proc/self/fd/{ops}"]
     if args.json:
         cmd.append("--json")
     if args.duration is not None:

@@ -20,6 +20,7 @@
 
 #include "cli/offline.h"
 #include "cli/pcap_io.h"
+#include "runtime/ctl.h"
 
 enum backend { BACKEND_XDP, BACKEND_NATIVE };
 
@@ -50,7 +51,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: vz-replay --bpf NF.bpf.o --native NF.so --backend xdp|native\n"
 		"                 --in IN.pcap [--out OUT.pcap] [--set KEY=VALUE]...\n"
-		"                 [--json] [--repeat N]\n");
+		"                 [--ops FILE] [--json] [--repeat N]\n");
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -221,12 +222,14 @@ int main(int argc, char **argv)
 		{ "set", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "repeat", required_argument, NULL, 'r' },
+		{ "ops", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *bpf_path = NULL, *native_path = NULL, *backend = NULL;
-	const char *in_path = NULL, *out_path = NULL;
-	char *sets[VZ_MAX_SETS], errbuf[256];
+	const char *in_path = NULL, *out_path = NULL, *ops_path = NULL;
+	char *sets[VZ_MAX_SETS], errbuf[512];
+	struct vz_ctl ctl;
 	struct replay r = { 0 };
 	struct vz_pcap_out *out = NULL;
 	struct vz_pcap_in *in;
@@ -259,6 +262,9 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			sets[nsets++] = optarg;
+			break;
+		case 'p':
+			ops_path = optarg;
 			break;
 		case 'r':
 			if (vz_parse_u64("--repeat", optarg, 1, 100000000,
@@ -297,6 +303,17 @@ int main(int argc, char **argv)
 	}
 	if (vz_offline_open(&r.run, &r.nf, r.backend == BACKEND_XDP))
 		goto out;
+	if (ops_path) {
+		if (r.backend == BACKEND_XDP)
+			vz_ctl_init_bpf(&ctl, r.nf.obj, r.nf.name, "xdp");
+		else
+			vz_ctl_init_native(&ctl, &r.nf.native, "native");
+		if (vz_ctl_apply_file(&ctl, ops_path, errbuf, sizeof(errbuf))) {
+			vz_err("%s", errbuf);
+			err = 2;
+			goto out;
+		}
+	}
 	if (out_path) {
 		out = vz_pcap_open_out(out_path, in, errbuf, sizeof(errbuf));
 		if (!out) {

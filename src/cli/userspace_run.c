@@ -41,7 +41,7 @@ static void usage(const struct vz_backend *be, FILE *out)
 		"[--iface IF]...\n"
 		"         [--set KEY=VALUE]... [--json] [--interval S] "
 		"[--duration S] [--replace]\n"
-		"         [--workers N] [--queues N] [--batch N]",
+		"         [--workers N] [--queues N] [--batch N] [--ops FILE]",
 		be->name);
 	for (opt = be->options; opt && *opt; opt++)
 		fprintf(out, " %s", *opt);
@@ -106,7 +106,8 @@ enum {
 	OPT_WORKERS,
 	OPT_QUEUES,
 	OPT_BATCH,
-	OPT_BUSY_POLL,
+	OPT_OPS,
+	OPT_BUSY_POLL, /* from here on: options of some backends only */
 	OPT_COPY,
 	OPT_ZEROCOPY,
 	OPT_MODE,
@@ -136,6 +137,7 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 		{ "mode", required_argument, NULL, OPT_MODE },
 		{ "pmd", required_argument, NULL, OPT_PMD },
 		{ "no-huge", no_argument, NULL, OPT_NO_HUGE },
+		{ "ops", required_argument, NULL, OPT_OPS },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -237,6 +239,9 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 			break;
 		case OPT_NO_HUGE:
 			run->no_huge = true;
+			break;
+		case OPT_OPS:
+			run->ops_path = optarg;
 			break;
 		case 'h':
 			usage(be, stdout);
@@ -477,7 +482,8 @@ static void print_attached(struct vz_us_run *run)
 		for (i = 0; i < run->nports; i++)
 			printf("%s\"%s\"", i ? ", " : "",
 			       run->ports[i].tap.name);
-		printf("], \"detail\": \"%s\"}\n", what);
+		printf("], \"detail\": \"%s\", \"ctl\": \"%s\"}\n", what,
+		       run->ctl.path);
 	} else {
 		printf("%s on %s:", run->nf.name, what);
 		for (i = 0; i < run->nports; i++)
@@ -518,7 +524,7 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend)
 	struct vz_us_run *run = calloc(1, sizeof(*run));
 	struct sigaction sa = { .sa_handler = on_signal };
 	const char *bpf_path = NULL, *native_path = NULL;
-	char *sets[VZ_MAX_SETS];
+	char *sets[VZ_MAX_SETS], ctl_err[512];
 	int i, nsets = 0, ret;
 	bool started = false;
 
@@ -557,6 +563,16 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend)
 		ret = 2;
 		goto out_nf;
 	}
+	vz_ctl_init_native(&run->ctl, &run->nf.native, backend->name);
+	for (i = 0; i < run->nports; i++)
+		vz_ctl_add_port(&run->ctl, run->ports[i].ifname);
+	/* The NF's state (routes, rules, VIPs) is in its maps before it runs. */
+	if (run->ops_path && vz_ctl_apply_file(&run->ctl, run->ops_path,
+					       ctl_err, sizeof(ctl_err))) {
+		vz_err("%s", ctl_err);
+		ret = 2;
+		goto out_nf;
+	}
 
 	ret = 1;
 	/* Signals from here on, so an interrupted start still cleans up. */
@@ -584,9 +600,14 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend)
 	if (backend->start(run))
 		goto out;
 	started = true;
+	if (vz_ctl_listen(&run->ctl, ctl_err, sizeof(ctl_err))) {
+		vz_err("%s", ctl_err);
+		goto out;
+	}
 	print_attached(run);
 	ret = count_loop(run) ? 1 : 0;
 out:
+	vz_ctl_close(&run->ctl);
 	run->stop = 1;
 	if (!started)
 		backend->join(run);

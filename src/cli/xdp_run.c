@@ -22,6 +22,7 @@
 #include "cli/counters.h"
 #include "cli/ports.h"
 #include "runtime/clock.h"
+#include "runtime/ctl.h"
 #include "xdp/attach.h"
 
 struct port {
@@ -34,6 +35,8 @@ struct port {
 struct runner {
 	struct vz_nf nf;
 	struct xdp_program *prog;
+	struct vz_ctl ctl;
+	const char *ops_path;
 	enum xdp_attach_mode mode;
 	struct port ports[VZ_MAX_PORTS];
 	int nports;
@@ -61,7 +64,8 @@ static void usage(FILE *out)
 		"[--iface IF]...\n"
 		"                  [--mode native|skb] [--set KEY=VALUE]... "
 		"[--json]\n"
-		"                  [--interval S] [--duration S] [--replace]\n");
+		"                  [--interval S] [--duration S] [--replace]\n"
+		"                  [--ops FILE]\n");
 }
 
 /*
@@ -216,7 +220,7 @@ static void print_attached(struct runner *r)
 		       xdp_program__id(r->prog));
 		for (i = 0; i < r->nports; i++)
 			printf("%s\"%s\"", i ? ", " : "", r->ports[i].ifname);
-		printf("]}\n");
+		printf("], \"ctl\": \"%s\"}\n", r->ctl.path);
 	} else {
 		printf("%s attached in %s mode to", r->nf.name,
 		       vz_xdp_mode_name(r->mode));
@@ -294,6 +298,7 @@ static int parse_args(struct runner *r, int argc, char **argv,
 		{ "interval", required_argument, NULL, 't' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "replace", no_argument, NULL, 'r' },
+		{ "ops", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -363,6 +368,9 @@ static int parse_args(struct runner *r, int argc, char **argv,
 		case 'r':
 			r->replace = true;
 			break;
+		case 'p':
+			r->ops_path = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -382,6 +390,7 @@ int main(int argc, char **argv)
 {
 	const char *bpf_path = NULL, *native_path = NULL;
 	struct runner r = { .mode = XDP_MODE_NATIVE, .interval = 1.0 };
+	char ctl_err[512];
 	struct sigaction sa = { .sa_handler = on_signal };
 	char *sets[VZ_MAX_SETS], err[256];
 	int i, j, nsets = 0, ret;
@@ -418,6 +427,17 @@ int main(int argc, char **argv)
 		vz_nf_close(&r.nf);
 		return 2;
 	}
+	vz_ctl_init_bpf(&r.ctl, r.nf.obj, r.nf.name,
+			r.mode == XDP_MODE_SKB ? "xdp-generic" : "xdp");
+	for (i = 0; i < r.nports; i++)
+		vz_ctl_add_port(&r.ctl, r.ports[i].ifname);
+	/* The NF's state (routes, rules, VIPs) is in its maps before it runs. */
+	if (r.ops_path &&
+	    vz_ctl_apply_file(&r.ctl, r.ops_path, ctl_err, sizeof(ctl_err))) {
+		vz_err("%s", ctl_err);
+		vz_nf_close(&r.nf);
+		return 2;
+	}
 	ret = 1;
 	if (vz_bpffs_ensure(err, sizeof(err))) {
 		vz_err("%s", err);
@@ -445,9 +465,14 @@ int main(int argc, char **argv)
 		vz_err("cannot read the NF's counters");
 		goto out;
 	}
+	if (vz_ctl_listen(&r.ctl, ctl_err, sizeof(ctl_err))) {
+		vz_err("%s", ctl_err);
+		goto out;
+	}
 	print_attached(&r);
 	ret = count_loop(&r) ? 1 : 0;
 out:
+	vz_ctl_close(&r.ctl);
 	detach_all(&r);
 	xdp_program__close(r.prog); /* leaves our bpf_object open */
 	vz_nf_close(&r.nf);

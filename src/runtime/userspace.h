@@ -18,6 +18,7 @@
 #include <veloz/nf_native.h>
 
 #include "cli/common.h"
+#include "runtime/ctl.h"
 #include "runtime/tap.h"
 #include "xdp/attach.h"
 
@@ -52,6 +53,8 @@ struct vz_us_port {
 struct vz_us_run {
 	const struct vz_backend *backend;
 	struct vz_nf nf;
+	struct vz_ctl ctl; /* the running NF's control socket */
+	const char *ops_path; /* --ops: map operations applied before start */
 	struct vz_us_port ports[VZ_MAX_PORTS];
 	int nports;
 	/* Options: */

@@ -1,0 +1,1 @@
+"""The control plane: NF objects as map operations, and the control socket."""

@@ -1,0 +1,112 @@
+"""`veloz ctl`: change a running NF (routes, rules, VIPs) without stopping it.
+
+The same commands work on every backend: they become map operations sent to
+the control socket every `veloz run` opens (see client.py), applied as one
+transaction, so a bad or oversized change leaves the NF as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from veloz.control import objects
+from veloz.control.client import Ctl
+from veloz.errors import VelozError
+
+VERDICTS = ["aborted", "drop", "pass", "tx", "redirect"]
+
+
+def stats(ctl: Ctl) -> dict[str, dict[str, int]]:
+    """The NF's packets and bytes per verdict, summed over CPUs or workers."""
+    info = ctl.maps()["vz_stats"]
+    out = {}
+    for index, name in enumerate(VERDICTS):
+        value = ctl.lookup("vz_stats", index.to_bytes(4, "little")) or b""
+        packets = bytes_ = 0
+        for c in range(info.copies):
+            base = c * info.stride
+            packets += int.from_bytes(value[base : base + 8], "little")
+            bytes_ += int.from_bytes(value[base + 8 : base + 16], "little")
+        out[name] = {"packets": packets, "bytes": bytes_}
+    return out
+
+
+def cmd_stats(args: argparse.Namespace, ctl: Ctl) -> int:
+    nf, backend = ctl.info()
+    result = {"nf": nf, "backend": backend, "verdicts": stats(ctl)}
+    mod = objects.module(nf)
+    if mod is not None and hasattr(mod, "counters"):
+        result["counters"] = mod.counters(ctl)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{nf} on {backend}")
+    for name, v in result["verdicts"].items():
+        print(f"  {name:9} {v['packets']:>14} packets {v['bytes']:>16} bytes")
+    for name, value in result.get("counters", {}).items():
+        print(f"  {name:20} {value:>14}")
+    return 0
+
+
+def cmd_maps(args: argparse.Namespace, ctl: Ctl) -> int:
+    maps = ctl.maps()
+    if args.json:
+        print(json.dumps([m.__dict__ for m in maps.values()]))
+        return 0
+    for m in maps.values():
+        print(f"{m.name:24} type {m.type:2} key {m.key_size:3} B value {m.value_size:5} B "
+              f"max {m.max_entries:8} copies {m.copies}")  # fmt: skip
+    return 0
+
+
+def cmd_dump(args: argparse.Namespace, ctl: Ctl) -> int:
+    for key, value in ctl.dump(args.map):
+        print(key.hex(), value.hex())
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ctl",
+        help="change a running NF: routes, rules, VIPs, backends; its counters",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--iface",
+        metavar="IF",
+        help="the running NF's first port (default: the only NF running in this netns)",
+    )
+    cmds = p.add_subparsers(dest="ctl_command", metavar="COMMAND", required=True)
+    s = cmds.add_parser("stats", help="packets per verdict and the NF's own counters")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_stats, owner=None)
+    m = cmds.add_parser("maps", help="the NF's maps")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=cmd_maps, owner=None)
+    d = cmds.add_parser("dump", help="every entry of one map, as hex")
+    d.add_argument("map")
+    d.set_defaults(func=cmd_dump, owner=None)
+    for nf in objects.MODULES:
+        mod = objects.module(nf)
+        if mod is None:
+            continue
+        before = set(cmds.choices)
+        mod.add_ctl_commands(cmds)
+        for name in set(cmds.choices) - before:
+            cmds.choices[name].set_defaults(owner=nf)
+    # cli.main hands these to run(), which connects and calls func(args, ctl)
+    p.set_defaults(needs_ctl=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    with Ctl.for_iface(args.iface) as ctl:
+        if args.owner is not None:
+            nf, _ = ctl.info()
+            if nf != args.owner:
+                raise VelozError(
+                    f"`veloz ctl {args.ctl_command}` is for the {args.owner} NF; "
+                    f"{ctl.ports()[0]} runs {nf}"
+                )
+        return int(args.func(args, ctl) or 0)

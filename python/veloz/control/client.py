@@ -1,0 +1,177 @@
+"""The client of a running NF's control socket (server: src/runtime/ctl.c).
+
+Every `veloz run` listens on a Unix socket named after its network namespace
+and first port, so `veloz ctl --iface IF` run in the same namespace finds it:
+/run/veloz/ctl/net<inode of /proc/self/ns/net>-<IF>.sock, owned by root,
+mode 0600 in a 0700 directory.
+
+The protocol is lines of text, one reply line per request line; a reply of
+"ok N" to dump, maps and ports is followed by N data lines:
+
+    update MAP KEYHEX VALUEHEX      -> ok | error MESSAGE
+    delete MAP KEYHEX               -> ok | error MESSAGE
+    lookup MAP KEYHEX               -> ok VALUEHEX (per-CPU maps: every copy)
+    dump MAP                        -> ok N, then N lines "KEYHEX VALUEHEX"
+    maps                            -> ok N, then "NAME TYPE KEYSIZE VALUESIZE MAX COPIES"
+    ports                           -> ok N, then "PORT IFNAME"
+    info                            -> ok NF BACKEND
+    begin / commit                  -> a transaction: if any operation between
+                                       them fails, commit undoes the others
+                                       and replies "error ...".
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from veloz.control.ops import Op
+from veloz.errors import VelozError
+
+CTL_DIR = Path(os.environ.get("VELOZ_CTL_DIR", "/run/veloz/ctl"))
+# Requests in flight before reading replies: bounds what either side buffers.
+CHUNK = 2048
+
+
+def socket_path(iface: str) -> Path:
+    ns = os.stat("/proc/self/ns/net").st_ino
+    return CTL_DIR / f"net{ns}-{iface}.sock"
+
+
+def running_ifaces() -> list[str]:
+    """First ports of the NFs running in this network namespace."""
+    prefix = f"net{os.stat('/proc/self/ns/net').st_ino}-"
+    try:
+        names = sorted(p.name for p in CTL_DIR.iterdir())
+    except OSError:
+        return []
+    return [n[len(prefix) : -len(".sock")] for n in names if n.startswith(prefix)]
+
+
+@dataclass(frozen=True)
+class MapInfo:
+    name: str
+    type: int  # enum bpf_map_type
+    key_size: int
+    value_size: int
+    max_entries: int
+    copies: int  # per-CPU maps: CPUs (xdp) or workers (userspace); else 1
+
+    @property
+    def stride(self) -> int:
+        return (self.value_size + 7) // 8 * 8
+
+
+class CtlError(VelozError):
+    pass
+
+
+class Ctl:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.sock.connect(str(path))
+        except FileNotFoundError:
+            self.sock.close()
+            raise CtlError(f"no running NF listens on {path}") from None
+        except OSError as e:
+            self.sock.close()
+            raise CtlError(f"cannot reach the running NF on {path}: {e.strerror}") from None
+        self.reader = self.sock.makefile("r", encoding="ascii", newline="\n")
+
+    @classmethod
+    def for_iface(cls, iface: str | None) -> Ctl:
+        if iface is None:
+            running = running_ifaces()
+            if len(running) != 1:
+                what = ", ".join(running) if running else "none"
+                raise CtlError(f"name the NF's first port with --iface (running here: {what})")
+            iface = running[0]
+        return cls(socket_path(iface))
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+    def __enter__(self) -> Ctl:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- raw requests ----
+
+    def _readline(self) -> str:
+        line = self.reader.readline()
+        if not line:
+            raise CtlError("the running NF closed its control socket")
+        return line.rstrip("\n")
+
+    def requests(self, lines: Sequence[str]) -> list[str]:
+        """Send lines, pipelined in chunks; one reply line each."""
+        replies: list[str] = []
+        for start in range(0, len(lines), CHUNK):
+            chunk = lines[start : start + CHUNK]
+            self.sock.sendall(("\n".join(chunk) + "\n").encode("ascii"))
+            replies.extend(self._readline() for _ in chunk)
+        return replies
+
+    def request(self, line: str) -> str:
+        reply = self.requests([line])[0]
+        if reply.startswith("error"):
+            raise CtlError(reply.removeprefix("error").strip())
+        return reply.removeprefix("ok").strip()
+
+    def _listing(self, line: str) -> list[str]:
+        count = int(self.request(line) or 0)
+        return [self._readline() for _ in range(count)]
+
+    # ---- what the NF modules use ----
+
+    def apply(self, ops: Iterable[Op]) -> int:
+        """All of ops or none: one transaction. Returns how many were applied."""
+        lines = ["begin", *(op.line() for op in ops), "commit"]
+        replies = self.requests(lines)
+        final = replies[-1]
+        if final.startswith("error"):
+            raise CtlError(final.removeprefix("error").strip())
+        return len(lines) - 2
+
+    def lookup(self, map_name: str, key: bytes) -> bytes | None:
+        reply = self.requests([f"lookup {map_name} {key.hex()}"])[0]
+        if reply.startswith("error"):
+            if "no such entry" in reply:
+                return None
+            raise CtlError(reply.removeprefix("error").strip())
+        return bytes.fromhex(reply.removeprefix("ok").strip())
+
+    def dump(self, map_name: str) -> list[tuple[bytes, bytes]]:
+        out = []
+        for line in self._listing(f"dump {map_name}"):
+            key, _, value = line.partition(" ")
+            out.append((bytes.fromhex(key), bytes.fromhex(value)))
+        return out
+
+    def maps(self) -> dict[str, MapInfo]:
+        out = {}
+        for line in self._listing("maps"):
+            name, *nums = line.split()
+            out[name] = MapInfo(name, *(int(n) for n in nums))
+        return out
+
+    def ports(self) -> list[str]:
+        return [line.split()[1] for line in self._listing("ports")]
+
+    def info(self) -> tuple[str, str]:
+        nf, backend = self.request("info").split()
+        return nf, backend
+
+
+def sum_copies(value: bytes, info: MapInfo, fmt_size: int | None = None) -> list[bytes]:
+    """The per-CPU copies of a value, one value_size slice each."""
+    size = fmt_size or info.value_size
+    return [value[i * info.stride : i * info.stride + size] for i in range(info.copies)]

@@ -1,0 +1,110 @@
+"""The objects an NF's control plane manages (routes, rules, VIPs, ...).
+
+An NF whose state is more than scalar config fields has a module here
+(router.py, ddos.py, lb.py) that turns objects into map operations. The same
+module serves two paths, so an object means the same thing in both:
+
+  - start-up: tables in the NF's TOML config file (e.g. [[route]]) become an
+    ops file the C tools apply before anything is attached (`veloz run`,
+    `veloz replay`);
+  - live: `veloz ctl OBJECT VERB ...` sends the ops to the running NF's
+    control socket as one transaction.
+
+A module defines:
+
+    KEYS: frozenset[str]
+        top-level config keys that hold objects, not config fields
+    def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]
+        the objects of a config file (relative file names are relative to base)
+    def add_ctl_commands(sub: argparse._SubParsersAction) -> None
+        its `veloz ctl` subcommands; each sets func=f(args, ctl: Ctl) -> int
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+# NF name -> module under veloz.control
+MODULES = {"router": "router", "ddos": "ddos", "lb": "lb"}
+
+
+@dataclass
+class Ports:
+    """The ports of a run, in order: port i is names[i] with MAC macs[i]."""
+
+    names: list[str] = field(default_factory=list)
+    macs: list[bytes] = field(default_factory=list)
+
+    def number(self, text: str | int) -> int:
+        """A port given as a number or as one of the run's interface names."""
+        from veloz.control.ops import parse_u32
+        from veloz.errors import VelozError
+
+        if isinstance(text, str) and text in self.names:
+            return self.names.index(text)
+        if isinstance(text, str) and not text.lstrip("-").isdigit():
+            known = ", ".join(self.names) or "none"
+            raise VelozError(f"port '{text}' is neither a number nor a port of this run ({known})")
+        return parse_u32(text, "port", 0, 63)
+
+    def mac(self, port: int) -> bytes:
+        """The port's MAC; offline (replay) ports get 02:00:00:00:00:<port+1>."""
+        if port < len(self.macs) and self.macs[port]:
+            return self.macs[port]
+        return bytes([2, 0, 0, 0, 0, (port + 1) & 0xFF])
+
+
+def module(nf: str) -> ModuleType | None:
+    name = MODULES.get(nf)
+    # TODO(issue 6, before commit): drop this find_spec once ddos.py and lb.py exist
+    if not name or importlib.util.find_spec(f"veloz.control.{name}") is None:
+        return None
+    return importlib.import_module(f"veloz.control.{name}")
+
+
+def split_config(nf: str, values: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:
+    """(config fields, objects) of a config file's top-level keys."""
+    mod = module(nf)
+    keys: frozenset[str] = getattr(mod, "KEYS", frozenset()) if mod else frozenset()
+    fields = {k: v for k, v in values.items() if k not in keys}
+    objects = {k: v for k, v in values.items() if k in keys}
+    return fields, objects
+
+
+def iface_macs(names: list[str]) -> list[bytes]:
+    """The MAC of each interface in this network namespace (b"" if unknown)."""
+    macs = []
+    for name in names:
+        try:
+            text = Path(f"/sys/class/net/{name}/address").read_text().strip()
+            macs.append(bytes(int(b, 16) for b in text.split(":")))
+        except (OSError, ValueError):
+            macs.append(b"")
+    return macs
+
+
+def ops_fd(nf: str, objects: dict[str, object], ports: Ports, base: Path) -> int | None:
+    """The start-up ops of a config's objects in an inheritable memfd, or None.
+
+    A memfd rather than a file: `veloz run` execs the C tool, and nothing would
+    be left to remove the file afterwards. The tool reads /proc/self/fd/N.
+    """
+    mod = module(nf)
+    if not objects or mod is None:
+        return None
+    from veloz.control.ops import Op
+
+    ops: list[Op] = mod.config_ops(objects, ports, base)
+    fd = os.memfd_create(f"veloz-{nf}-ops", 0)
+    with os.fdopen(os.dup(fd), "w") as f:
+        for op in ops:
+            f.write(op.line())
+            f.write("\n")
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.set_inheritable(fd, True)
+    return fd

@@ -1,0 +1,547 @@
+"""The router's objects: routes, next hops, neighbours (nf/router.c).
+
+Config file (TOML), next to the NF's own fields (fib):
+
+    routes = "table.txt"             # or a list of files
+    local = ["198.18.0.1"]           # addresses of this host: PASS
+    [[route]]
+    prefix = "198.18.64.0/18"
+    via = "198.18.1.2"
+    port = 1                         # a number or one of the run's interfaces
+    [[neighbour]]
+    address = "198.18.1.2"
+    mac = "02:00:00:00:01:02"
+
+A route file holds one route per line, either `PREFIX NEXTHOP [PORT]` or the
+output of `ip route` / `ip -6 route` (`via`, `dev`, and the types local,
+blackhole, unreachable, prohibit, throw; routes without `via` are left to
+the kernel, which resolves connected hosts itself). `#` starts a comment.
+
+A route leads to a next hop: (gateway address, port), with the neighbour's
+MAC once known. Next hops live in router_nexthops, one slot each, shared by
+all the routes through them. On a live run, neighbours not given in the
+config are taken from the kernel's neighbour table, and every address of the
+run's ports becomes a local route; a next hop still without a MAC makes its
+routes PASS to the kernel, which resolves it (ARP, NDP).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import subprocess
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from veloz.control.client import Ctl
+from veloz.control.objects import Ports, iface_macs
+from veloz.control.ops import Op, delete, parse_address, parse_mac, update
+from veloz.errors import VelozError
+
+KEYS = frozenset({"routes", "route", "neighbour", "local"})
+
+ROUTES = {4: "router_routes4", 6: "router_routes6"}
+NEXTHOPS = "router_nexthops"
+COUNTERS = "router_counters"
+MAX_NEXTHOPS = 4096
+
+# enum vz_route_kind
+FORWARD, LOCAL, KERNEL, BLACKHOLE = range(4)
+KIND_NAMES = {FORWARD: "via", LOCAL: "local", KERNEL: "kernel", BLACKHOLE: "blackhole"}
+# `ip route` types -> kind
+IP_ROUTE_TYPES = {
+    "unicast": FORWARD,
+    "local": LOCAL,
+    "blackhole": BLACKHOLE,
+    "unreachable": KERNEL,
+    "prohibit": KERNEL,
+    "throw": KERNEL,
+    "broadcast": KERNEL,
+    "multicast": KERNEL,
+    "anycast": KERNEL,
+}
+# enum vz_router_counter, in order
+COUNTER_NAMES = [
+    "forwarded",
+    "local",
+    "no_route",
+    "ttl_expired",
+    "unresolved",
+    "to_kernel",
+    "blackhole",
+    "malformed",
+]
+
+USED, RESOLVED = 1, 2
+NEXTHOP = struct.Struct("<II6s6sI16s")  # struct vz_nexthop
+ROUTE = struct.Struct("<II")  # struct vz_route
+
+
+@dataclass(frozen=True)
+class Prefix:
+    family: int  # 4 or 6
+    addr: bytes  # network order, host bits zero
+    length: int
+
+    def key(self) -> bytes:
+        """struct vz_lpm4_key / vz_lpm6_key."""
+        return self.length.to_bytes(4, "little") + self.addr
+
+    def __str__(self) -> str:
+        fam = socket.AF_INET if self.family == 4 else socket.AF_INET6
+        return f"{socket.inet_ntop(fam, self.addr)}/{self.length}"
+
+
+def parse_prefix(text: str) -> Prefix:
+    """A prefix (a bare address is a host route); host bits set is an error.
+
+    Hand-rolled rather than ipaddress.ip_network: a full table is 750k lines.
+    """
+    addr_text, slash, len_text = text.partition("/")
+    family = 6 if ":" in addr_text else 4
+    try:
+        addr = socket.inet_pton(socket.AF_INET6 if family == 6 else socket.AF_INET, addr_text)
+    except OSError:
+        raise VelozError(f"bad prefix '{text}': '{addr_text}' is not an address") from None
+    bits = 32 if family == 4 else 128
+    if not slash:
+        length = bits
+    elif len_text.isdigit() and int(len_text) <= bits:
+        length = int(len_text)
+    else:
+        raise VelozError(f"bad prefix '{text}': the length must be 0 to {bits}")
+    value = int.from_bytes(addr, "big")
+    if value & ((1 << (bits - length)) - 1):
+        raise VelozError(f"bad prefix '{text}': host bits are set (did you mean a /{bits}?)")
+    return Prefix(family, addr, length)
+
+
+def parse_gateway(text: str) -> tuple[int, bytes]:
+    addr = parse_address(text, "next hop")
+    return addr.version, addr.packed
+
+
+@dataclass(frozen=True)
+class Route:
+    prefix: Prefix
+    kind: int
+    via: tuple[int, bytes] | None = None  # (family, address)
+    port: int = 0
+
+
+def _parse_ip_route(words: list[str], ports: Ports) -> Route:
+    kind = FORWARD
+    if words[0] in IP_ROUTE_TYPES:
+        kind = IP_ROUTE_TYPES[words.pop(0)]
+    if not words:
+        raise VelozError("a route type without a prefix")
+    dest = words.pop(0)
+    opts = dict(zip(words[::2], words[1::2], strict=False))
+    via = parse_gateway(opts["via"]) if "via" in opts else None
+    if dest == "default":
+        dest = "::/0" if via and via[0] == 6 else "0.0.0.0/0"
+    prefix = parse_prefix(dest)
+    if kind == FORWARD and via is None:
+        kind = KERNEL  # connected: the kernel resolves each host
+    port = ports.number(opts["dev"]) if "dev" in opts and kind == FORWARD else 0
+    return Route(prefix, kind, via if kind == FORWARD else None, port)
+
+
+def parse_route_line(line: str, ports: Ports) -> Route | None:
+    """One line of a route file; None for blank lines and comments."""
+    words = line.split("#", 1)[0].split()
+    if not words:
+        return None
+    if words[0] in IP_ROUTE_TYPES or words[0] == "default" or any(
+        w in ("via", "dev", "proto", "scope", "metric") for w in words[1:2]
+    ):
+        return _parse_ip_route(words, ports)
+    if len(words) not in (2, 3):
+        raise VelozError("expected PREFIX NEXTHOP [PORT] or a line of `ip route`")
+    prefix = parse_prefix(words[0])
+    if words[1] in ("local", "blackhole", "kernel"):
+        kind = {"local": LOCAL, "blackhole": BLACKHOLE, "kernel": KERNEL}[words[1]]
+        return Route(prefix, kind)
+    via = parse_gateway(words[1])
+    port = ports.number(words[2]) if len(words) == 3 else 0
+    return Route(prefix, FORWARD, via, port)
+
+
+def read_route_file(path: Path, ports: Ports) -> list[Route]:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise VelozError(f"route file {path}: {e.strerror}") from None
+    routes = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        try:
+            route = parse_route_line(line, ports)
+        except VelozError as e:
+            raise VelozError(f"{path} line {lineno}: {e}") from None
+        if route is not None:
+            routes.append(route)
+    return routes
+
+
+def _check_families(route: Route) -> None:
+    if route.via and route.via[0] != route.prefix.family:
+        raise VelozError(f"route {route.prefix}: next hop of the other address family")
+
+
+# ---- next hops -------------------------------------------------------------
+
+
+@dataclass
+class Nexthop:
+    family: int
+    addr: bytes
+    port: int
+    smac: bytes
+    dmac: bytes | None = None
+
+    def value(self) -> bytes:
+        flags = USED | (RESOLVED if self.dmac else 0)
+        return NEXTHOP.pack(
+            flags, self.port, self.dmac or bytes(6), self.smac, self.family, self.addr.ljust(16, b"\0")
+        )
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> Nexthop | None:
+        flags, port, dmac, smac, family, addr = NEXTHOP.unpack(raw[: NEXTHOP.size])
+        if not flags & USED:
+            return None
+        addr = addr[:4] if family == 4 else addr
+        return cls(family, addr, port, smac, dmac if flags & RESOLVED else None)
+
+
+class NexthopTable:
+    """Slots of router_nexthops by (family, gateway, port)."""
+
+    def __init__(self, existing: dict[int, Nexthop] | None = None) -> None:
+        self.slots: dict[int, Nexthop] = dict(existing or {})
+        self.index = {(n.family, n.addr, n.port): i for i, n in self.slots.items()}
+
+    def slot(self, via: tuple[int, bytes], port: int, ports: Ports) -> tuple[int, bool]:
+        """The slot of a next hop, allocated if new: (slot, is_new)."""
+        key = (via[0], via[1], port)
+        if key in self.index:
+            return self.index[key], False
+        free = next((i for i in range(MAX_NEXTHOPS) if i not in self.slots), None)
+        if free is None:
+            raise VelozError(f"the next-hop table is full ({MAX_NEXTHOPS} next hops)")
+        self.slots[free] = Nexthop(via[0], via[1], port, ports.mac(port))
+        self.index[key] = free
+        return free, True
+
+    def resolve(self, family: int, addr: bytes, mac: bytes) -> list[int]:
+        """Give every next hop through addr its MAC; the slots that changed."""
+        changed = []
+        for i, nh in self.slots.items():
+            if nh.family == family and nh.addr == addr and nh.dmac != mac:
+                nh.dmac = mac
+                changed.append(i)
+        return changed
+
+
+def route_ops(routes: Iterable[Route], table: NexthopTable, ports: Ports) -> Iterator[Op]:
+    """Ops for routes; new next hops are written before the routes using them."""
+    for route in routes:
+        _check_families(route)
+        slot = 0
+        if route.kind == FORWARD:
+            assert route.via is not None
+            slot, new = table.slot(route.via, route.port, ports)
+            if new:
+                yield update(NEXTHOPS, slot.to_bytes(4, "little"), table.slots[slot].value())
+        yield update(ROUTES[route.prefix.family], route.prefix.key(), ROUTE.pack(route.kind, slot))
+
+
+# ---- what the kernel knows about a live run's ports ------------------------
+
+
+def _ip_json(*args: str) -> list[dict]:
+    done = subprocess.run(["ip", "-j", *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        return []
+    return json.loads(done.stdout)
+
+
+def kernel_neighbours(ifaces: list[str]) -> dict[tuple[int, bytes], bytes]:
+    """(family, address) -> MAC from the kernel's neighbour table on ifaces."""
+    out = {}
+    for entry in _ip_json("neigh", "show"):
+        if entry.get("dev") not in ifaces or "lladdr" not in entry:
+            continue
+        if set(entry.get("state", [])) & {"FAILED", "INCOMPLETE"}:
+            continue
+        addr = parse_address(entry["dst"])
+        out[(addr.version, addr.packed)] = parse_mac(entry["lladdr"])
+    return out
+
+
+def port_addresses(ifaces: list[str]) -> list[Prefix]:
+    """Every address of the ports, as host routes."""
+    out = []
+    for iface in ifaces:
+        for link in _ip_json("addr", "show", "dev", iface):
+            for a in link.get("addr_info", []):
+                out.append(parse_prefix(a["local"]))
+    return out
+
+
+# ---- start-up: a config file's objects ------------------------------------
+
+
+def _table(values: dict, key: str) -> list[dict]:
+    items = values.get(key, [])
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise VelozError(f"config: [[{key}]] must be a list of tables")
+    return items
+
+
+def _require(item: dict, field: str, where: str) -> str:
+    if field not in item:
+        raise VelozError(f"config: {where} needs '{field}'")
+    return str(item[field])
+
+
+def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
+    routes: list[Route] = []
+    files = values.get("routes", [])
+    for name in [files] if isinstance(files, str) else files:
+        path = Path(name) if Path(name).is_absolute() else base / name
+        routes += read_route_file(path, ports)
+    for i, item in enumerate(_table(values, "route")):
+        where = f"route {i + 1}"
+        prefix = parse_prefix(_require(item, "prefix", where))
+        via = parse_gateway(_require(item, "via", where))
+        routes.append(Route(prefix, FORWARD, via, ports.number(item.get("port", 0))))
+    local = values.get("local", [])
+    if not isinstance(local, list):
+        raise VelozError("config: local must be a list of addresses")
+    routes += [Route(parse_prefix(str(a)), LOCAL) for a in local]
+    live = [n for n in ports.names if n]
+    routes += [Route(p, LOCAL) for p in port_addresses(live)]
+
+    table = NexthopTable()
+    ops = list(route_ops(routes, table, ports))
+    neighbours = kernel_neighbours(live) if live else {}
+    for i, item in enumerate(_table(values, "neighbour")):
+        where = f"neighbour {i + 1}"
+        addr = parse_address(_require(item, "address", where))
+        neighbours[(addr.version, addr.packed)] = parse_mac(_require(item, "mac", where))
+    for (family, addr), mac in neighbours.items():
+        table.resolve(family, addr, mac)
+    # next hops again, now with their MACs (the last write of a slot wins)
+    ops += [update(NEXTHOPS, i.to_bytes(4, "little"), nh.value()) for i, nh in table.slots.items()]
+    return ops
+
+
+# ---- live: `veloz ctl route|neigh|router-stats` -----------------------------
+
+
+def _live_ports(ctl: Ctl) -> Ports:
+    names = ctl.ports()
+    return Ports(names, iface_macs(names))
+
+
+def _nexthops(ctl: Ctl) -> NexthopTable:
+    slots = {}
+    for key, value in ctl.dump(NEXTHOPS):
+        nh = Nexthop.unpack(value)
+        if nh is not None:
+            slots[int.from_bytes(key, "little")] = nh
+    return NexthopTable(slots)
+
+
+def _route_from_args(args: argparse.Namespace, ports: Ports) -> Route:
+    prefix = parse_prefix(args.prefix)
+    if args.kind:
+        return Route(prefix, {"local": LOCAL, "blackhole": BLACKHOLE, "kernel": KERNEL}[args.kind])
+    if not args.via:
+        raise VelozError("route add needs `via ADDRESS` or one of local, blackhole, kernel")
+    return Route(prefix, FORWARD, parse_gateway(args.via), ports.number(args.port or 0))
+
+
+def ctl_route_add(args: argparse.Namespace, ctl: Ctl) -> int:
+    ports = _live_ports(ctl)
+    route = _route_from_args(args, ports)
+    table = _nexthops(ctl)
+    ops = list(route_ops([route], table, ports))
+    if route.via is not None:
+        # a new next hop may already have a MAC in the kernel's table
+        mac = kernel_neighbours(ports.names).get(route.via)
+        slot = table.index[(route.via[0], route.via[1], route.port)]
+        if mac and table.slots[slot].dmac is None:
+            table.slots[slot].dmac = mac
+            ops.insert(0, update(NEXTHOPS, slot.to_bytes(4, "little"), table.slots[slot].value()))
+    ctl.apply(ops)
+    print(f"route {route.prefix} added")
+    return 0
+
+
+def ctl_route_del(args: argparse.Namespace, ctl: Ctl) -> int:
+    prefix = parse_prefix(args.prefix)
+    if ctl.lookup(ROUTES[prefix.family], prefix.key()) is None:
+        raise VelozError(f"no route {prefix}")
+    ctl.apply([delete(ROUTES[prefix.family], prefix.key())])
+    print(f"route {prefix} deleted")
+    return 0
+
+
+def ctl_route_load(args: argparse.Namespace, ctl: Ctl) -> int:
+    ports = _live_ports(ctl)
+    routes = read_route_file(Path(args.file), ports)
+    table = _nexthops(ctl)
+    ops = list(route_ops(routes, table, ports))
+    known = kernel_neighbours(ports.names)
+    for (family, addr), mac in known.items():
+        for slot in table.resolve(family, addr, mac):
+            ops.append(update(NEXTHOPS, slot.to_bytes(4, "little"), table.slots[slot].value()))
+    count = ctl.apply(ops)
+    print(f"{len(routes)} routes loaded ({count} map operations)")
+    return 0
+
+
+def _format_gateway(nh: Nexthop) -> str:
+    fam = socket.AF_INET if nh.family == 4 else socket.AF_INET6
+    return socket.inet_ntop(fam, nh.addr)
+
+
+def ctl_route_list(args: argparse.Namespace, ctl: Ctl) -> int:
+    table = _nexthops(ctl)
+    rows = []
+    for family, name in ROUTES.items():
+        for key, value in ctl.dump(name):
+            length = int.from_bytes(key[:4], "little")
+            prefix = Prefix(family, key[4:], length)
+            kind, slot = ROUTE.unpack(value[: ROUTE.size])
+            row = {"prefix": str(prefix), "kind": KIND_NAMES.get(kind, str(kind))}
+            nh = table.slots.get(slot) if kind == FORWARD else None
+            if nh:
+                row |= {"via": _format_gateway(nh), "port": nh.port, "resolved": bool(nh.dmac)}
+            rows.append(row)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for row in rows[: args.limit] if args.limit else rows:
+        via = f" via {row['via']} port {row['port']}" if "via" in row else ""
+        unresolved = "" if row.get("resolved", True) else " (no MAC yet: PASS)"
+        print(f"{row['prefix']} {row['kind'] if not via else ''}{via}{unresolved}".replace("  ", " "))
+    if args.limit and len(rows) > args.limit:
+        print(f"... {len(rows) - args.limit} more ({len(rows)} routes)")
+    return 0
+
+
+def ctl_neigh_add(args: argparse.Namespace, ctl: Ctl) -> int:
+    addr = parse_address(args.address)
+    mac = parse_mac(args.mac)
+    table = _nexthops(ctl)
+    changed = table.resolve(addr.version, addr.packed, mac)
+    if not changed:
+        raise VelozError(f"no next hop goes through {addr}: add a route via it first")
+    ctl.apply(update(NEXTHOPS, i.to_bytes(4, "little"), table.slots[i].value()) for i in changed)
+    print(f"neighbour {addr} is {args.mac} ({len(changed)} next hops)")
+    return 0
+
+
+def ctl_neigh_del(args: argparse.Namespace, ctl: Ctl) -> int:
+    addr = parse_address(args.address)
+    table = _nexthops(ctl)
+    slots = [i for i, nh in table.slots.items() if (nh.family, nh.addr) == (addr.version, addr.packed)]
+    if not slots:
+        raise VelozError(f"no next hop goes through {addr}")
+    for i in slots:
+        table.slots[i].dmac = None
+    ctl.apply(update(NEXTHOPS, i.to_bytes(4, "little"), table.slots[i].value()) for i in slots)
+    print(f"neighbour {addr} forgotten: its routes PASS to the kernel")
+    return 0
+
+
+def ctl_neigh_list(args: argparse.Namespace, ctl: Ctl) -> int:
+    rows = [
+        {
+            "slot": i,
+            "via": _format_gateway(nh),
+            "port": nh.port,
+            "mac": nh.dmac.hex(":") if nh.dmac else None,
+        }
+        for i, nh in sorted(_nexthops(ctl).slots.items())
+    ]
+    if args.json:
+        print(json.dumps(rows))
+    for row in [] if args.json else rows:
+        print(f"{row['via']} port {row['port']} {row['mac'] or '(unresolved)'}")
+    return 0
+
+
+def counters(ctl: Ctl) -> dict[str, int]:
+    info = ctl.maps()[COUNTERS]
+    out = {}
+    for index, name in enumerate(COUNTER_NAMES):
+        value = ctl.lookup(COUNTERS, index.to_bytes(4, "little")) or b""
+        out[name] = sum(
+            int.from_bytes(value[c * info.stride : c * info.stride + 8], "little")
+            for c in range(info.copies)
+        )
+    return out
+
+
+def ctl_stats(args: argparse.Namespace, ctl: Ctl) -> int:
+    stats = counters(ctl)
+    if args.json:
+        print(json.dumps(stats))
+    else:
+        for name, value in stats.items():
+            print(f"{name:12} {value}")
+    return 0
+
+
+def add_ctl_commands(sub: argparse._SubParsersAction) -> None:
+    route = sub.add_parser("route", help="router: add, delete, load and list routes")
+    verbs = route.add_subparsers(dest="verb", metavar="VERB", required=True)
+    add = verbs.add_parser("add", help="PREFIX via ADDRESS [port P] | PREFIX local|blackhole|kernel")
+    add.add_argument("prefix")
+    add.add_argument("kind", nargs="?", choices=("local", "blackhole", "kernel", "via"))
+    add.add_argument("via", nargs="?", metavar="ADDRESS")
+    add.add_argument("--port", "-p", help="egress port: number or interface (default 0)")
+    add.set_defaults(func=_route_add_dispatch)
+    d = verbs.add_parser("del", help="delete the route of exactly PREFIX")
+    d.add_argument("prefix")
+    d.set_defaults(func=ctl_route_del)
+    load = verbs.add_parser("load", help="add every route of a route file, all or none")
+    load.add_argument("file")
+    load.set_defaults(func=ctl_route_load)
+    lst = verbs.add_parser("list", help="the routes in the running NF")
+    lst.add_argument("--limit", type=int, default=50, help="rows to print (0: all)")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=ctl_route_list)
+
+    neigh = sub.add_parser("neigh", help="router: the MAC of a next hop")
+    verbs = neigh.add_subparsers(dest="verb", metavar="VERB", required=True)
+    add = verbs.add_parser("add", help="ADDRESS MAC")
+    add.add_argument("address")
+    add.add_argument("mac")
+    add.set_defaults(func=ctl_neigh_add)
+    d = verbs.add_parser("del", help="forget a next hop's MAC (its routes PASS)")
+    d.add_argument("address")
+    d.set_defaults(func=ctl_neigh_del)
+    lst = verbs.add_parser("list", help="next hops and their MACs")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=ctl_neigh_list)
+
+    stats = sub.add_parser("router-stats", help="router: why packets went where they went")
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=ctl_stats)
+
+
+def _route_add_dispatch(args: argparse.Namespace, ctl: Ctl) -> int:
+    """`route add P via A` reads as words; map them onto the parsed fields."""
+    if args.kind == "via":
+        args.kind = None
+    elif args.kind and args.via:
+        raise VelozError(f"route add {args.prefix} {args.kind} takes no address")
+    return ctl_route_add(args, ctl)

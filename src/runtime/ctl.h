@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The control plane's hands on a running NF: its maps, changed through text
+ * lines (the protocol is described in python/veloz/control/client.py), from
+ * an ops file before anything is attached or from a Unix socket while the NF
+ * runs. The same lines work on every backend: the maps are BPF maps on xdp
+ * and xdp-generic, native maps (src/runtime/maps.c) on afxdp and dpdk.
+ */
+#ifndef VZ_RUNTIME_CTL_H
+#define VZ_RUNTIME_CTL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <bpf/libbpf.h>
+#include <veloz/maps.h>
+
+#include "runtime/nf_loader.h"
+
+#define VZ_CTL_MAX_MAPS 64
+
+struct vz_ctl_map {
+	const char *name;
+	__u32 type; /* enum bpf_map_type */
+	__u32 key_size;
+	__u32 value_size;
+	__u32 max_entries;
+	__u32 copies; /* per-CPU maps: CPUs or workers; else 1 */
+	struct bpf_map *bpf; /* xdp backends */
+	struct vz_map *native; /* userspace backends */
+};
+
+struct vz_ctl {
+	struct vz_ctl_map maps[VZ_CTL_MAX_MAPS];
+	int nmaps;
+	const char *nf;
+	const char *backend;
+	const char *ports[64];
+	int nports;
+	/* The socket server: */
+	int listen_fd;
+	char path[108];
+	pthread_t thread;
+	bool serving;
+	volatile int stop;
+};
+
+/* The NF's maps in a BPF object, loaded or not (an ops file applied before
+ * the load creates the maps and hands them to libbpf to reuse). */
+void vz_ctl_init_bpf(struct vz_ctl *ctl, struct bpf_object *obj,
+		     const char *nf, const char *backend);
+void vz_ctl_init_native(struct vz_ctl *ctl, const struct vz_native_nf *nf,
+			const char *backend);
+void vz_ctl_add_port(struct vz_ctl *ctl, const char *ifname);
+
+/* Apply an ops file as one transaction: all of it, or nothing and err. */
+int vz_ctl_apply_file(struct vz_ctl *ctl, const char *path, char *err,
+		      size_t errlen);
+
+/*
+ * Listen on $VELOZ_CTL_DIR (default /run/veloz/ctl)/net<netns inode>-<first
+ * port>.sock, root only, and serve one client at a time on a thread.
+ */
+int vz_ctl_listen(struct vz_ctl *ctl, char *err, size_t errlen);
+/* Stop serving, remove the socket. Safe to call when not listening. */
+void vz_ctl_close(struct vz_ctl *ctl);
+
+#endif
