@@ -155,8 +155,10 @@ def parse_route_line(line: str, ports: Ports) -> Route | None:
     words = line.split("#", 1)[0].split()
     if not words:
         return None
-    if words[0] in IP_ROUTE_TYPES or words[0] == "default" or any(
-        w in ("via", "dev", "proto", "scope", "metric") for w in words[1:2]
+    if (
+        words[0] in IP_ROUTE_TYPES
+        or words[0] == "default"
+        or any(w in ("via", "dev", "proto", "scope", "metric") for w in words[1:2])
     ):
         return _parse_ip_route(words, ports)
     if len(words) not in (2, 3):
@@ -204,9 +206,9 @@ class Nexthop:
 
     def value(self) -> bytes:
         flags = USED | (RESOLVED if self.dmac else 0)
-        return NEXTHOP.pack(
-            flags, self.port, self.dmac or bytes(6), self.smac, self.family, self.addr.ljust(16, b"\0")
-        )
+        dmac = self.dmac or bytes(6)
+        addr = self.addr.ljust(16, b"\0")
+        return NEXTHOP.pack(flags, self.port, dmac, self.smac, self.family, addr)
 
     @classmethod
     def unpack(cls, raw: bytes) -> Nexthop | None:
@@ -430,7 +432,8 @@ def ctl_route_list(args: argparse.Namespace, ctl: Ctl) -> int:
     for row in rows[: args.limit] if args.limit else rows:
         via = f" via {row['via']} port {row['port']}" if "via" in row else ""
         unresolved = "" if row.get("resolved", True) else " (no MAC yet: PASS)"
-        print(f"{row['prefix']} {row['kind'] if not via else ''}{via}{unresolved}".replace("  ", " "))
+        kind = "" if via else f" {row['kind']}"
+        print(f"{row['prefix']}{kind}{via}{unresolved}")
     if args.limit and len(rows) > args.limit:
         print(f"... {len(rows) - args.limit} more ({len(rows)} routes)")
     return 0
@@ -451,7 +454,8 @@ def ctl_neigh_add(args: argparse.Namespace, ctl: Ctl) -> int:
 def ctl_neigh_del(args: argparse.Namespace, ctl: Ctl) -> int:
     addr = parse_address(args.address)
     table = _nexthops(ctl)
-    slots = [i for i, nh in table.slots.items() if (nh.family, nh.addr) == (addr.version, addr.packed)]
+    target = (addr.version, addr.packed)
+    slots = [i for i, nh in table.slots.items() if (nh.family, nh.addr) == target]
     if not slots:
         raise VelozError(f"no next hop goes through {addr}")
     for i in slots:
@@ -503,7 +507,9 @@ def ctl_stats(args: argparse.Namespace, ctl: Ctl) -> int:
 def add_ctl_commands(sub: argparse._SubParsersAction) -> None:
     route = sub.add_parser("route", help="router: add, delete, load and list routes")
     verbs = route.add_subparsers(dest="verb", metavar="VERB", required=True)
-    add = verbs.add_parser("add", help="PREFIX via ADDRESS [port P] | PREFIX local|blackhole|kernel")
+    add = verbs.add_parser(
+        "add", help="PREFIX via ADDRESS [--port P] | PREFIX local|blackhole|kernel"
+    )
     add.add_argument("prefix")
     add.add_argument("kind", nargs="?", choices=("local", "blackhole", "kernel", "via"))
     add.add_argument("via", nargs="?", metavar="ADDRESS")
