@@ -66,4 +66,67 @@ struct vz_memaccess_table {
 	__u32 slot[VZ_MEMACCESS_SLOTS];
 };
 
+/* ---- Keys of LPM maps: prefix length, then the address (network order) ---- */
+struct vz_lpm4_key {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+
+struct vz_lpm6_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+/* ---- nf/router.c --------------------------------------------------------- */
+
+/* Room for a full internet table (752,138 IPv4 routes in the XDP paper). */
+#define VZ_ROUTER_ROUTES4 1048576
+#define VZ_ROUTER_ROUTES6 262144
+#define VZ_ROUTER_NEXTHOPS 4096
+
+struct vz_router_config {
+	__u32 fib; /* 1: the kernel's FIB through bpf_fib_lookup (xdp only) */
+};
+
+enum vz_route_kind {
+	VZ_ROUTE_FORWARD = 0, /* to nexthop */
+	VZ_ROUTE_LOCAL = 1, /* an address of this host: PASS */
+	VZ_ROUTE_KERNEL = 2, /* e.g. a connected subnet: the kernel resolves */
+	VZ_ROUTE_BLACKHOLE = 3, /* DROP */
+};
+
+/* The value of a route in router_routes4 / router_routes6. */
+struct vz_route {
+	__u32 kind; /* enum vz_route_kind */
+	__u32 nexthop; /* index into router_nexthops */
+};
+
+#define VZ_NEXTHOP_USED 1u
+#define VZ_NEXTHOP_RESOLVED 2u /* dmac is the neighbour's: forward */
+
+struct vz_nexthop {
+	__u32 flags;
+	__u32 port; /* egress */
+	__u8 dmac[6]; /* the neighbour's MAC */
+	__u8 smac[6]; /* the egress port's MAC */
+	__u32 family; /* 4 or 6: of addr, the gateway (for the control plane) */
+	__u8 addr[16];
+};
+
+enum vz_router_counter {
+	VZ_ROUTER_FORWARDED,
+	VZ_ROUTER_LOCAL, /* for this host: PASS */
+	VZ_ROUTER_NO_ROUTE, /* PASS: the kernel answers (ICMP unreachable) */
+	VZ_ROUTER_TTL_EXPIRED, /* PASS: the kernel sends time exceeded */
+	VZ_ROUTER_UNRESOLVED, /* next hop without a MAC: PASS, the kernel ARPs */
+	VZ_ROUTER_TO_KERNEL, /* kernel routes, multicast, link-local, non-IP */
+	VZ_ROUTER_BLACKHOLE,
+	VZ_ROUTER_MALFORMED, /* DROP */
+	VZ_ROUTER_COUNTERS,
+};
+
+/* ---- nf/ddos.c ----------------------------------------------------------- */
+
+/* ---- nf/lb.c ------------------------------------------------------------- */
+
 #endif /* VELOZ_ABI_H */
