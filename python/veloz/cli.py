@@ -19,7 +19,7 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from veloz import demo, gen, nfs, replay, run, testbed_cli
     from veloz.control import cli as ctl
-    from veloz.lab import bench, report
+    from veloz.lab import bench, report, route_table
 
     parser = OneLineParser(
         prog="veloz",
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     report.add_parser(sub)
     nfs.add_parser(sub)
+    route_table.add_parser(sub)
     ctl.add_parser(sub)
     return parser
 

@@ -3,7 +3,7 @@
 drop: the XDP paper's baseline, a drop in nftables' prerouting hook at raw
 priority (before connection tracking), matching the port's interface.
 
-tx and redirect: the kernel's IP forwarding. Frames arriving on the port
+tx, redirect and router: the kernel's IP forwarding. Frames arriving on the port
 are routed by the namespace's routing table; those routed back out of the
 port are counted as tx, those routed out of another interface as redirect
 (per interface), those delivered to the host as pass, and the rest (no
@@ -37,7 +37,7 @@ from types import FrameType
 from veloz.errors import VelozError
 
 RUN_DIR = Path("/run/veloz")
-BASELINES = {"drop", "tx", "redirect"}
+BASELINES = {"drop", "tx", "redirect", "router"}
 ETH_HLEN = 14
 FORWARDING = ("net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding")
 

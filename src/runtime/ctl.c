@@ -142,7 +142,7 @@ void vz_ctl_init_bpf(struct vz_ctl *ctl, struct bpf_object *obj,
 		if (strchr(bpf_map__name(map), '.') ||
 		    ctl->nmaps == VZ_CTL_MAX_MAPS)
 			continue;
-		m->name = bpf_map__name(map);
+		snprintf(m->name, sizeof(m->name), "%s", bpf_map__name(map));
 		m->type = bpf_map__type(map);
 		m->key_size = bpf_map__key_size(map);
 		m->value_size = bpf_map__value_size(map);
@@ -166,7 +166,7 @@ void vz_ctl_init_native(struct vz_ctl *ctl, const struct vz_native_nf *nf,
 	     ref < nf->desc->maps_end && ctl->nmaps < VZ_CTL_MAX_MAPS; ref++) {
 		struct vz_ctl_map *m = &ctl->maps[ctl->nmaps++];
 
-		m->name = (*ref)->name;
+		snprintf(m->name, sizeof(m->name), "%s", (*ref)->name);
 		m->type = (*ref)->type;
 		m->key_size = (*ref)->key_size;
 		m->value_size = (*ref)->value_size;

@@ -21,7 +21,7 @@
 #define VZ_CTL_MAX_MAPS 64
 
 struct vz_ctl_map {
-	const char *name;
+	char name[64]; /* a copy: bpf_map__reuse_fd() frees libbpf's */
 	__u32 type; /* enum bpf_map_type */
 	__u32 key_size;
 	__u32 value_size;

@@ -50,7 +50,10 @@ class Ports:
         if isinstance(text, str) and not text.lstrip("-").isdigit():
             known = ", ".join(self.names) or "none"
             raise VelozError(f"port '{text}' is neither a number nor a port of this run ({known})")
-        return parse_u32(text, "port", 0, 63)
+        port = parse_u32(text, "port", 0, 63)
+        if self.names and port >= len(self.names):
+            raise VelozError(f"port {port}: this run has ports 0 to {len(self.names) - 1}")
+        return port
 
     def mac(self, port: int) -> bytes:
         """The port's MAC; offline (replay) ports get 02:00:00:00:00:<port+1>."""

@@ -25,17 +25,24 @@ from veloz.proc import Runner, in_netns, run_json, veloz_argv
 GEN = ("vz-gen", "gen-dut")
 DUT_IN, DUT_OUT = "dut-gen", "dut-sink"
 # Where each NF's frames arrive, if anywhere (netns, interface).
-ARRIVE = {"tx": ("vz-gen", "gen-dut"), "redirect": ("vz-sink", "sink-dut")}
+ARRIVE = {
+    "tx": ("vz-gen", "gen-dut"),
+    "redirect": ("vz-sink", "sink-dut"),
+    "router": ("vz-sink", "sink-dut"),
+}
 GEN_OWN_ADDRESS = "198.18.0.1"  # tx: frames the kernel baseline routes back to vz-gen
+# The verdict that counts as an NF's work done.
+WORK = {"drop": "drop", "tx": "tx", "redirect": "redirect", "router": "redirect"}
 SETTLE_S = 0.3  # the last frames reach the counters before they are read
 
 
 def nf_args(nf: str, backend: str) -> list[str]:
-    """redirect: out of dut-sink. The linux baseline forwards by its routes
-    (the generator's frames are addressed to vz-sink) and takes no NF config."""
-    if nf != "redirect":
+    """redirect and router: out of dut-sink. The linux baseline forwards by
+    its routes (the generator's frames are addressed to vz-sink) and takes no
+    NF config."""
+    if nf not in ("redirect", "router") or backend == "linux":
         return []
-    return [] if backend == "linux" else ["--iface", DUT_OUT, "--set", "port=dut-sink"]
+    return ["--iface", DUT_OUT] + (["--set", "port=dut-sink"] if nf == "redirect" else [])
 
 
 def _cpu_jiffies() -> dict[str, int]:
@@ -80,9 +87,9 @@ def _children_cpu_s() -> float:
 
 
 def gen_argv(nf: str, size: int, rate: int, seconds: float | None, count: int | None,
-             flows: int) -> list[str]:  # fmt: skip
+             flows: int, extra: list[str] | None = None) -> list[str]:  # fmt: skip
     argv = ["gen", "--iface", GEN[1], "--json", "--size", str(size), "--rate", str(rate),
-            "--flows", str(flows)]  # fmt: skip
+            "--flows", str(flows), *(extra or [])]  # fmt: skip
     argv += ["--count", str(count)] if count else ["--duration", str(seconds)]
     if nf == "tx":
         argv += ["--dst-ip", GEN_OWN_ADDRESS]
@@ -98,6 +105,8 @@ def measure(
     count: int | None = None,
     flows: int = 1,
     nf_extra: list[str] | None = None,
+    gen_extra: list[str] | None = None,
+    attach_timeout: float = 15.0,
 ) -> dict:
     """One trial; rate 0 = as fast as the generator goes. Returns a flat record.
 
@@ -119,18 +128,23 @@ def measure(
         if arrive
         else nullcontext()
     )
-    nf_cm = nullcontext() if backend == "generator" else Runner(in_netns("vz-dut", run_argv))
+    nf_cm = (
+        nullcontext()
+        if backend == "generator"
+        else Runner(in_netns("vz-dut", run_argv), attach_timeout=attach_timeout)
+    )
     with sink_cm as sink, nf_cm as runner:
         cpu0, t0 = _cpu_jiffies(), time.monotonic()
         children0, nf0 = _children_cpu_s(), _process_cpu_s(runner)
         bpf0 = _bpf_run_stats(runner)
-        sent = run_json(in_netns(GEN[0], gen_argv(nf, size, rate, seconds, count, flows)),
+        sent = run_json(in_netns(GEN[0], gen_argv(nf, size, rate, seconds, count, flows,
+                                                  gen_extra)),
                         timeout=(seconds or 0) + (count or 0) / max(rate, 1) + 120)  # fmt: skip
         gen_cpu = _children_cpu_s() - children0
         cpu1, t1, nf_cpu = _cpu_jiffies(), time.monotonic(), _process_cpu_s(runner) - nf0
         bpf1 = _bpf_run_stats(runner)
         time.sleep(SETTLE_S)
-        counted = runner.stop() if runner else {nf: None, "errors": {}}
+        counted = runner.stop() if runner else {WORK.get(nf, nf): None, "errors": {}}
         arrived = sink.stop() if sink else None
     wall = t1 - t0
     tick = os.sysconf("SC_CLK_TCK")
@@ -141,7 +155,8 @@ def measure(
     # with a sequence number already seen: the generator's page was reused
     # while the frame was in flight. They did arrive: they count as done, and
     # are reported as duplicates.
-    done = counted[nf] if arrived is None else arrived["received"]
+    work = counted[WORK.get(nf, nf)]
+    done = work if arrived is None else arrived["received"]
     record = {
         "nf": nf,
         "backend": backend,
@@ -151,7 +166,7 @@ def measure(
         "sent": xmit,
         "seconds": secs,
         "offered_pps": xmit / secs if secs else 0.0,
-        "counted": counted[nf],
+        "counted": work,
         "done": done,
         "rate_pps": done / secs if secs else 0.0,
         "lost": xmit - done,

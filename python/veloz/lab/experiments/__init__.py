@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from veloz.lab.experiments import cost, cpu, latency, throughput
+from veloz.lab.experiments import cost, cpu, latency, router, throughput
 
 EXPERIMENTS: dict[str, object] = {
     "drop": throughput.DROP,
@@ -24,6 +24,7 @@ EXPERIMENTS: dict[str, object] = {
     "sizes": throughput.SIZES,
     "noisy": throughput.NOISY,
     "headline": throughput.HEADLINE,
+    "router": router.ROUTER,
 }
 
 
