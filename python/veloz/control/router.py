@@ -297,10 +297,21 @@ def port_addresses(ifaces: list[str]) -> list[Prefix]:
 # ---- start-up: a config file's objects ------------------------------------
 
 
+TABLE_FIELDS = {"route": {"prefix", "via", "port"}, "neighbour": {"address", "mac"}}
+
+
 def _table(values: dict, key: str) -> list[dict]:
     items = values.get(key, [])
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         raise VelozError(f"config: [[{key}]] must be a list of tables")
+    for i, item in enumerate(items):
+        unknown = set(item) - TABLE_FIELDS[key]
+        if unknown:
+            # e.g. a top-level key written after a [[table]] lands inside it
+            raise VelozError(
+                f"config: {key} {i + 1} has no field {', '.join(sorted(unknown))} "
+                f"(fields: {', '.join(sorted(TABLE_FIELDS[key]))})"
+            )
     return items
 
 

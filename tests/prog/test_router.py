@@ -1,0 +1,276 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""The router NF offline: what it does to each kind of packet, the same on the
+XDP build (BPF_PROG_TEST_RUN) and the native one, with a few routes and with
+a full internet-sized table checked against a reference longest-prefix match."""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import ICMP, IP, TCP, UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import ARP, Ether
+from scapy.packet import Raw
+from scapy.utils import rdpcap, wrpcap
+
+from veloz.control import router
+from veloz.control.objects import Ports
+from veloz.lab import route_table
+
+from .conftest import BACKENDS, REPO_ROOT, needs_root, parse_json_lines
+
+VELOZ = REPO_ROOT / ".venv" / "bin" / "veloz"
+NH1_MAC, NH2_MAC = "02:00:00:00:01:02", "02:00:00:00:02:02"
+PORT_MAC = {0: "02:00:00:00:00:01", 1: "02:00:00:00:00:02", 2: "02:00:00:00:00:03"}
+
+CONFIG = f"""
+local = ["198.18.0.1", "fd00:198:18::1"]
+[[route]]
+prefix = "198.18.64.0/18"
+via = "198.18.1.2"
+port = 1
+[[route]]
+prefix = "198.18.96.0/20"
+via = "198.18.2.2"
+port = 2
+[[route]]
+prefix = "198.18.100.0/24"
+via = "198.18.3.3"
+port = 1
+[[route]]
+prefix = "fd00:198:18:100::/56"
+via = "fd00:198:18:1::2"
+port = 1
+[[neighbour]]
+address = "198.18.1.2"
+mac = "{NH1_MAC}"
+[[neighbour]]
+address = "198.18.2.2"
+mac = "{NH2_MAC}"
+[[neighbour]]
+address = "fd00:198:18:1::2"
+mac = "{NH1_MAC}"
+"""
+ROUTES_FILE = """
+# blackhole and kernel routes, `ip route` style
+blackhole 198.18.66.0/24
+198.18.67.0/24 dev 1 proto kernel scope link
+"""
+
+SRC = "198.18.0.9"
+ETH = Ether(src="02:00:00:00:00:99", dst=PORT_MAC[0])
+
+
+def udp4(dst: str, ttl: int = 64) -> Ether:
+    return ETH / IP(src=SRC, dst=dst, ttl=ttl) / UDP(sport=1000, dport=9) / Raw(b"x" * 18)
+
+
+def udp6(dst: str, hlim: int = 64) -> Ether:
+    return ETH / IPv6(src="fd00:198:18::9", dst=dst, hlim=hlim) / UDP(sport=1, dport=9) / Raw(b"y")
+
+
+# (name, frame, verdict, egress port, next-hop MAC) -- the contract
+CASES = [
+    ("forward-v4", udp4("198.18.70.1"), "redirect", 1, NH1_MAC),
+    ("longest-match-/20", udp4("198.18.97.1"), "redirect", 2, NH2_MAC),
+    ("unresolved-/24", udp4("198.18.100.7"), "pass", None, None),
+    ("tcp-forward", ETH / IP(src=SRC, dst="198.18.70.2") / TCP(flags="S"), "redirect", 1, NH1_MAC),
+    ("icmp-forward", ETH / IP(src=SRC, dst="198.18.70.3") / ICMP(), "redirect", 1, NH1_MAC),
+    ("local", udp4("198.18.0.1"), "pass", None, None),
+    ("ttl-1", udp4("198.18.70.1", ttl=1), "pass", None, None),
+    ("ttl-0", udp4("198.18.70.1", ttl=0), "pass", None, None),
+    ("ttl-2", udp4("198.18.70.1", ttl=2), "redirect", 1, NH1_MAC),
+    ("no-route", udp4("198.19.0.1"), "pass", None, None),
+    ("blackhole", udp4("198.18.66.5"), "drop", None, None),
+    ("kernel-route", udp4("198.18.67.5"), "pass", None, None),
+    ("multicast", udp4("224.0.0.5"), "pass", None, None),
+    ("broadcast", udp4("255.255.255.255"), "pass", None, None),
+    ("forward-v6", udp6("fd00:198:18:100::5"), "redirect", 1, NH1_MAC),
+    ("v6-hlim-1", udp6("fd00:198:18:100::5", hlim=1), "pass", None, None),
+    ("v6-local", udp6("fd00:198:18::1"), "pass", None, None),
+    ("v6-no-route", udp6("fd00:198:18:200::1"), "pass", None, None),
+    ("v6-link-local", udp6("fe80::1"), "pass", None, None),
+    ("v6-multicast", udp6("ff02::1"), "pass", None, None),
+    ("arp", ETH / ARP(pdst="198.18.0.1"), "pass", None, None),
+    ("ihl-4", ETH / IP(src=SRC, dst="198.18.70.1", ihl=4) / UDP(), "drop", None, None),
+    ("truncated-ip", Ether(bytes(udp4("198.18.70.1"))[:24]), "drop", None, None),
+    ("bad-version", Ether(bytes(ETH / IP(src=SRC, dst="198.18.70.1", version=5))), "drop",
+     None, None),
+]  # fmt: skip
+
+
+def replay(tmp: Path, backend: str, frames: list, config: str, name: str) -> tuple[list, list]:
+    pcap_in, pcap_out = tmp / f"{name}-in.pcap", tmp / f"{name}-{backend}-out.pcap"
+    cfg = tmp / f"{name}.toml"
+    cfg.write_text(config)
+    wrpcap(str(pcap_in), frames)
+    done = subprocess.run(
+        [str(VELOZ), "replay", "router", "--backend", backend, "--in", pcap_in,
+         "--out", pcap_out, "--config", cfg, "--json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records, _ = parse_json_lines(done.stdout)
+    out = [bytes(p) for p in rdpcap(str(pcap_out))] if pcap_out.stat().st_size > 24 else []
+    return records, out
+
+
+@pytest.fixture(scope="module")
+def config_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("router")
+    (tmp / "extra.routes").write_text(ROUTES_FILE)
+    return tmp
+
+
+def full_config(tmp: Path) -> str:
+    return 'routes = "extra.routes"\n' + CONFIG
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_kind_of_packet(config_dir: Path, backend: str):
+    frames = [c[1] for c in CASES]
+    records, out = replay(config_dir, backend, frames, full_config(config_dir), "cases")
+    sent = iter(out)
+    for (name, frame, verdict, port, nh_mac), rec in zip(CASES, records, strict=True):
+        assert rec["verdict"] == verdict, f"{name}: {rec}"
+        if verdict != "redirect":
+            continue
+        assert rec["port"] == port, name
+        got = Ether(next(sent))
+        assert got.dst == nh_mac and got.src == PORT_MAC[port], name
+        if IP in frame:
+            assert got[IP].ttl == frame[IP].ttl - 1, name
+            # the incrementally updated checksum equals a full recomputation
+            check = got[IP].chksum
+            del got[IP].chksum
+            assert IP(bytes(got[IP]))[IP].chksum == check, f"{name}: bad IPv4 checksum"
+            assert bytes(got[IP].payload) == bytes(frame[IP].payload), name
+        else:
+            assert got[IPv6].hlim == frame[IPv6].hlim - 1, name
+            assert bytes(got[IPv6].payload) == bytes(frame[IPv6].payload), name
+
+
+@needs_root
+def test_xdp_and_native_agree_on_every_case(config_dir: Path):
+    frames = [c[1] for c in CASES]
+    xdp = replay(config_dir, "xdp", frames, full_config(config_dir), "agree")
+    native = replay(config_dir, "native", frames, full_config(config_dir), "agree")
+    strip = [{k: v for k, v in r.items() if k != "ns"} for r in xdp[0]]
+    assert strip == [{k: v for k, v in r.items() if k != "ns"} for r in native[0]]
+    assert xdp[1] == native[1]
+
+
+def test_bad_route_file_is_one_clear_line(config_dir: Path):
+    cfg = config_dir / "bad.toml"
+    for text, complaint in (
+        ('[[route]]\nprefix = "198.18.0.1/24"\nvia = "198.18.1.2"\n', "host bits"),
+        ('[[route]]\nprefix = "198.18.0.0/33"\nvia = "198.18.1.2"\n', "length"),
+        ('[[route]]\nprefix = "198.18.0.0/24"\nvia = "fd00::1"\n', "family"),
+        ('[[route]]\nprefix = "198.18.0.0/24"\nvia = "nowhere"\n', "next hop"),
+        ('[[route]]\nprefix = "198.18.0.0/24"\nvia = "198.18.1.2"\nport = 64\n', "port"),
+        ('[[neighbour]]\naddress = "198.18.1.2"\nmac = "02:00"\n', "MAC"),
+        ('routes = "missing.txt"\n', "missing.txt"),
+        (
+            '[[neighbour]]\naddress = "198.18.1.2"\nmac = "02:00:00:00:00:01"\nroutes = "x"\n',
+            "routes",
+        ),
+    ):
+        cfg.write_text(text)
+        done = subprocess.run(
+            [str(VELOZ), "replay", "router", "--backend", "native", "--in",
+             str(REPO_ROOT / "tests/vectors/l3l4.pcap"), "--config", str(cfg)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode != 0, text
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and complaint in lines[0], (text, done.stderr)
+
+
+# ---- the full table ---------------------------------------------------------
+
+NEXTHOPS = [("198.18.1.2", 1), ("198.18.1.3", 1), ("198.18.2.2", 2), ("198.18.2.3", 2)]
+NH_MACS = {via: f"02:00:00:00:09:{i:02x}" for i, (via, _) in enumerate(NEXTHOPS)}
+
+
+def reference_lookup(by_length: dict[int, dict[int, int]], addr: int) -> int | None:
+    for length in range(32, -1, -1):
+        hit = by_length.get(length, {}).get(addr >> (32 - length) if length else 0)
+        if hit is not None:
+            return hit
+    return None
+
+
+@pytest.fixture(scope="module")
+def full_table(config_dir: Path) -> tuple[Path, dict[int, dict[int, int]]]:
+    """The paper-sized table, each route through one of four next hops."""
+    routes = route_table.generate(route_table.PAPER_ROUTES, seed=7)
+    rng = random.Random(7)
+    by_length: dict[int, dict[int, int]] = {}
+    path = config_dir / "full.routes"
+    with path.open("w") as f:
+        for value, length in routes:
+            nh = rng.randrange(len(NEXTHOPS))
+            via, port = NEXTHOPS[nh]
+            f.write(f"{ipaddress.IPv4Address(value)}/{length} {via} {port}\n")
+            by_length.setdefault(length, {})[value >> (32 - length) if length else 0] = nh
+    return path, by_length
+
+
+@needs_root
+def test_full_table_xdp_native_and_reference_agree(config_dir: Path, full_table):
+    path, by_length = full_table
+    config = f'routes = "{path.name}"\n' + "".join(
+        f'[[neighbour]]\naddress = "{via}"\nmac = "{mac}"\n' for via, mac in NH_MACS.items()
+    )
+    rng = random.Random(11)
+    dsts = [int(route_table.BENCH_RANGE.network_address) + rng.getrandbits(15) for _ in range(1000)]
+    # also addresses from all over the table, which the testbed never sends
+    # on a wire but which must be looked up right
+    prefixes = [(v << (32 - n), n) for n, d in by_length.items() for v in list(d)[:200]]
+    dsts += [
+        v | rng.getrandbits(32 - n) if n < 32 else v
+        for v, n in rng.sample(prefixes, min(3000, len(prefixes)))
+    ]
+    frames = [udp4(str(ipaddress.IPv4Address(d))) for d in dsts]
+    results = {b: replay(config_dir, b, frames, config, "full") for b in ("xdp", "native")}
+    assert results["xdp"][1] == results["native"][1], "xdp and native wrote different frames"
+    xdp_records = results["xdp"][0]
+    assert [r["verdict"] for r in xdp_records] == [r["verdict"] for r in results["native"][0]]
+    out = iter(results["xdp"][1])
+    for dst, rec in zip(dsts, xdp_records, strict=True):
+        nh = reference_lookup(by_length, dst)
+        if nh is None:
+            assert rec["verdict"] == "pass"
+            continue
+        via, port = NEXTHOPS[nh]
+        assert rec["verdict"] == "redirect" and rec["port"] == port, ipaddress.IPv4Address(dst)
+        assert Ether(next(out)).dst == NH_MACS[via], ipaddress.IPv4Address(dst)
+
+
+def test_route_table_is_internet_like():
+    routes = route_table.generate(100_000, seed=3)
+    assert len(set(routes)) == len(routes) == 100_000
+    share24 = sum(1 for _, n in routes if n == 24) / len(routes)
+    assert 0.5 < share24 < 0.7
+    testbed = ipaddress.ip_network("198.18.0.0/15")
+    nets = [(v, n, ipaddress.ip_network(f"{ipaddress.IPv4Address(v)}/{n}")) for v, n in routes]
+    inside = [(v, n) for v, n, net in nets if net.overlaps(testbed)]
+    # only the benchmark range's own hierarchy is inside the testbed range
+    assert sorted(inside) == sorted(route_table.bench_prefixes())
+    assert route_table.generate(1000, seed=3) == route_table.generate(1000, seed=3)
+
+
+def test_route_table_cli_writes_route_files(tmp_path: Path):
+    out = tmp_path / "t.txt"
+    done = subprocess.run([str(VELOZ), "route-table", "--count", "500", "--out", str(out)],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    routes = router.read_route_file(out, Ports())
+    assert len(routes) == 500
+    assert {(r.kind, r.via, r.port) for r in routes} == {
+        (router.FORWARD, (4, ipaddress.IPv4Address("198.18.1.2").packed), 1)
+    }
