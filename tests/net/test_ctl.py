@@ -1,0 +1,139 @@
+"""`veloz ctl` against a running router on every backend: routes change while
+frames flow, with none lost, bad input changes nothing, a failed transaction
+is undone, and the control socket is root's alone."""
+
+from __future__ import annotations
+
+import socket
+import stat
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from veloz.proc import Runner, in_netns, run_json, veloz_argv
+
+SINK_MAC = "02:00:c6:12:01:02"  # vz-sink's sink-dut
+CONFIG = f"""
+[[route]]
+prefix = "198.18.128.0/17"
+via = "198.18.1.2"
+port = 1
+[[neighbour]]
+address = "198.18.1.2"
+mac = "{SINK_MAC}"
+"""
+BACKENDS = ["xdp", "xdp-generic", "afxdp", "dpdk"]
+
+
+def ctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(in_netns("vz-dut", veloz_argv("ctl", *args)), capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+
+
+def ok(*args: str) -> str:
+    done = ctl(*args)
+    assert done.returncode == 0, f"veloz ctl {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+def send(dst: str, count: int, rate: str = "100k") -> dict:
+    argv = veloz_argv("gen", "--iface", "gen-dut", "--json", "--dst-ip", dst, "--count",
+                      str(count), "--rate", rate)  # fmt: skip
+    return run_json(in_netns("vz-gen", argv), timeout=60)
+
+
+def router(backend: str, config: Path) -> Runner:
+    argv = veloz_argv("run", "router", "--backend", backend, "--iface", "dut-gen", "--iface",
+                      "dut-sink", "--config", str(config), "--json")  # fmt: skip
+    return Runner(in_netns("vz-dut", argv), attach_timeout=60)
+
+
+def sink() -> Runner:
+    argv = veloz_argv("gen", "--sink", "--replace", "--iface", "sink-dut", "--json")
+    return Runner(in_netns("vz-sink", argv), what="the sink")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_routes_change_live_without_loss(testbed, tmp_path, backend):
+    cfg = tmp_path / "router.toml"
+    cfg.write_text(CONFIG)
+    with router(backend, cfg) as nf:
+        assert nf.attached["ctl"].startswith("/run/veloz/ctl/")
+        # a blackhole more specific than the /17 takes its frames ...
+        ok("route", "add", "198.18.130.0/24", "blackhole")
+        with sink() as s:
+            sent = send("198.18.130.1", 2000)
+            got = s.stop()
+        assert got["received"] == 0 and sent["sent"] == 2000
+        assert '"blackhole": 2000' in ok("router-stats", "--json")
+        # ... and gives them back when deleted
+        ok("route", "del", "198.18.130.0/24")
+        with sink() as s:
+            sent = send("198.18.130.1", 2000)
+            got = s.stop()
+        assert got["received"] == sent["sent"] == 2000
+        # replace and add routes while 200k frames flow: none is lost
+        with sink() as s:
+            flow = threading.Thread(target=lambda: results.append(send("198.18.131.1", 200_000,
+                                                                       "100k")))  # fmt: skip
+            results: list[dict] = []
+            flow.start()
+            for i in range(20):
+                ok("route", "add", f"198.18.131.0/{24 + i % 8}", "via", "198.18.1.2",
+                   "--port", "dut-sink")  # fmt: skip
+                ok("route", "add", "198.18.128.0/17", "via", "198.18.1.2", "--port", "1")
+            flow.join()
+            got = s.stop()
+        assert got["received"] == results[0]["sent"] == 200_000, got
+        listed = ok("route", "list", "--json")
+        assert '"198.18.131.0/31"' in listed and '"198.18.128.0/17"' in listed
+
+
+def test_bad_input_changes_nothing_and_transactions_undo(testbed, tmp_path):
+    cfg = tmp_path / "router.toml"
+    cfg.write_text(CONFIG)
+    with router("xdp", cfg) as nf:
+        before = ok("route", "list", "--json")
+        for args, complaint in (
+            (("route", "add", "198.18.0.1/24", "via", "198.18.1.2"), "host bits"),
+            (("route", "add", "198.18.0.0/24", "via", "fd00::1"), "family"),
+            (("route", "add", "198.18.0.0/24", "via", "198.18.1.2", "--port", "7"), "port"),
+            (("route", "del", "198.18.99.0/24"), "no route"),
+            (("neigh", "add", "198.18.9.9", "02:00:00:00:00:01"), "no next hop"),
+            (("vip", "list"), "lb NF"),
+        ):
+            done = ctl(*args)
+            assert done.returncode != 0, args
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and complaint in lines[0], (args, done.stderr)
+        assert ok("route", "list", "--json") == before
+
+        # the raw protocol: the second update fails, so the first is undone
+        path = nf.attached["ctl"]
+        key = (24).to_bytes(4, "little") + bytes([198, 18, 77, 0])
+        value = (3).to_bytes(4, "little") + bytes(4)  # a blackhole
+        replies = _raw(path, ["begin", f"update router_routes4 {key.hex()} {value.hex()}",
+                              "update router_routes4 00 00", "commit"])  # fmt: skip
+        assert replies[:2] == ["ok", "ok"] and replies[2].startswith("error")
+        assert replies[3].startswith("error") and "nothing was changed" in replies[3]
+        assert ok("route", "list", "--json") == before
+        assert _raw(path, [f"lookup router_routes4 {key.hex()}"])[0].startswith("error")
+
+        mode = Path(path).stat().st_mode
+        assert (
+            stat.S_IMODE(mode) == 0o600 and stat.S_IMODE(Path(path).parent.stat().st_mode) == 0o700
+        )
+    assert not Path(path).exists(), "the control socket outlived the run"
+    done = ctl("stats")
+    assert done.returncode != 0 and "running" in done.stderr
+
+
+def _raw(path: str, lines: list[str]) -> list[str]:
+    """Requests on the control socket itself, from vz-dut's namespace view."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+        s.sendall(("\n".join(lines) + "\n").encode())
+        f = s.makefile("r")
+        return [f.readline().strip() for _ in lines]
