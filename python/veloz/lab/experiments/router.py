@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from veloz.errors import VelozError
 from veloz.lab import route_table, summary, trial
 from veloz.lab.experiments import throughput
 
@@ -61,8 +62,11 @@ def kernel_routes(config: Path) -> Iterator[None]:
         for p in prefixes
     )
     try:
-        subprocess.run(["ip", "-n", "vz-dut", "-batch", "-"], input=batch, text=True,
-                       check=True, capture_output=True)  # fmt: skip
+        done = subprocess.run(["ip", "-n", "vz-dut", "-batch", "-"], input=batch, text=True,
+                              check=False, capture_output=True)  # fmt: skip
+        if done.returncode != 0:
+            why = (done.stderr.strip().splitlines() or ["ip failed"])[-1]
+            raise VelozError(f"cannot give vz-dut's kernel the routes: {why}")
         yield
     finally:
         subprocess.run(["ip", "-n", "vz-dut", "route", "flush", "proto", ROUTE_PROTO],
