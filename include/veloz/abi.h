@@ -127,6 +127,85 @@ enum vz_router_counter {
 
 /* ---- nf/ddos.c ----------------------------------------------------------- */
 
+/*
+ * Allow-lists (LPM by source prefix, value VZ_DDOS_ALLOWED) are checked
+ * first; then the rules, in slot order, first match wins. A slot is live
+ * when `used` is set and the slot is below vz_ddos_meta.end; the control
+ * plane writes a rule with used = 0, then flips used (see nf/ddos.c).
+ */
+#define VZ_DDOS_RULES_MAX 64
+#define VZ_DDOS_ALLOW_MAX 16384 /* prefixes per address family */
+#define VZ_DDOS_BUCKETS_MAX 65536 /* (rule, source) token buckets, LRU */
+#define VZ_DDOS_ALLOWED 1
+#define VZ_DDOS_BURST_MAX 1000000000u /* tokens; keeps burst * 1e9 in __u64 */
+
+enum vz_ddos_action {
+	VZ_DDOS_DROP = 1,
+	VZ_DDOS_LIMIT = 2, /* per-source token bucket: rate pps, burst */
+	VZ_DDOS_ALLOW = 3, /* pass, skip the rules after it */
+};
+
+/* TCP flag bits as in byte 13 of the TCP header. */
+#define VZ_TCP_FIN 0x01
+#define VZ_TCP_SYN 0x02
+#define VZ_TCP_RST 0x04
+#define VZ_TCP_PSH 0x08
+#define VZ_TCP_ACK 0x10
+#define VZ_TCP_URG 0x20
+#define VZ_TCP_ECE 0x40
+#define VZ_TCP_CWR 0x80
+
+struct vz_ddos_rule {
+	__u8 used; /* 0: empty slot */
+	__u8 family; /* 4 or 6: src is addr/prefixlen; 0: any source */
+	__u8 prefixlen;
+	__u8 proto; /* IPPROTO_*; 0: any */
+	__u8 action; /* enum vz_ddos_action */
+	__u8 tcp_mask; /* match when (flags & tcp_mask) == tcp_value */
+	__u8 tcp_value;
+	__u8 pad0;
+	__u16 dport; /* network order; 0: any (needs proto TCP or UDP) */
+	__u16 pad1;
+	__u32 gen; /* new per rule written to a slot: resets its buckets */
+	__u32 rate; /* VZ_DDOS_LIMIT: tokens per second; 0: never refill */
+	__u32 burst; /* VZ_DDOS_LIMIT: bucket size, 1..VZ_DDOS_BURST_MAX */
+	__u8 addr[16]; /* network order, host bits zero; IPv4 in addr[0..3] */
+};
+
+/* Rules live in slots [0, end): the data path looks no further. */
+struct vz_ddos_meta {
+	__u32 end;
+};
+
+struct vz_ddos_bucket_key {
+	__u32 rule; /* slot */
+	__u8 family; /* 4 or 6 */
+	__u8 pad[3];
+	__u8 addr[16]; /* the packet's source; IPv4 in addr[0..3], rest zero */
+};
+
+struct vz_ddos_bucket {
+	__u64 tokens; /* in billionths of a token: 1 ns at 1 pps adds 1 */
+	__u64 last_ns; /* vz_time_ns() of the last refill */
+	__u32 gen; /* the rule's gen when this bucket was filled */
+	__u32 pad;
+};
+
+struct vz_ddos_rule_stat {
+	__u64 packets; /* matched */
+	__u64 bytes;
+	__u64 dropped; /* by a drop rule or an empty bucket */
+};
+
+/* Packets that matched no rule, indexes of the ddos_totals counters. */
+enum vz_ddos_total {
+	VZ_DDOS_ALLOWLISTED = 0, /* source in an allow-list: passed */
+	VZ_DDOS_PASSED = 1, /* IP, no rule matched: passed */
+	VZ_DDOS_NOT_IP = 2, /* neither IPv4 nor IPv6: passed */
+	VZ_DDOS_MALFORMED = 3, /* bad or truncated IP or L4 header: dropped */
+	VZ_DDOS_TOTAL_COUNT = 4,
+};
+
 /* ---- nf/lb.c ------------------------------------------------------------- */
 
 #endif /* VELOZ_ABI_H */

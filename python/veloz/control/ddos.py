@@ -1,0 +1,539 @@
+"""The DDoS filter's objects: allow-lists and rules (nf/ddos.c).
+
+Config file (TOML):
+
+    allow = ["198.18.0.0/24", "fd00:198:18::/64"]   # sources never filtered
+    [[rule]]                       # rules run in order, the first match wins
+    src = "198.18.128.0/17"        # optional: any source
+    proto = "udp"                  # tcp, udp, icmp, icmp6, any or 0..255
+    dport = 53                     # needs proto tcp or udp
+    action = "drop"                # drop | allow | limit
+    [[rule]]
+    proto = "tcp"
+    tcp_flags = "syn,!ack"         # these set, those clear
+    action = "limit"
+    rate = 1000                    # packets per second per source (0: no refill)
+    burst = 100                    # bucket size: packets a source may send at once
+
+A rule's id is its slot in ddos_rules (0 to 63): the config's rules take
+slots 0, 1, ... in order; `veloz ctl rule add` appends after the last rule,
+or takes the free slot --slot names. The running NF's maps are the only
+state: every command reads them first.
+
+A live add writes the rule with used = 0, then the same bytes with used = 1,
+then raises ddos_meta.end; a delete clears used, then lowers end (the order
+nf/ddos.c relies on). Each rule written to a slot gets the slot's next
+generation, so the sources' token buckets of an earlier rule there are
+not inherited.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from veloz.control.client import Ctl, MapInfo
+from veloz.control.objects import Ports
+from veloz.control.ops import Network, Op, delete, lpm_key, parse_prefix, parse_u32, update
+from veloz.errors import VelozError
+
+KEYS = frozenset({"allow", "rule"})
+
+ALLOW = {4: "ddos_allow4", 6: "ddos_allow6"}
+RULES = "ddos_rules"
+META = "ddos_meta"
+RULE_STATS = "ddos_rule_stats"
+TOTALS = "ddos_totals"
+
+# include/veloz/abi.h, nf/ddos.c section
+RULES_MAX = 64
+ALLOW_MAX = 16384
+BURST_MAX = 1_000_000_000
+RATE_MAX = 0xFFFF_FFFF
+ALLOWED = 1
+ACTIONS = {"drop": 1, "limit": 2, "allow": 3}
+ACTION_NAMES = {v: k for k, v in ACTIONS.items()}
+TCP_FLAGS = {"fin": 0x01, "syn": 0x02, "rst": 0x04, "psh": 0x08,
+             "ack": 0x10, "urg": 0x20, "ece": 0x40, "cwr": 0x80}  # fmt: skip
+PROTOS = {"any": 0, "icmp": 1, "tcp": 6, "udp": 17, "icmp6": 58, "icmpv6": 58}
+PROTO_NAMES = {0: "any", 1: "icmp", 6: "tcp", 17: "udp", 58: "icmp6"}
+PORT_PROTOS = (6, 17)
+# enum vz_ddos_total, in order
+TOTAL_NAMES = ["allowlisted", "passed", "not_ip", "malformed"]
+
+RULE = struct.Struct("<8B2sHIII16s")  # struct vz_ddos_rule
+RULE_STAT = struct.Struct("<QQQ")  # struct vz_ddos_rule_stat
+STAT = struct.Struct("<QQ")  # struct vz_stat
+META_VALUE = struct.Struct("<I")  # struct vz_ddos_meta
+RULE_FIELDS = ("src", "proto", "dport", "tcp_flags", "action", "rate", "burst")
+
+
+@dataclass(frozen=True)
+class Rule:
+    action: int  # enum vz_ddos_action
+    src: Network | None = None
+    proto: int = 0
+    dport: int = 0
+    tcp_mask: int = 0
+    tcp_value: int = 0
+    rate: int = 0
+    burst: int = 0
+
+    def encode(self, used: bool, gen: int) -> bytes:
+        """struct vz_ddos_rule."""
+        family = self.src.version if self.src else 0
+        prefixlen = self.src.prefixlen if self.src else 0
+        addr = self.src.network_address.packed if self.src else b""
+        return RULE.pack(
+            int(used), family, prefixlen, self.proto, self.action, self.tcp_mask,
+            self.tcp_value, 0, self.dport.to_bytes(2, "big"), 0, gen, self.rate,
+            self.burst, addr.ljust(16, b"\0"),
+        )  # fmt: skip
+
+    @classmethod
+    def decode(cls, raw: bytes) -> tuple[Rule, bool, int]:
+        """(rule, used, gen) of struct vz_ddos_rule's bytes."""
+        (used, family, prefixlen, proto, action, mask, value, _, dport, _, gen, rate, burst,
+         addr) = RULE.unpack(raw[: RULE.size])  # fmt: skip
+        src: Network | None = None
+        if family == 4:
+            src = ipaddress.IPv4Network((addr[:4], prefixlen))
+        elif family == 6:
+            src = ipaddress.IPv6Network((addr, prefixlen))
+        rule = cls(action, src, proto, int.from_bytes(dport, "big"), mask, value, rate, burst)
+        return rule, bool(used), gen
+
+    def table(self) -> dict[str, object]:
+        """The rule as a config table (what `[[rule]]` would say)."""
+        out: dict[str, object] = {}
+        if self.src is not None:
+            out["src"] = str(self.src)
+        if self.proto:
+            out["proto"] = PROTO_NAMES.get(self.proto, self.proto)
+        if self.dport:
+            out["dport"] = self.dport
+        if self.tcp_mask:
+            out["tcp_flags"] = format_tcp_flags(self.tcp_mask, self.tcp_value)
+        out["action"] = ACTION_NAMES.get(self.action, str(self.action))
+        if self.action == ACTIONS["limit"]:
+            out["rate"] = self.rate
+            out["burst"] = self.burst
+        return out
+
+    def __str__(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.table().items())
+
+
+# ---- parsing ------------------------------------------------------------------
+
+
+def parse_proto(value: object) -> int:
+    if isinstance(value, str) and value.strip().lower() in PROTOS:
+        return PROTOS[value.strip().lower()]
+    if isinstance(value, bool) or not (isinstance(value, int) or str(value).isdigit()):
+        names = ", ".join(PROTOS)
+        raise VelozError(f"unknown protocol '{value}' (expected {names} or a number 0-255)")
+    return parse_u32(str(value), "proto", 0, 255)
+
+
+def parse_tcp_flags(text: object) -> tuple[int, int]:
+    """'syn,!ack' -> (mask, value): SYN set and ACK clear."""
+    if not isinstance(text, str) or not text.strip():
+        raise VelozError("tcp_flags must be flags like 'syn,!ack' (names: fin, syn, rst, ...)")
+    mask = value = 0
+    for word in text.lower().split(","):
+        word = word.strip()
+        name = word.lstrip("!")
+        if name not in TCP_FLAGS or len(word) - len(name) > 1:
+            names = ", ".join(TCP_FLAGS)
+            raise VelozError(f"bad TCP flag '{word}' in '{text}' (flags: {names}; '!' for clear)")
+        bit = TCP_FLAGS[name]
+        if mask & bit:
+            raise VelozError(f"TCP flag '{name}' given twice in '{text}'")
+        mask |= bit
+        if not word.startswith("!"):
+            value |= bit
+    return mask, value
+
+
+def format_tcp_flags(mask: int, value: int) -> str:
+    return ",".join(
+        ("" if value & bit else "!") + name for name, bit in TCP_FLAGS.items() if mask & bit
+    )
+
+
+def _number(value: object, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise VelozError(f"{what} must be a whole number, not '{value}'")
+    return parse_u32(value, what, low, high)
+
+
+def parse_rule(item: dict[str, object]) -> Rule:
+    """A rule from a config table or from `veloz ctl rule add`'s options."""
+    unknown = sorted(set(item) - set(RULE_FIELDS))
+    if unknown:
+        raise VelozError(f"unknown rule key '{unknown[0]}' (known: {', '.join(RULE_FIELDS)})")
+    action_text = item.get("action")
+    if action_text is None:
+        raise VelozError("a rule needs an action: drop, limit or allow")
+    if not isinstance(action_text, str) or action_text.strip().lower() not in ACTIONS:
+        raise VelozError(f"unknown action '{action_text}' (expected drop, limit or allow)")
+    action = ACTIONS[action_text.strip().lower()]
+
+    src = None
+    if item.get("src") is not None:
+        if not isinstance(item["src"], str):
+            raise VelozError(
+                f"bad source prefix '{item['src']}': expected a string like 1.2.0.0/16"
+            )
+        src = parse_prefix(item["src"], "source prefix")
+    proto = parse_proto(item["proto"]) if item.get("proto") is not None else 0
+
+    dport = 0
+    if item.get("dport") is not None:
+        dport = _number(item["dport"], "dport", 1, 65535)
+        if proto not in PORT_PROTOS:
+            raise VelozError("dport needs proto = tcp or udp")
+    mask = value = 0
+    if item.get("tcp_flags") is not None:
+        mask, value = parse_tcp_flags(item["tcp_flags"])
+        if proto != PROTOS["tcp"]:
+            raise VelozError("tcp_flags needs proto = tcp")
+
+    rate = burst = 0
+    if action == ACTIONS["limit"]:
+        if item.get("rate") is None or item.get("burst") is None:
+            raise VelozError("action limit needs rate (packets/s per source) and burst")
+        rate = _number(item["rate"], "rate", 0, RATE_MAX)
+        burst = _number(item["burst"], "burst", 1, BURST_MAX)
+    elif item.get("rate") is not None or item.get("burst") is not None:
+        raise VelozError(f"rate and burst belong to action limit, not {action_text}")
+    return Rule(action, src, proto, dport, mask, value, rate, burst)
+
+
+def parse_allow(values: object) -> list[Network]:
+    items = [values] if isinstance(values, str) else values
+    if not isinstance(items, list):
+        raise VelozError("config: allow must be a list of prefixes")
+    out = []
+    for text in items:
+        if not isinstance(text, str):
+            raise VelozError(f"bad allow-list prefix '{text}': expected a string")
+        out.append(parse_prefix(text, "allow-list prefix"))
+    return out
+
+
+# ---- map operations -----------------------------------------------------------
+
+
+def slot_key(slot: int) -> bytes:
+    return slot.to_bytes(4, "little")
+
+
+def allow_op(net: Network) -> Op:
+    return update(ALLOW[net.version], lpm_key(net), ALLOWED.to_bytes(4, "little"))
+
+
+def meta_op(end: int) -> Op:
+    return update(META, slot_key(0), META_VALUE.pack(end))
+
+
+def add_rule_ops(rule: Rule, slot: int, gen: int, end: int) -> list[Op]:
+    """Write a rule into a free slot while packets flow (see nf/ddos.c)."""
+    ops = [
+        update(RULE_STATS, slot_key(slot), bytes(RULE_STAT.size)),
+        update(RULES, slot_key(slot), rule.encode(False, gen)),
+        update(RULES, slot_key(slot), rule.encode(True, gen)),
+    ]
+    if slot >= end:
+        ops.append(meta_op(slot + 1))
+    return ops
+
+
+def del_rule_ops(rule: Rule, slot: int, gen: int, new_end: int, end: int) -> list[Op]:
+    ops = [update(RULES, slot_key(slot), rule.encode(False, gen))]
+    if new_end != end:
+        ops.append(meta_op(new_end))
+    return ops
+
+
+def _table_list(values: dict, key: str) -> list[dict]:
+    items = values.get(key, [])
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise VelozError(f"config: [[{key}]] must be a list of tables")
+    return items
+
+
+def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
+    """Allow-lists, then the rules in slots 0, 1, ... (nothing runs yet)."""
+    del ports, base  # rules name no ports and no files
+    ops = [allow_op(net) for net in parse_allow(values.get("allow", []))]
+    for family in (4, 6):
+        count = sum(op.map == ALLOW[family] for op in ops)
+        if count > ALLOW_MAX:
+            raise VelozError(
+                f"config: {count} IPv{family} allow-list prefixes, at most {ALLOW_MAX}"
+            )
+    items = _table_list(values, "rule")
+    if len(items) > RULES_MAX:
+        raise VelozError(f"config: {len(items)} rules, at most {RULES_MAX}")
+    for slot, item in enumerate(items):
+        try:
+            rule = parse_rule(item)
+        except VelozError as e:
+            raise VelozError(f"config: rule {slot + 1}: {e}") from None
+        ops.append(update(RULES, slot_key(slot), rule.encode(True, 1)))
+    if items:
+        ops.append(meta_op(len(items)))
+    return ops
+
+
+# ---- reading the running NF ---------------------------------------------------
+
+
+@dataclass
+class Slot:
+    rule: Rule
+    used: bool
+    gen: int
+
+
+def read_rules(ctl: Ctl) -> tuple[dict[int, Slot], int]:
+    """Every slot of ddos_rules, and ddos_meta.end."""
+    slots = {}
+    for key, value in ctl.dump(RULES):
+        rule, used, gen = Rule.decode(value)
+        slots[int.from_bytes(key, "little")] = Slot(rule, used, gen)
+    meta = ctl.lookup(META, slot_key(0)) or bytes(META_VALUE.size)
+    return slots, META_VALUE.unpack(meta[: META_VALUE.size])[0]
+
+
+def _per_cpu_sums(value: bytes, info: MapInfo, fmt: struct.Struct) -> list[int]:
+    """Each field of a per-CPU value, summed over the copies."""
+    sums = [0] * len(fmt.unpack(bytes(fmt.size)))
+    for c in range(info.copies):
+        for i, n in enumerate(fmt.unpack_from(value, c * info.stride)):
+            sums[i] += n
+    return sums
+
+
+def rule_counters(ctl: Ctl) -> dict[int, dict[str, int]]:
+    info = ctl.maps()[RULE_STATS]
+    out = {}
+    for key, value in ctl.dump(RULE_STATS):
+        packets, bytes_, dropped = _per_cpu_sums(value, info, RULE_STAT)
+        out[int.from_bytes(key, "little")] = {
+            "packets": packets,
+            "bytes": bytes_,
+            "dropped": dropped,
+        }
+    return out
+
+
+def totals(ctl: Ctl) -> dict[str, dict[str, int]]:
+    info = ctl.maps()[TOTALS]
+    out = {}
+    for index, name in enumerate(TOTAL_NAMES):
+        value = ctl.lookup(TOTALS, slot_key(index)) or bytes(info.stride * info.copies)
+        packets, bytes_ = _per_cpu_sums(value, info, STAT)
+        out[name] = {"packets": packets, "bytes": bytes_}
+    return out
+
+
+def counters(ctl: Ctl) -> dict[str, int]:
+    """For `veloz ctl stats`: packets per outcome."""
+    out = {name: v["packets"] for name, v in totals(ctl).items()}
+    per_rule = rule_counters(ctl).values()
+    out["rule_matched"] = sum(r["packets"] for r in per_rule)
+    out["rule_dropped"] = sum(r["dropped"] for r in per_rule)
+    return out
+
+
+def read_allow(ctl: Ctl) -> list[Network]:
+    nets: list[Network] = []
+    for family, name in ALLOW.items():
+        for key, _ in ctl.dump(name):
+            length = int.from_bytes(key[:4], "little")
+            if family == 4:
+                nets.append(ipaddress.IPv4Network((key[4:8], length)))
+            else:
+                nets.append(ipaddress.IPv6Network((key[4:20], length)))
+    return nets
+
+
+# ---- live: `veloz ctl rule|allow|ddos-stats` ----------------------------------
+
+
+def choose_slot(slots: dict[int, Slot], end: int, wanted: int | None) -> int:
+    """The slot a new rule goes to: after the last rule, or the free one asked for."""
+    used = sorted(i for i, s in slots.items() if s.used)
+    if wanted is not None:
+        if wanted in used:
+            raise VelozError(
+                f"rule slot {wanted} is in use ({slots[wanted].rule}); delete it first"
+            )
+        return wanted
+    nxt = max(used, default=-1) + 1
+    if nxt >= RULES_MAX:
+        free = [i for i in range(RULES_MAX) if i not in used]
+        if not free:
+            raise VelozError(f"the rule table is full ({RULES_MAX} rules)")
+        raise VelozError(
+            f"no free slot after rule {RULES_MAX - 1}; put the rule in a free one "
+            f"with --slot (free: {', '.join(map(str, free))})"
+        )
+    return nxt
+
+
+def ctl_rule_add(args: argparse.Namespace, ctl: Ctl) -> int:
+    item = {
+        "action": args.action, "src": args.src, "proto": args.proto, "dport": args.dport,
+        "tcp_flags": args.tcp_flags, "rate": args.rate, "burst": args.burst,
+    }  # fmt: skip
+    rule = parse_rule({k: v for k, v in item.items() if v is not None})
+    wanted = None if args.slot is None else parse_u32(args.slot, "--slot", 0, RULES_MAX - 1)
+    slots, end = read_rules(ctl)
+    slot = choose_slot(slots, end, wanted)
+    gen = (slots[slot].gen + 1) & 0xFFFF_FFFF if slot in slots else 1
+    ctl.apply(add_rule_ops(rule, slot, gen, end))
+    print(f"rule {slot} added: {rule}")
+    return 0
+
+
+def ctl_rule_del(args: argparse.Namespace, ctl: Ctl) -> int:
+    slot = parse_u32(args.id, "rule id", 0, RULES_MAX - 1)
+    slots, end = read_rules(ctl)
+    used = sorted(i for i, s in slots.items() if s.used)
+    if slot not in used:
+        have = ", ".join(map(str, used)) or "none"
+        raise VelozError(f"no rule {slot} (rules in use: {have})")
+    new_end = max((i for i in used if i != slot), default=-1) + 1
+    ctl.apply(del_rule_ops(slots[slot].rule, slot, slots[slot].gen, new_end, end))
+    print(f"rule {slot} deleted")
+    return 0
+
+
+def ctl_rule_list(args: argparse.Namespace, ctl: Ctl) -> int:
+    slots, _ = read_rules(ctl)
+    stats = rule_counters(ctl)
+    zero = {"packets": 0, "bytes": 0, "dropped": 0}
+    rows = [
+        {"id": i, **s.rule.table(), **stats.get(i, zero)}
+        for i, s in sorted(slots.items())
+        if s.used
+    ]
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for i, s in sorted(slots.items()):
+        if s.used:
+            c = stats.get(i, zero)
+            print(f"{i:2} {s.rule}  [{c['packets']} packets, {c['bytes']} bytes, "
+                  f"{c['dropped']} dropped]")  # fmt: skip
+    if not rows:
+        print("no rules: every packet not malformed passes")
+    return 0
+
+
+def ctl_allow_add(args: argparse.Namespace, ctl: Ctl) -> int:
+    nets = [parse_prefix(p, "allow-list prefix") for p in args.prefixes]
+    maps = ctl.maps()
+    have = read_allow(ctl)
+    new = [n for n in dict.fromkeys(nets) if n not in have]
+    for family, name in ALLOW.items():
+        count = sum(n.version == family for n in have + new)
+        if count > maps[name].max_entries:
+            raise VelozError(
+                f"the IPv{family} allow-list is full: {count} prefixes, "
+                f"at most {maps[name].max_entries}"
+            )
+    ctl.apply(allow_op(n) for n in new)
+    print(f"allow-list: {len(new)} added, {len(nets) - len(new)} already there")
+    return 0
+
+
+def ctl_allow_del(args: argparse.Namespace, ctl: Ctl) -> int:
+    nets = [parse_prefix(p, "allow-list prefix") for p in args.prefixes]
+    have = read_allow(ctl)
+    for net in nets:
+        if net not in have:
+            raise VelozError(f"{net} is not in the allow-list")
+    ctl.apply(delete(ALLOW[n.version], lpm_key(n)) for n in dict.fromkeys(nets))
+    print(f"allow-list: {len(set(nets))} deleted")
+    return 0
+
+
+def ctl_allow_list(args: argparse.Namespace, ctl: Ctl) -> int:
+    nets = read_allow(ctl)
+    if args.json:
+        print(json.dumps([str(n) for n in nets]))
+        return 0
+    for net in nets:
+        print(net)
+    return 0
+
+
+def ctl_stats(args: argparse.Namespace, ctl: Ctl) -> int:
+    slots, _ = read_rules(ctl)
+    per_rule = rule_counters(ctl)
+    result = {
+        "totals": totals(ctl),
+        "rules": {str(i): per_rule.get(i, {}) for i, s in sorted(slots.items()) if s.used},
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    for name, v in result["totals"].items():
+        print(f"{name:12} {v['packets']:>14} packets {v['bytes']:>16} bytes")
+    for i, c in result["rules"].items():
+        print(f"rule {i:>2}     {c['packets']:>14} packets {c['bytes']:>16} bytes "
+              f"{c['dropped']:>14} dropped")  # fmt: skip
+    return 0
+
+
+def add_ctl_commands(sub: argparse._SubParsersAction) -> None:
+    rule = sub.add_parser("rule", help="ddos: add, delete and list filter rules")
+    verbs = rule.add_subparsers(dest="verb", metavar="VERB", required=True)
+    add = verbs.add_parser(
+        "add",
+        help="ACTION [--src P] [--proto P] [--dport N] [--tcp-flags F] [--rate N --burst N]",
+        description="Add a rule after the last one (first match wins), or in a free --slot. "
+        "ACTION is drop, allow, or limit (a token bucket per source: --rate packets/s, "
+        "0 for no refill, and --burst).",
+    )
+    add.add_argument("action", metavar="ACTION", help="drop, limit or allow")
+    add.add_argument("--src", metavar="PREFIX", help="source prefix (default: any)")
+    add.add_argument("--proto", help="tcp, udp, icmp, icmp6, any or a number")
+    add.add_argument("--dport", help="destination port (proto tcp or udp)")
+    add.add_argument("--tcp-flags", metavar="FLAGS", help="e.g. 'syn,!ack' (proto tcp)")
+    add.add_argument("--rate", help="limit: packets per second per source")
+    add.add_argument("--burst", help="limit: packets a source may send at once")
+    add.add_argument("--slot", help="put the rule in this free slot (0-63)")
+    add.set_defaults(func=ctl_rule_add)
+    d = verbs.add_parser("del", help="delete rule ID (its slot number)")
+    d.add_argument("id", metavar="ID")
+    d.set_defaults(func=ctl_rule_del)
+    lst = verbs.add_parser("list", help="the rules in the running NF, with their counters")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=ctl_rule_list)
+
+    allow = sub.add_parser("allow", help="ddos: source prefixes that bypass every rule")
+    verbs = allow.add_subparsers(dest="verb", metavar="VERB", required=True)
+    add = verbs.add_parser("add", help="PREFIX...")
+    add.add_argument("prefixes", metavar="PREFIX", nargs="+")
+    add.set_defaults(func=ctl_allow_add)
+    d = verbs.add_parser("del", help="PREFIX... (exactly as added)")
+    d.add_argument("prefixes", metavar="PREFIX", nargs="+")
+    d.set_defaults(func=ctl_allow_del)
+    lst = verbs.add_parser("list", help="the allow-listed prefixes")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=ctl_allow_list)
+
+    stats = sub.add_parser("ddos-stats", help="ddos: packets allow-listed, passed, "
+                           "malformed, and per rule")  # fmt: skip
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=ctl_stats)
