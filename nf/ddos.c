@@ -375,7 +375,7 @@ VZ_NF(ddos)
 {
 	/* IPv4 total length is checked against the whole frame, fragments
 	 * included, as the stack will see it */
-	__u64 frame_len = vz__frame_len(ctx);
+	__u64 frame_len = vz_frame_len(ctx);
 	struct ddos_pkt p;
 	int parsed;
 

@@ -275,6 +275,12 @@ VZ_INLINE __u32 vz_len(const struct vz_ctx *ctx)
 	return (__u32)((__u8 *)vz_data_end(ctx) - (__u8 *)vz_data(ctx));
 }
 
+/* The whole frame's length, fragments beyond the linear part included. */
+VZ_INLINE __u64 vz_frame_len(const struct vz_ctx *ctx)
+{
+	return vz__frame_len(ctx);
+}
+
 /* ---- Verdicts --------------------------------------------------------------
  * An NF returns VZ_DROP, VZ_PASS, VZ_TX or VZ_REDIRECT(port).
  */

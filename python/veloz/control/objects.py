@@ -23,7 +23,6 @@ A module defines:
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,10 +63,7 @@ class Ports:
 
 def module(nf: str) -> ModuleType | None:
     name = MODULES.get(nf)
-    # TODO(issue 6, before commit): drop this find_spec once ddos.py and lb.py exist
-    if not name or importlib.util.find_spec(f"veloz.control.{name}") is None:
-        return None
-    return importlib.import_module(f"veloz.control.{name}")
+    return importlib.import_module(f"veloz.control.{name}") if name else None
 
 
 def split_config(nf: str, values: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from veloz.control.client import Ctl
+from veloz.control.client import Ctl, CtlError
 from veloz.control.objects import Ports, iface_macs
 from veloz.control.ops import Op, delete, parse_address, parse_mac, update
 from veloz.errors import VelozError
@@ -398,9 +398,13 @@ def ctl_route_add(args: argparse.Namespace, ctl: Ctl) -> int:
 
 def ctl_route_del(args: argparse.Namespace, ctl: Ctl) -> int:
     prefix = parse_prefix(args.prefix)
-    if ctl.lookup(ROUTES[prefix.family], prefix.key()) is None:
-        raise VelozError(f"no route {prefix}")
-    ctl.apply([delete(ROUTES[prefix.family], prefix.key())])
+    try:
+        ctl.apply([delete(ROUTES[prefix.family], prefix.key())])
+    except CtlError as e:
+        # a lookup would answer a covering route; the delete is exact
+        if "no such entry" in str(e):
+            raise VelozError(f"no route {prefix}") from None
+        raise
     print(f"route {prefix} deleted")
     return 0
 
