@@ -208,4 +208,80 @@ enum vz_ddos_total {
 
 /* ---- nf/lb.c ------------------------------------------------------------- */
 
+/*
+ * Every address in these structs is 16 bytes with a family beside it (4 or
+ * 6): an IPv6 address, or an IPv4 address in the first 4 bytes and zeros
+ * after. Addresses and ports are in network order, as packets carry them.
+ *
+ * Maps (python/veloz/control/lb.py fills them):
+ *   lb_vips      hash   vz_lb_vip_key -> vz_lb_vip
+ *   lb_ring      array  vip index * VZ_LB_RING_SIZE + slot -> backend id
+ *   lb_backends  array  backend id -> vz_lb_backend
+ *   lb_conns     LRU    vz_lb_flow -> backend id (__u32)
+ *   lb_self      array  [0] -> vz_lb_self
+ *   lb_vip_stats, lb_backend_stats  per-CPU vz_stat by vip index / backend id
+ *   lb_counters  per-CPU __u64 by enum vz_lb_counter
+ */
+#define VZ_LB_MAX_VIPS 64
+#define VZ_LB_RING_SIZE 65537 /* Maglev's M: a prime */
+#define VZ_LB_RING_ENTRIES (VZ_LB_MAX_VIPS * VZ_LB_RING_SIZE)
+#define VZ_LB_MAX_BACKENDS 4096 /* ids 1..4095; id 0 is "none" */
+#define VZ_LB_MAX_CONNS 262144 /* loads in ~40 ms on xdp; 1M: ~400 ms */
+
+struct vz_lb_vip_key {
+	__u8 addr[16];
+	__be16 port;
+	__u8 proto; /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 family; /* 4 or 6 */
+};
+
+struct vz_lb_vip {
+	__u32 index; /* 0..VZ_LB_MAX_VIPS-1: its ring and its counters */
+	__u32 flags; /* none defined yet */
+};
+
+/*
+ * A backend id belongs to one VIP. Removal clears VALID and keeps the rest
+ * (a tombstone), so connections pinned to it fall back to the ring.
+ */
+#define VZ_LB_BACKEND_VALID 0x1
+
+struct vz_lb_backend {
+	__u8 addr[16];
+	__u32 vip; /* index of the VIP it serves */
+	__u16 weight; /* read by the control plane only (Maglev turns) */
+	__u8 family; /* 4 or 6; 0: the id was never used */
+	__u8 flags; /* VZ_LB_BACKEND_* */
+};
+
+/* A flow: the key of lb_conns, and the words the flow hash covers. */
+struct vz_lb_flow {
+	__u8 src[16];
+	__u8 dst[16];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 family;
+	__u8 pad[2]; /* zero */
+};
+
+/* What the encapsulated frames are sent with. */
+struct vz_lb_self {
+	__u8 mac[6]; /* Ethernet source */
+	__u8 next_hop_mac[6]; /* Ethernet destination */
+	__u8 source4[4]; /* outer IPv4 source */
+	__u8 source6[16]; /* outer IPv6 source */
+};
+
+enum vz_lb_counter {
+	VZ_LB_MALFORMED = 0, /* bad or truncated IP/L4 header: dropped */
+	VZ_LB_FRAGMENT = 1, /* IPv4 TCP/UDP or IPv6 fragments: passed */
+	VZ_LB_NO_BACKEND = 2, /* VIP whose ring slot has no valid backend */
+	VZ_LB_ENCAP_FAILED = 3, /* no headroom for the outer header */
+	VZ_LB_CONN_HIT = 4, /* backend taken from lb_conns */
+	VZ_LB_CONN_STALE = 5, /* lb_conns named a backend no longer valid */
+	VZ_LB_RING = 6, /* backend taken from the ring (new flow or SYN) */
+	VZ_LB_COUNTERS = 7,
+};
+
 #endif /* VELOZ_ABI_H */

@@ -1,0 +1,754 @@
+"""The load balancer's objects: VIPs, backends, Maglev rings (nf/lb.c).
+
+Config file (TOML):
+
+    [lb]
+    source4 = "198.18.0.1"            # outer IPv4 source (needed by IPv4 backends)
+    source6 = "fd00:198:18::1"        # outer IPv6 source (needed by IPv6 backends)
+    next_hop_mac = "02:00:00:00:00:fe" # Ethernet destination of every encapsulated frame
+    mac = "02:00:00:00:00:01"         # Ethernet source; default: the MAC of port 0
+
+    [[vip]]
+    address = "198.18.100.1"
+    port = 80
+    proto = "tcp"                     # or "udp"
+    backends = ["198.18.1.10", "198.18.1.11:weight=2", {address = "fd00::10", weight = 3}]
+
+The encapsulated frames go back out of the port they came in on, so their
+source MAC is that port's: port 0's unless `mac` says otherwise (a run with
+VIP traffic on several ports sets it). Offline (`veloz replay`) port 0's MAC
+is 02:00:00:00:00:01.
+
+Each VIP gets an index (its row of lb_ring and its counters); each backend of
+each VIP gets its own id in lb_backends, so removing a backend from one VIP
+invalidates exactly the connections pinned to it there. A removed backend's
+slot keeps its address with VALID cleared (a tombstone) and is reused only
+once no never-used id is left. The running NF's maps are the only state:
+every `veloz ctl` command reads them, computes the VIP's new Maglev ring and
+sends only the slots that differ, with the backend entries, as one
+transaction.
+
+Maglev (Eisenbud et al., NSDI'16): each backend has an offset and a skip
+from two independent hashes (keyed BLAKE2b) of its address, so its
+preference list through the table's 65537 slots is the same on every run
+and on every VIP; backends take turns claiming their next free preferred
+slot until the table is full. A backend of weight w takes w turns for every
+max-weight turns of the heaviest, interleaved, so shares follow weights.
+Backends take their turns in address order, so the table depends only on
+the set of (address, weight), never on the order they were added in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import ipaddress
+import json
+import re
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from veloz.control.client import Ctl, MapInfo
+from veloz.control.objects import Ports
+from veloz.control.ops import Address, Op, delete, parse_address, parse_mac, parse_u32, update
+from veloz.errors import VelozError
+
+KEYS = frozenset({"lb", "vip"})
+
+# include/veloz/abi.h, "nf/lb.c" section
+MAX_VIPS = 64
+RING_SIZE = 65537
+MAX_BACKENDS = 4096  # ids 1..4095; 0 is "none"
+BACKEND_VALID = 0x1
+HASH_SEED = 0x5A17B00C  # nf/lb.c LB_HASH_SEED
+MAX_WEIGHT = 0xFFFF
+COUNTER_NAMES = [  # enum vz_lb_counter, in order
+    "malformed",
+    "fragment",
+    "no_backend",
+    "encap_failed",
+    "conn_hit",
+    "conn_stale",
+    "ring",
+]
+
+VIPS = "lb_vips"
+RING = "lb_ring"
+BACKENDS = "lb_backends"
+SELF = "lb_self"
+VIP_STATS = "lb_vip_stats"
+BACKEND_STATS = "lb_backend_stats"
+COUNTERS = "lb_counters"
+
+PROTOS = {"tcp": 6, "udp": 17}
+PROTO_NAMES = {v: k for k, v in PROTOS.items()}
+
+VIP_VALUE = struct.Struct("<II")  # struct vz_lb_vip
+BACKEND = struct.Struct("<16sIHBB")  # struct vz_lb_backend
+SELF_VALUE = struct.Struct("<6s6s4s16s")  # struct vz_lb_self
+STAT = struct.Struct("<QQ")  # struct vz_stat
+
+
+def addr16(addr: Address) -> bytes:
+    """The 16-byte form of every lb struct: IPv4 first, then zeros."""
+    return addr.packed.ljust(16, b"\0")
+
+
+def unpack_addr(raw: bytes, family: int) -> Address:
+    return ipaddress.ip_address(raw[:4] if family == 4 else raw[:16])
+
+
+def u32(n: int) -> bytes:
+    return n.to_bytes(4, "little")
+
+
+# ---- the NF's flow hash (nf/lb.c lb_flow_hash) -----------------------------
+
+_MASK = 0xFFFFFFFF
+
+
+def _rol(x: int, k: int) -> int:
+    return ((x << k) | (x >> (32 - k))) & _MASK
+
+
+def _mix(a: int, b: int, c: int) -> tuple[int, int, int]:
+    a = (a - c) & _MASK
+    a ^= _rol(c, 4)
+    c = (c + b) & _MASK
+    b = (b - a) & _MASK
+    b ^= _rol(a, 6)
+    a = (a + c) & _MASK
+    c = (c - b) & _MASK
+    c ^= _rol(b, 8)
+    b = (b + a) & _MASK
+    a = (a - c) & _MASK
+    a ^= _rol(c, 16)
+    c = (c + b) & _MASK
+    b = (b - a) & _MASK
+    b ^= _rol(a, 19)
+    a = (a + c) & _MASK
+    c = (c - b) & _MASK
+    c ^= _rol(b, 4)
+    b = (b + a) & _MASK
+    return a, b, c
+
+
+def _final(a: int, b: int, c: int) -> int:
+    c ^= b
+    c = (c - _rol(b, 14)) & _MASK
+    a ^= c
+    a = (a - _rol(c, 11)) & _MASK
+    b ^= a
+    b = (b - _rol(a, 25)) & _MASK
+    c ^= b
+    c = (c - _rol(b, 16)) & _MASK
+    a ^= c
+    a = (a - _rol(c, 4)) & _MASK
+    b ^= a
+    b = (b - _rol(a, 14)) & _MASK
+    c ^= b
+    c = (c - _rol(b, 24)) & _MASK
+    return c
+
+
+def flow_key(src: Address, dst: Address, sport: int, dport: int, proto: int) -> bytes:
+    """struct vz_lb_flow: the key of lb_conns."""
+    if src.version != dst.version:
+        raise ValueError("source and destination of different families")
+    ports = sport.to_bytes(2, "big") + dport.to_bytes(2, "big")
+    return addr16(src) + addr16(dst) + ports + bytes([proto, src.version, 0, 0])
+
+
+def flow_hash(key: bytes) -> int:
+    """jhash2 of a vz_lb_flow's ten words, seeded as nf/lb.c seeds it."""
+    k = struct.unpack("<10I", key)
+    a = b = c = (0xDEADBEEF + (10 << 2) + HASH_SEED) & _MASK
+    for i in (0, 3, 6):
+        a, b, c = _mix((a + k[i]) & _MASK, (b + k[i + 1]) & _MASK, (c + k[i + 2]) & _MASK)
+    return _final((a + k[9]) & _MASK, b, c)
+
+
+def flow_slot(key: bytes) -> int:
+    return flow_hash(key) % RING_SIZE
+
+
+# ---- Maglev ---------------------------------------------------------------
+
+
+def _permutation(name: bytes, size: int) -> tuple[int, int]:
+    """(offset, skip) of a backend: two independent keyed hashes of its name."""
+    h1 = hashlib.blake2b(name, digest_size=8, person=b"veloz-lb-offset").digest()
+    h2 = hashlib.blake2b(name, digest_size=8, person=b"veloz-lb-skip").digest()
+    return int.from_bytes(h1, "little") % size, int.from_bytes(h2, "little") % (size - 1) + 1
+
+
+def maglev_table(backends: Sequence[tuple[bytes, int]], size: int = RING_SIZE) -> list[int]:
+    """Maglev's lookup table: for each slot, the index in backends of its owner.
+
+    backends are (name, weight) with distinct names and weights >= 1; size
+    must be prime. An empty list gives a table of -1. Pure and deterministic:
+    the table depends only on the set of backends.
+    """
+    if not backends:
+        return [-1] * size
+    names = [name for name, _ in backends]
+    if len(set(names)) != len(names):
+        raise ValueError("backend names must be distinct")
+    if any(w < 1 for _, w in backends):
+        raise ValueError("weights must be at least 1")
+    order = sorted(range(len(backends)), key=lambda i: backends[i][0])
+    perms = [_permutation(backends[i][0], size) for i in order]
+    weights = [backends[i][1] for i in order]
+    heaviest = max(weights)
+    pos = [offset for offset, _ in perms]
+    skips = [skip for _, skip in perms]
+    credit = [0] * len(order)
+    table = [-1] * size
+    filled = 0
+    while True:
+        for n, owner in enumerate(order):
+            # interleaved weighted turns: w turns per `heaviest` rounds
+            credit[n] += weights[n]
+            if credit[n] < heaviest:
+                continue
+            credit[n] -= heaviest
+            p, skip = pos[n], skips[n]
+            while table[p] >= 0:
+                p += skip
+                if p >= size:
+                    p -= size
+            table[p] = owner
+            p += skip
+            pos[n] = p - size if p >= size else p
+            filled += 1
+            if filled == size:
+                return table
+
+
+# ---- objects ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Vip:
+    address: Address
+    port: int
+    proto: int
+
+    def key(self) -> bytes:
+        """struct vz_lb_vip_key."""
+        return (
+            addr16(self.address)
+            + self.port.to_bytes(2, "big")
+            + bytes([self.proto, self.address.version])
+        )
+
+    @classmethod
+    def unpack(cls, key: bytes) -> Vip:
+        family, proto = key[19], key[18]
+        return cls(unpack_addr(key, family), int.from_bytes(key[16:18], "big"), proto)
+
+    def __str__(self) -> str:
+        host = f"[{self.address}]" if self.address.version == 6 else str(self.address)
+        return f"{host}:{self.port}/{PROTO_NAMES.get(self.proto, self.proto)}"
+
+
+@dataclass
+class Backend:
+    address: Address
+    weight: int = 1
+    vip: int = 0  # index of its VIP
+    valid: bool = True
+
+    @property
+    def name(self) -> bytes:
+        """What Maglev hashes: family and address."""
+        return bytes([self.address.version]) + addr16(self.address)
+
+    def value(self) -> bytes:
+        flags = BACKEND_VALID if self.valid else 0
+        return BACKEND.pack(
+            addr16(self.address), self.vip, self.weight, self.address.version, flags
+        )
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> Backend | None:
+        """None for an id that was never used."""
+        addr, vip, weight, family, flags = BACKEND.unpack(raw[: BACKEND.size])
+        if family not in (4, 6):
+            return None
+        return cls(unpack_addr(addr, family), weight, vip, bool(flags & BACKEND_VALID))
+
+    def __str__(self) -> str:
+        return f"{self.address}" + (f":weight={self.weight}" if self.weight != 1 else "")
+
+
+@dataclass
+class Self:
+    """struct vz_lb_self."""
+
+    mac: bytes = bytes(6)
+    next_hop_mac: bytes = bytes(6)
+    source4: bytes = bytes(4)
+    source6: bytes = bytes(16)
+
+    def value(self) -> bytes:
+        return SELF_VALUE.pack(self.mac, self.next_hop_mac, self.source4, self.source6)
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> Self:
+        return cls(*SELF_VALUE.unpack(raw[: SELF_VALUE.size]))
+
+    def check_backend(self, backend: Backend, vip: Vip) -> None:
+        source = self.source4 if backend.address.version == 4 else self.source6
+        if not any(source):
+            key = f"source{backend.address.version}"
+            raise VelozError(
+                f"vip {vip}: backend {backend.address} needs an outer IPv"
+                f"{backend.address.version} source: set [lb] {key}"
+            )
+        if not any(self.next_hop_mac):
+            raise VelozError(f"vip {vip}: backends need [lb] next_hop_mac")
+
+
+# ---- parsing ------------------------------------------------------------------
+
+
+def parse_proto(text: object) -> int:
+    name = str(text).strip().lower()
+    if name not in PROTOS:
+        raise VelozError(f"bad protocol '{text}': expected tcp or udp")
+    return PROTOS[name]
+
+
+def _number(value: object, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise VelozError(f"{what} must be a whole number, not '{value}'")
+    return parse_u32(value, what, low, high)
+
+
+def parse_vip(address: object, port: object, proto: object) -> Vip:
+    addr = parse_address(str(address), "VIP address")
+    return Vip(addr, _number(port, "VIP port", 1, 65535), parse_proto(proto))
+
+
+_WEIGHT = re.compile(r"^(?P<addr>.+?)(?::weight=(?P<weight>[^:]*))?$")
+
+
+def parse_backend(item: object, where: str = "backend") -> Backend:
+    """ "ADDRESS", "ADDRESS:weight=N" or {address = "...", weight = N}."""
+    if isinstance(item, dict):
+        unknown = set(item) - {"address", "weight"}
+        if unknown or "address" not in item:
+            raise VelozError(f"{where}: a backend table has address and weight, not {item}")
+        text, weight = str(item["address"]), item.get("weight", 1)
+    elif isinstance(item, str):
+        m = _WEIGHT.match(item.strip())
+        assert m is not None
+        text, weight = m["addr"], m["weight"] if m["weight"] is not None else 1
+    else:
+        raise VelozError(f"{where}: a backend is an address string or a table, not {item!r}")
+    addr = parse_address(text, f"{where} address")
+    return Backend(addr, _number(weight, f"{where} weight", 1, MAX_WEIGHT))
+
+
+def _check_unknown(table: dict, known: set[str], where: str) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise VelozError(
+            f"config: {where} has no key '{unknown[0]}' (known: {', '.join(sorted(known))})"
+        )
+
+
+def parse_self(table: object, ports: Ports) -> Self:
+    if not isinstance(table, dict):
+        raise VelozError("config: [lb] must be a table")
+    _check_unknown(table, {"source4", "source6", "next_hop_mac", "mac"}, "[lb]")
+    out = Self(mac=ports.mac(0))
+    if "mac" in table:
+        out.mac = parse_mac(str(table["mac"]))
+    if "next_hop_mac" in table:
+        out.next_hop_mac = parse_mac(str(table["next_hop_mac"]))
+    for family in (4, 6):
+        key = f"source{family}"
+        if key in table:
+            addr = parse_address(str(table[key]), f"[lb] {key}")
+            if addr.version != family:
+                raise VelozError(f"config: [lb] {key} must be an IPv{family} address, not {addr}")
+            setattr(out, key, addr.packed)
+    return out
+
+
+# ---- state: what the running NF's maps hold ----------------------------------
+
+
+@dataclass
+class State:
+    vips: dict[Vip, int] = field(default_factory=dict)  # -> index
+    backends: dict[int, Backend] = field(default_factory=dict)  # id -> every used id
+    self: Self = field(default_factory=Self)
+
+    @classmethod
+    def read(cls, ctl: Ctl) -> State:
+        nf, _ = ctl.info()
+        if nf != "lb":
+            raise VelozError(f"the running NF is {nf}, not lb")
+        state = cls()
+        for key, value in ctl.dump(VIPS):
+            state.vips[Vip.unpack(key)] = VIP_VALUE.unpack(value[: VIP_VALUE.size])[0]
+        for key, value in ctl.dump(BACKENDS):
+            backend = Backend.unpack(value)
+            if backend is not None:
+                state.backends[int.from_bytes(key, "little")] = backend
+        raw = ctl.lookup(SELF, u32(0))
+        if raw:
+            state.self = Self.unpack(raw)
+        return state
+
+    def index(self, vip: Vip) -> int:
+        if vip not in self.vips:
+            raise VelozError(f"unknown VIP {vip}")
+        return self.vips[vip]
+
+    def members(self, index: int) -> dict[int, Backend]:
+        """The valid backends of the VIP at index, by id."""
+        return {i: b for i, b in self.backends.items() if b.valid and b.vip == index}
+
+    def new_vip_index(self, vip: Vip) -> int:
+        if vip in self.vips:
+            raise VelozError(f"VIP {vip} exists already")
+        used = set(self.vips.values())
+        free = next((i for i in range(MAX_VIPS) if i not in used), None)
+        if free is None:
+            raise VelozError(f"the VIP table is full ({MAX_VIPS} VIPs)")
+        return free
+
+    def new_backend_id(self) -> int:
+        """A never-used id first; then the oldest-numbered tombstone."""
+        free = next((i for i in range(1, MAX_BACKENDS) if i not in self.backends), None)
+        if free is None:
+            free = next((i for i, b in sorted(self.backends.items()) if not b.valid), None)
+        if free is None:
+            raise VelozError(f"the backend table is full ({MAX_BACKENDS - 1} backends)")
+        return free
+
+
+def ring_ids(members: dict[int, Backend]) -> list[int]:
+    """The VIP's ring: a backend id per slot (0 when it has no backend)."""
+    ids = list(members)
+    table = maglev_table([(members[i].name, members[i].weight) for i in ids])
+    return [ids[owner] if owner >= 0 else 0 for owner in table]
+
+
+def ring_ops(index: int, old: Sequence[int], new: Sequence[int]) -> list[Op]:
+    base = index * RING_SIZE
+    return [
+        update(RING, u32(base + s), u32(b))
+        for s, (a, b) in enumerate(zip(old, new, strict=True))
+        if a != b
+    ]
+
+
+def read_ring(ctl: Ctl, index: int) -> list[int]:
+    """The VIP's row of lb_ring as the NF has it (pipelined lookups)."""
+    base = index * RING_SIZE
+    replies = ctl.requests([f"lookup {RING} {u32(base + s).hex()}" for s in range(RING_SIZE)])
+    ring = []
+    for reply in replies:
+        if not reply.startswith("ok"):
+            raise VelozError(f"reading {RING}: {reply.removeprefix('error').strip()}")
+        ring.append(int.from_bytes(bytes.fromhex(reply[2:].strip())[:4], "little"))
+    return ring
+
+
+def add_backends(
+    state: State, vip: Vip, backends: Iterable[Backend]
+) -> tuple[list[Op], dict[int, Backend]]:
+    """Backend entries for new backends of vip (state updated); the new members."""
+    index = state.index(vip)
+    members = state.members(index)
+    ops = []
+    for backend in backends:
+        if any(b.address == backend.address for b in members.values()):
+            raise VelozError(f"{backend.address} is a backend of {vip} already")
+        state.self.check_backend(backend, vip)
+        backend.vip, backend.valid = index, True
+        bid = state.new_backend_id()
+        state.backends[bid] = members[bid] = backend
+        ops.append(update(BACKENDS, u32(bid), backend.value()))
+    return ops, members
+
+
+# ---- start-up: a config file's objects ------------------------------------
+
+
+def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
+    vips = values.get("vip", [])
+    if not isinstance(vips, list) or not all(isinstance(v, dict) for v in vips):
+        raise VelozError("config: [[vip]] must be a list of tables")
+    state = State()
+    ops: list[Op] = []
+    if "lb" in values:
+        state.self = parse_self(values["lb"], ports)
+        ops.append(update(SELF, u32(0), state.self.value()))
+    elif vips:
+        raise VelozError("config: VIPs need an [lb] table (source4/source6, next_hop_mac)")
+    for n, item in enumerate(vips, 1):
+        _check_unknown(item, {"address", "port", "proto", "backends"}, f"vip {n}")
+        for key in ("address", "port", "proto"):
+            if key not in item:
+                raise VelozError(f"config: vip {n} needs '{key}'")
+        vip = parse_vip(item["address"], item["port"], item["proto"])
+        index = state.new_vip_index(vip)
+        state.vips[vip] = index
+        ops.append(update(VIPS, vip.key(), VIP_VALUE.pack(index, 0)))
+        items = item.get("backends", [])
+        if not isinstance(items, list):
+            raise VelozError(f"config: vip {vip}: backends must be a list")
+        backends = [parse_backend(b, f"vip {vip} backend") for b in items]
+        backend_ops, members = add_backends(state, vip, backends)
+        ops += backend_ops
+        ops += ring_ops(index, [0] * RING_SIZE, ring_ids(members))
+    return ops
+
+
+# ---- live: `veloz ctl vip|backend|lb|lb-stats` ------------------------------
+
+
+def _vip_from_args(args: argparse.Namespace) -> Vip:
+    return parse_vip(args.address, args.port, args.proto)
+
+
+def ctl_vip_add(args: argparse.Namespace, ctl: Ctl) -> int:
+    vip = _vip_from_args(args)
+    backends = [parse_backend(b) for b in args.backend or []]
+    state = State.read(ctl)
+    index = state.new_vip_index(vip)
+    state.vips[vip] = index
+    ops = [update(VIPS, vip.key(), VIP_VALUE.pack(index, 0))]
+    if backends:
+        backend_ops, members = add_backends(state, vip, backends)
+        # the row may hold ids of a VIP deleted before: compare with what is there
+        ops = backend_ops + ring_ops(index, read_ring(ctl, index), ring_ids(members)) + ops
+    ctl.apply(ops)
+    print(f"vip {vip} added (index {index}, {len(backends)} backends)")
+    return 0
+
+
+def ctl_vip_del(args: argparse.Namespace, ctl: Ctl) -> int:
+    vip = _vip_from_args(args)
+    state = State.read(ctl)
+    index = state.index(vip)
+    ops = [delete(VIPS, vip.key())]
+    for bid, backend in state.members(index).items():
+        backend.valid = False
+        ops.append(update(BACKENDS, u32(bid), backend.value()))
+    ctl.apply(ops)
+    print(f"vip {vip} deleted: its traffic passes to the kernel")
+    return 0
+
+
+def vip_rows(state: State) -> list[dict]:
+    rows = []
+    for vip, index in sorted(state.vips.items(), key=lambda kv: kv[1]):
+        members = state.members(index)
+        rows.append(
+            {
+                "vip": str(vip),
+                "index": index,
+                "backends": [
+                    {"id": bid, "address": str(b.address), "weight": b.weight}
+                    for bid, b in sorted(members.items())
+                ],
+            }
+        )
+    return rows
+
+
+def ctl_vip_list(args: argparse.Namespace, ctl: Ctl) -> int:
+    rows = vip_rows(State.read(ctl))
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for row in rows:
+        backends = ", ".join(
+            b["address"] + (f" (weight {b['weight']})" if b["weight"] != 1 else "")
+            for b in row["backends"]
+        )
+        print(f"{row['vip']} -> {backends or '(no backends: dropped)'}")
+    return 0
+
+
+def ctl_backend_add(args: argparse.Namespace, ctl: Ctl) -> int:
+    vip = _vip_from_args(args)
+    backend = parse_backend(args.backend)
+    if args.weight is not None:
+        backend.weight = parse_u32(args.weight, "weight", 1, MAX_WEIGHT)
+    state = State.read(ctl)
+    index = state.index(vip)
+    # backend entries first: the ring never names an id that is not valid yet
+    ops, members = add_backends(state, vip, [backend])
+    changed = ring_ops(index, read_ring(ctl, index), ring_ids(members))
+    ctl.apply(ops + changed)
+    bid = int.from_bytes(ops[0].key, "little")
+    mine = sum(op.value == u32(bid) for op in changed)
+    print(f"backend {backend} added to {vip}: {mine} of {RING_SIZE} slots, {len(changed)} changed")
+    return 0
+
+
+def ctl_backend_del(args: argparse.Namespace, ctl: Ctl) -> int:
+    vip = _vip_from_args(args)
+    address = parse_address(args.backend, "backend address")
+    state = State.read(ctl)
+    index = state.index(vip)
+    members = state.members(index)
+    bid = next((i for i, b in members.items() if b.address == address), None)
+    if bid is None:
+        raise VelozError(f"{address} is not a backend of {vip}")
+    removed = members.pop(bid)
+    removed.valid = False
+    # the ring first, then the tombstone: connections pinned to it re-hash
+    changed = ring_ops(index, read_ring(ctl, index), ring_ids(members))
+    ctl.apply([*changed, update(BACKENDS, u32(bid), removed.value())])
+    print(f"backend {address} removed from {vip}: {len(changed)} slots moved to the others")
+    return 0
+
+
+def ctl_lb_set(args: argparse.Namespace, ctl: Ctl) -> int:
+    state = State.read(ctl)
+    new = dict(
+        (k, v)
+        for k, v in (
+            ("source4", args.source4),
+            ("source6", args.source6),
+            ("next_hop_mac", args.next_hop_mac),
+            ("mac", args.mac),
+        )
+        if v is not None
+    )
+    if not new:
+        raise VelozError("lb set: give at least one of --source4, --source6, --next-hop-mac, --mac")
+    parsed = parse_self(new, Ports())
+    for key in new:
+        setattr(state.self, key, getattr(parsed, key))
+    ctl.apply([update(SELF, u32(0), state.self.value())])
+    print("lb settings updated")
+    return 0
+
+
+def _summed(ctl: Ctl, infos: dict[str, MapInfo], name: str) -> dict[int, tuple[int, int]]:
+    """key -> (packets, bytes) of a per-CPU vz_stat array, over every copy."""
+    info = infos[name]
+    out = {}
+    for key, value in ctl.dump(name):
+        packets = nbytes = 0
+        for c in range(info.copies):
+            p, b = STAT.unpack_from(value, c * info.stride)
+            packets, nbytes = packets + p, nbytes + b
+        out[int.from_bytes(key, "little")] = (packets, nbytes)
+    return out
+
+
+def stats(ctl: Ctl) -> dict:
+    state = State.read(ctl)
+    infos = ctl.maps()
+    vip_stats = _summed(ctl, infos, VIP_STATS)
+    backend_stats = _summed(ctl, infos, BACKEND_STATS)
+    info = infos[COUNTERS]
+    counters = {}
+    for index, name in enumerate(COUNTER_NAMES):
+        value = ctl.lookup(COUNTERS, u32(index)) or b""
+        counters[name] = sum(
+            int.from_bytes(value[c * info.stride : c * info.stride + 8], "little")
+            for c in range(info.copies)
+        )
+    vips = []
+    for vip, index in sorted(state.vips.items(), key=lambda kv: kv[1]):
+        packets, nbytes = vip_stats.get(index, (0, 0))
+        backends = [
+            {
+                "id": bid,
+                "address": str(b.address),
+                "valid": b.valid,
+                "packets": backend_stats.get(bid, (0, 0))[0],
+                "bytes": backend_stats.get(bid, (0, 0))[1],
+            }
+            for bid, b in sorted(state.backends.items())
+            if b.vip == index and (b.valid or backend_stats.get(bid, (0, 0))[0])
+        ]
+        vips.append({"vip": str(vip), "packets": packets, "bytes": nbytes, "backends": backends})
+    return {"vips": vips, "counters": counters}
+
+
+def ctl_stats(args: argparse.Namespace, ctl: Ctl) -> int:
+    result = stats(ctl)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    for vip in result["vips"]:
+        print(f"{vip['vip']:32} {vip['packets']:>12} packets {vip['bytes']:>14} bytes")
+        for b in vip["backends"]:
+            gone = "" if b["valid"] else " (removed)"
+            name = f"  -> {b['address']}{gone}"
+            print(f"{name:32} {b['packets']:>12} packets {b['bytes']:>14} bytes")
+    for name, value in result["counters"].items():
+        print(f"{name:12} {value}")
+    return 0
+
+
+def _vip_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("address", help="the VIP's IPv4 or IPv6 address")
+    p.add_argument("port", help="the VIP's port, 1-65535")
+    p.add_argument("proto", help="tcp or udp")
+
+
+def add_ctl_commands(sub: argparse._SubParsersAction) -> None:
+    vip = sub.add_parser("vip", help="lb: add, delete and list VIPs")
+    verbs = vip.add_subparsers(dest="verb", metavar="VERB", required=True)
+    add = verbs.add_parser("add", help="ADDRESS PORT PROTO [--backend B]...")
+    _vip_args(add)
+    add.add_argument(
+        "--backend",
+        "-b",
+        action="append",
+        metavar="ADDRESS[:weight=N]",
+        help="a backend, added in the same transaction (repeatable)",
+    )
+    add.set_defaults(func=ctl_vip_add)
+    d = verbs.add_parser("del", help="ADDRESS PORT PROTO: its traffic passes to the kernel")
+    _vip_args(d)
+    d.set_defaults(func=ctl_vip_del)
+    lst = verbs.add_parser("list", help="the VIPs and their backends in the running NF")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=ctl_vip_list)
+
+    backend = sub.add_parser("backend", help="lb: add and remove a VIP's backends")
+    verbs = backend.add_subparsers(dest="verb", metavar="VERB", required=True)
+    add = verbs.add_parser(
+        "add", help="VIP-ADDRESS PORT PROTO BACKEND [--weight N]: moves only its share of slots"
+    )
+    _vip_args(add)
+    add.add_argument("backend", metavar="BACKEND", help="ADDRESS or ADDRESS:weight=N")
+    add.add_argument("--weight", "-w", help=f"1-{MAX_WEIGHT} (default 1)")
+    add.set_defaults(func=ctl_backend_add)
+    d = verbs.add_parser(
+        "del",
+        help="VIP-ADDRESS PORT PROTO BACKEND: its flows, established ones too, re-hash",
+    )
+    _vip_args(d)
+    d.add_argument("backend", metavar="BACKEND", help="the backend's address")
+    d.set_defaults(func=ctl_backend_del)
+
+    lb = sub.add_parser("lb", help="lb: outer source addresses and MACs")
+    verbs = lb.add_subparsers(dest="verb", metavar="VERB", required=True)
+    s = verbs.add_parser("set", help="change what encapsulated frames are sent with")
+    s.add_argument("--source4", metavar="ADDRESS", help="outer IPv4 source")
+    s.add_argument("--source6", metavar="ADDRESS", help="outer IPv6 source")
+    s.add_argument("--next-hop-mac", metavar="MAC", help="Ethernet destination")
+    s.add_argument("--mac", metavar="MAC", help="Ethernet source")
+    s.set_defaults(func=ctl_lb_set)
+
+    st = sub.add_parser("lb-stats", help="lb: packets and bytes per VIP and backend, counters")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=ctl_stats)
