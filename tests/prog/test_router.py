@@ -21,7 +21,7 @@ from veloz.control import router
 from veloz.control.objects import Ports
 from veloz.lab import route_table
 
-from .conftest import BACKENDS, REPO_ROOT, needs_root, parse_json_lines
+from .conftest import BACKENDS, REPO_ROOT, VECTOR_FILES, needs_root, parse_json_lines
 
 VELOZ = REPO_ROOT / ".venv" / "bin" / "veloz"
 NH1_MAC, NH2_MAC = "02:00:00:00:01:02", "02:00:00:00:02:02"
@@ -274,3 +274,20 @@ def test_route_table_cli_writes_route_files(tmp_path: Path):
     assert {(r.kind, r.via, r.port) for r in routes} == {
         (router.FORWARD, (4, ipaddress.IPv4Address("198.18.1.2").packed), 1)
     }
+
+
+@needs_root
+def test_every_shared_vector_through_the_full_table(config_dir: Path, full_table):
+    """Any pcap: the shared vectors (garbage, runts, fragments, jumbo...) all
+    at once, xdp against native, with the full table loaded."""
+    path, _ = full_table
+    frames = [p for name in VECTOR_FILES for p in rdpcap(str(REPO_ROOT / "tests/vectors" / name))]
+    config = f'routes = "{path.name}"\n' + "".join(
+        f'[[neighbour]]\naddress = "{via}"\nmac = "{mac}"\n' for via, mac in NH_MACS.items()
+    )
+    xdp = replay(config_dir, "xdp", frames, config, "vectors")
+    native = replay(config_dir, "native", frames, config, "vectors")
+    assert len(xdp[0]) == len(frames)
+    strip = [{k: v for k, v in r.items() if k != "ns"} for r in xdp[0]]
+    assert strip == [{k: v for k, v in r.items() if k != "ns"} for r in native[0]]
+    assert xdp[1] == native[1]
