@@ -52,7 +52,7 @@ test-net: build
 # and the config parser, FUZZ_SECONDS each, seeded from tests/vectors.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 15
-FUZZ_NFS ?= drop pass tx redirect memaccess headroom
+FUZZ_NFS ?= drop pass tx redirect memaccess headroom router ddos lb
 $(FUZZ_BUILD)/build.ninja:
 	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Db_sanitize=address,undefined \
 		-Db_lundef=false -Dc_args='-fsanitize=fuzzer-no-link -fno-sanitize-recover=all'
@@ -62,11 +62,13 @@ build-fuzz: $(FUZZ_BUILD)/build.ninja
 
 fuzz: build-fuzz
 	$(PY) tests/fuzz/seeds.py $(FUZZ_BUILD)/seeds
+	$(PY) tests/fuzz/ops.py $(FUZZ_BUILD)/ops
 	set -e; for nf in $(FUZZ_NFS); do \
 		mkdir -p $(FUZZ_BUILD)/corpus/$$nf; \
 		log=$(FUZZ_BUILD)/fuzz-$$nf.log; dir=$(FUZZ_BUILD)/nf; \
 		[ -e $$dir/$$nf.so ] || dir=$(FUZZ_BUILD)/tests/nf; \
-		VZ_FUZZ_NF=$$nf VZ_FUZZ_NF_DIR=$$dir VZ_FUZZ_SET=$$( \
+		ops=$(FUZZ_BUILD)/ops/$$nf.ops; [ -e $$ops ] || ops=; \
+		VZ_FUZZ_OPS=$$ops VZ_FUZZ_NF=$$nf VZ_FUZZ_NF_DIR=$$dir VZ_FUZZ_SET=$$( \
 			[ $$nf = memaccess ] && echo accesses=64; [ $$nf = redirect ] && echo port=5; \
 			[ $$nf = headroom ] && echo delta=-20; true) \
 			$(FUZZ_BUILD)/tests/fuzz/fuzz-nf-diff -max_total_time=$(FUZZ_SECONDS) \

@@ -124,7 +124,7 @@ VZ_INLINE int ddos_parse_l4(const struct vz_ctx *ctx, struct ddos_pkt *p,
 VZ_INLINE int ddos_parse_ipv4(const struct vz_ctx *ctx, struct ddos_pkt *p,
 			      __u32 off, __u64 frame_len)
 {
-	struct iphdr *iph = vz_header(ctx, off, sizeof(*iph));
+	vz_iphdr *iph = vz_header(ctx, off, sizeof(*iph));
 	__u32 hlen, tot, frag;
 
 	if (!iph)
@@ -147,7 +147,7 @@ VZ_INLINE int ddos_parse_ipv4(const struct vz_ctx *ctx, struct ddos_pkt *p,
 VZ_INLINE int ddos_parse_ipv6(const struct vz_ctx *ctx, struct ddos_pkt *p,
 			      __u32 off, __u64 frame_len)
 {
-	struct ipv6hdr *ip6 = vz_header(ctx, off, sizeof(*ip6));
+	vz_ipv6hdr *ip6 = vz_header(ctx, off, sizeof(*ip6));
 	__u32 end, frag, i;
 	__u8 *ext, nexthdr;
 

@@ -168,7 +168,7 @@ VZ_INLINE int lb_parse_l4(struct vz_ctx *ctx, __u32 off, __u32 l4_len,
 			  struct lb_packet *pkt)
 {
 	if (pkt->flow.proto == IPPROTO_TCP) {
-		struct tcphdr *tcp = vz_header(ctx, off, sizeof(*tcp));
+		vz_tcphdr *tcp = vz_header(ctx, off, sizeof(*tcp));
 
 		if (!tcp || l4_len < sizeof(*tcp))
 			return -1;
@@ -177,7 +177,7 @@ VZ_INLINE int lb_parse_l4(struct vz_ctx *ctx, __u32 off, __u32 l4_len,
 		/* the flags byte by hand: bitfield order is the compiler's */
 		pkt->syn = ((__u8 *)tcp)[13] & 0x02;
 	} else {
-		struct udphdr *udp = vz_header(ctx, off, sizeof(*udp));
+		vz_udphdr *udp = vz_header(ctx, off, sizeof(*udp));
 
 		if (!udp || l4_len < sizeof(*udp))
 			return -1;
@@ -191,7 +191,7 @@ VZ_INLINE int lb_parse_l4(struct vz_ctx *ctx, __u32 off, __u32 l4_len,
 VZ_INLINE int lb_parse_ipv4(struct vz_ctx *ctx, __u64 frame_len,
 			    struct lb_packet *pkt)
 {
-	struct iphdr *iph = vz_header(ctx, ETH_HLEN, sizeof(*iph));
+	vz_iphdr *iph = vz_header(ctx, ETH_HLEN, sizeof(*iph));
 	__u32 ihl, tot_len;
 	__u16 frag;
 
@@ -229,12 +229,12 @@ malformed:
 VZ_INLINE int lb_parse_ipv6(struct vz_ctx *ctx, __u64 frame_len,
 			    struct lb_packet *pkt)
 {
-	struct ipv6hdr *ip6h = vz_header(ctx, ETH_HLEN, sizeof(*ip6h));
+	vz_ipv6hdr *ip6h = vz_header(ctx, ETH_HLEN, sizeof(*ip6h));
 	__u32 first, payload_len;
 
 	if (!ip6h)
 		goto malformed;
-	first = bpf_ntohl(*(__be32 *)ip6h);
+	first = bpf_ntohl(*(vz_be32 *)ip6h);
 	payload_len = bpf_ntohs(ip6h->payload_len);
 	if (first >> 28 != 6 ||
 	    payload_len > frame_len - ETH_HLEN - sizeof(*ip6h))
@@ -304,19 +304,19 @@ VZ_INLINE int lb_encap(struct vz_ctx *ctx, const struct lb_packet *pkt,
 
 	if (!self)
 		return VZ_DROP;
-	outer_len = backend->family == 4 ? sizeof(struct iphdr)
-					 : sizeof(struct ipv6hdr);
+	outer_len =
+		backend->family == 4 ? sizeof(vz_iphdr) : sizeof(vz_ipv6hdr);
 	if (vz_adjust_head(ctx, -(int)outer_len)) {
 		lb_count(VZ_LB_ENCAP_FAILED);
 		return VZ_DROP;
 	}
 	if (backend->family == 4) {
-		struct iphdr *iph;
+		vz_iphdr *iph;
 
 		eth = vz_header(ctx, 0, ETH_HLEN + sizeof(*iph));
 		if (!eth)
 			return VZ_DROP;
-		iph = (struct iphdr *)(eth + 1);
+		iph = (vz_iphdr *)(eth + 1);
 		eth->h_proto = bpf_htons(ETH_P_IP);
 		*(__u8 *)iph = 0x45;
 		iph->tos = pkt->tos;
@@ -336,15 +336,15 @@ VZ_INLINE int lb_encap(struct vz_ctx *ctx, const struct lb_packet *pkt,
 		__builtin_memcpy(&iph->daddr, backend->addr, 4);
 		iph->check = vz_ipv4_csum(iph);
 	} else {
-		struct ipv6hdr *ip6h;
+		vz_ipv6hdr *ip6h;
 
 		eth = vz_header(ctx, 0, ETH_HLEN + sizeof(*ip6h));
 		if (!eth)
 			return VZ_DROP;
-		ip6h = (struct ipv6hdr *)(eth + 1);
+		ip6h = (vz_ipv6hdr *)(eth + 1);
 		eth->h_proto = bpf_htons(ETH_P_IPV6);
-		*(__be32 *)ip6h = bpf_htonl(6u << 28 | (__u32)pkt->tos << 20 |
-					    (hash & 0xfffff));
+		*(vz_be32 *)ip6h = bpf_htonl(6u << 28 | (__u32)pkt->tos << 20 |
+					     (hash & 0xfffff));
 		ip6h->payload_len = bpf_htons((__u16)pkt->l3_len);
 		ip6h->nexthdr = inner_proto;
 		ip6h->hop_limit = LB_TTL;

@@ -41,8 +41,8 @@ VZ_INLINE int count(int verdict, __u32 counter)
 }
 
 /* Rewrite the MACs and send the frame out of the next hop's port. */
-VZ_INLINE int forward(struct vz_ctx *ctx, struct ethhdr *eth,
-		      const __u8 *smac, const __u8 *dmac, __u32 port)
+VZ_INLINE int forward(struct vz_ctx *ctx, struct ethhdr *eth, const __u8 *smac,
+		      const __u8 *dmac, __u32 port)
 {
 	__builtin_memcpy(eth->h_source, smac, ETH_ALEN);
 	__builtin_memcpy(eth->h_dest, dmac, ETH_ALEN);
@@ -77,7 +77,7 @@ VZ_INLINE int route_verdict(const struct vz_route *route,
 
 VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 {
-	struct iphdr *iph = vz_header(ctx, ETH_HLEN, sizeof(*iph));
+	vz_iphdr *iph = vz_header(ctx, ETH_HLEN, sizeof(*iph));
 	struct vz_lpm4_key key = { .prefixlen = 32 };
 	struct vz_nexthop *nh = 0;
 	struct vz_fib fib;
@@ -116,7 +116,7 @@ VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 
 VZ_INLINE int route_ipv6(struct vz_ctx *ctx, struct ethhdr *eth)
 {
-	struct ipv6hdr *ip6h = vz_header(ctx, ETH_HLEN, sizeof(*ip6h));
+	vz_ipv6hdr *ip6h = vz_header(ctx, ETH_HLEN, sizeof(*ip6h));
 	struct vz_lpm6_key key = { .prefixlen = 128 };
 	struct vz_nexthop *nh = 0;
 	struct vz_fib fib;

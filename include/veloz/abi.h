@@ -66,7 +66,8 @@ struct vz_memaccess_table {
 	__u32 slot[VZ_MEMACCESS_SLOTS];
 };
 
-/* ---- Keys of LPM maps: prefix length, then the address (network order) ---- */
+/* ---- Keys of LPM maps: prefix length, then the address (network order) ----
+ */
 struct vz_lpm4_key {
 	__u32 prefixlen;
 	__u8 addr[4];
@@ -118,7 +119,8 @@ enum vz_router_counter {
 	VZ_ROUTER_LOCAL, /* for this host: PASS */
 	VZ_ROUTER_NO_ROUTE, /* PASS: the kernel answers (ICMP unreachable) */
 	VZ_ROUTER_TTL_EXPIRED, /* PASS: the kernel sends time exceeded */
-	VZ_ROUTER_UNRESOLVED, /* next hop without a MAC: PASS, the kernel ARPs */
+	VZ_ROUTER_UNRESOLVED, /* next hop without a MAC: PASS, the kernel ARPs
+			       */
 	VZ_ROUTER_TO_KERNEL, /* kernel routes, multicast, link-local, non-IP */
 	VZ_ROUTER_BLACKHOLE,
 	VZ_ROUTER_MALFORMED, /* DROP */

@@ -9,7 +9,8 @@
  *
  * Everything an NF touches goes through this header: the packet context
  * (vz_data, vz_data_end, vz_header, vz_ingress_port), the verdicts (VZ_DROP,
- * VZ_PASS, VZ_TX, VZ_REDIRECT(port)), head adjustment, checksum helpers, time,
+ * VZ_PASS, VZ_TX, VZ_REDIRECT(port)), header types (vz_iphdr, vz_ipv6hdr,
+ * vz_tcphdr, vz_udphdr), head adjustment, checksum helpers, time,
  * maps (VZ_ARRAY, VZ_PERCPU_ARRAY, VZ_HASH, VZ_PERCPU_HASH, VZ_LRU_HASH,
  * VZ_LPM) and the NF's configuration (VZ_CONFIG, VZ_CONFIG_CHECK).
  *
@@ -60,6 +61,33 @@
 #define SEC(name)
 #endif
 #endif
+
+/* ---- Header types ----------------------------------------------------------
+ *
+ * A frame starts 4-byte aligned and the IP header follows 14 bytes of
+ * Ethernet, so IP, TCP and ICMP headers sit 2 bytes off the alignment their
+ * C structs promise, in both builds. BPF and x86 do not mind; C does, and the
+ * sanitizers say so: NFs read L3/L4 headers through these types, which are
+ * the kernel's structs with the 2-byte alignment frames really give them
+ * (DPDK packs its header structs for the same reason). The BPF build keeps
+ * the plain structs, so its code is what the kernel's own programs compile to.
+ */
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#ifdef VZ_BUILD_BPF
+typedef struct iphdr vz_iphdr;
+typedef struct ipv6hdr vz_ipv6hdr;
+typedef struct tcphdr vz_tcphdr;
+typedef __be32 vz_be32;
+#else
+typedef struct iphdr vz_iphdr __attribute__((aligned(2)));
+typedef struct ipv6hdr vz_ipv6hdr __attribute__((aligned(2)));
+typedef struct tcphdr vz_tcphdr __attribute__((aligned(2)));
+typedef __be32 vz_be32 __attribute__((aligned(2)));
+#endif
+typedef struct udphdr vz_udphdr; /* 16-bit fields only: aligned as is */
 
 /* ---- Maps ---------------------------------------------------------------- */
 

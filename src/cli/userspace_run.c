@@ -566,7 +566,8 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend)
 	vz_ctl_init_native(&run->ctl, &run->nf.native, backend->name);
 	for (i = 0; i < run->nports; i++)
 		vz_ctl_add_port(&run->ctl, run->ports[i].ifname);
-	/* The NF's state (routes, rules, VIPs) is in its maps before it runs. */
+	/* The NF's state (routes, rules, VIPs) is in its maps before it runs.
+	 */
 	if (run->ops_path && vz_ctl_apply_file(&run->ctl, run->ops_path,
 					       ctl_err, sizeof(ctl_err))) {
 		vz_err("%s", ctl_err);

@@ -431,7 +431,8 @@ int main(int argc, char **argv)
 			r.mode == XDP_MODE_SKB ? "xdp-generic" : "xdp");
 	for (i = 0; i < r.nports; i++)
 		vz_ctl_add_port(&r.ctl, r.ports[i].ifname);
-	/* The NF's state (routes, rules, VIPs) is in its maps before it runs. */
+	/* The NF's state (routes, rules, VIPs) is in its maps before it runs.
+	 */
 	if (r.ops_path &&
 	    vz_ctl_apply_file(&r.ctl, r.ops_path, ctl_err, sizeof(ctl_err))) {
 		vz_err("%s", ctl_err);

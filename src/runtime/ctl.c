@@ -121,12 +121,12 @@ static __u32 stride(const struct vz_ctl_map *m)
 /* Bytes of a full value: every copy, one stride apart. */
 static size_t full_size(const struct vz_ctl_map *m)
 {
-	return is_percpu(m->type) ? (size_t)stride(m) * m->copies :
-				    m->value_size;
+	return is_percpu(m->type) ? (size_t)stride(m) * m->copies
+				  : m->value_size;
 }
 
-void vz_ctl_init_bpf(struct vz_ctl *ctl, struct bpf_object *obj,
-		     const char *nf, const char *backend)
+void vz_ctl_init_bpf(struct vz_ctl *ctl, struct bpf_object *obj, const char *nf,
+		     const char *backend)
 {
 	struct bpf_map *map;
 	int ncpus = libbpf_num_possible_cpus();
@@ -413,8 +413,7 @@ static struct vz_ctl_map *parse_target(struct session *s, char *map_name,
 	}
 	m = find_map(s->ctl, map_name);
 	if (!m) {
-		reply_error(s, out, "%s has no map '%s'", s->ctl->nf,
-			    map_name);
+		reply_error(s, out, "%s has no map '%s'", s->ctl->nf, map_name);
 		return NULL;
 	}
 	if (unhex(key_hex, s->key, s->key_cap, &n) || n != m->key_size) {
@@ -426,8 +425,8 @@ static struct vz_ctl_map *parse_target(struct session *s, char *map_name,
 }
 
 /* The full value from hex: one copy (written to every CPU) or all copies. */
-static int parse_value(struct session *s, struct vz_ctl_map *m,
-		       const char *hex, struct buf *out)
+static int parse_value(struct session *s, struct vz_ctl_map *m, const char *hex,
+		       struct buf *out)
 {
 	size_t n, full = full_size(m), c;
 
@@ -471,13 +470,12 @@ static void do_change(struct session *s, char *verb, char *args[4],
 	}
 	err = remember(s, m);
 	if (!err)
-		err = update ? map_write(m, s->key, s->value) :
-			       map_delete(m, s->key);
+		err = update ? map_write(m, s->key, s->value)
+			     : map_delete(m, s->key);
 	if (err) {
 		if (s->nundo > undo_before) /* nothing changed after all */
 			free(s->undo[--s->nundo].key);
-		reply_error(s, out, "%s %s: %s", verb, m->name,
-			    map_error(err));
+		reply_error(s, out, "%s %s: %s", verb, m->name, map_error(err));
 		goto failed;
 	}
 	buf_printf(out, "ok\n");
@@ -629,17 +627,19 @@ int vz_ctl_apply_file(struct vz_ctl *ctl, const char *path, char *err,
 		if (!line[0] || line[0] == '#')
 			continue;
 		out.len = 0;
-		if (strncmp(line, "update ", 7) && strncmp(line, "delete ", 7)) {
-			snprintf(err, errlen, "ops file %s line %zu: not an "
-				 "update or delete", path, lineno);
+		if (strncmp(line, "update ", 7) &&
+		    strncmp(line, "delete ", 7)) {
+			snprintf(err, errlen,
+				 "ops file %s line %zu: not an "
+				 "update or delete",
+				 path, lineno);
 			ret = -EINVAL;
 			break;
 		}
 		execute(&s, line, &out);
 		if (out.len >= 5 && !strncmp(out.data, "error", 5)) {
 			snprintf(err, errlen, "ops file %s line %zu: %.*s",
-				 path, lineno, (int)out.len - 7,
-				 out.data + 6);
+				 path, lineno, (int)out.len - 7, out.data + 6);
 			ret = -EINVAL;
 			break;
 		}
@@ -692,7 +692,8 @@ static void serve(struct vz_ctl *ctl, int fd)
 		in.len += (size_t)n;
 		out.len = 0;
 		start = in.data;
-		while ((nl = memchr(start, '\n', in.len - (size_t)(start - in.data)))) {
+		while ((nl = memchr(start, '\n',
+				    in.len - (size_t)(start - in.data)))) {
 			*nl = '\0';
 			execute(&s, start, &out);
 			start = nl + 1;
@@ -737,7 +738,8 @@ static int make_dirs(const char *dir)
 	char *slash;
 
 	snprintf(path, sizeof(path), "%s", dir);
-	for (slash = strchr(path + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+	for (slash = strchr(path + 1, '/'); slash;
+	     slash = strchr(slash + 1, '/')) {
 		*slash = '\0';
 		if (mkdir(path, 0755) && errno != EEXIST)
 			return -errno;

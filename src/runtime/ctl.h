@@ -48,8 +48,8 @@ struct vz_ctl {
 
 /* The NF's maps in a BPF object, loaded or not (an ops file applied before
  * the load creates the maps and hands them to libbpf to reuse). */
-void vz_ctl_init_bpf(struct vz_ctl *ctl, struct bpf_object *obj,
-		     const char *nf, const char *backend);
+void vz_ctl_init_bpf(struct vz_ctl *ctl, struct bpf_object *obj, const char *nf,
+		     const char *backend);
 void vz_ctl_init_native(struct vz_ctl *ctl, const struct vz_native_nf *nf,
 			const char *backend);
 void vz_ctl_add_port(struct vz_ctl *ctl, const char *ifname);

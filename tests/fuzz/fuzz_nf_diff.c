@@ -7,7 +7,10 @@
  *
  *   VZ_FUZZ_NF=tx VZ_FUZZ_NF_DIR=build-fuzz/nf fuzz-nf-diff [libFuzzer args]
  *
- * VZ_FUZZ_SET=key=value[,key=value] configures the NF.
+ * VZ_FUZZ_SET=key=value[,key=value] configures the NF; VZ_FUZZ_OPS=FILE
+ * gives both builds the same start-up state (routes, rules, VIPs: an ops
+ * file as tests/fuzz/ops.py writes it), so the fuzzer reaches past "no
+ * route" into the NF's real work.
  */
 #include <linux/if_ether.h>
 #include <stdio.h>
@@ -15,6 +18,7 @@
 #include <string.h>
 
 #include "cli/offline.h"
+#include "runtime/ctl.h"
 
 static struct vz_nf nf;
 static struct vz_offline kernel, native;
@@ -51,6 +55,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (vz_offline_open(&kernel, &nf, true) ||
 	    vz_offline_open(&native, &nf, false))
 		die("cannot prepare both builds");
+	if (getenv("VZ_FUZZ_OPS") && *getenv("VZ_FUZZ_OPS")) {
+		static struct vz_ctl kctl, nctl;
+		char err[512];
+
+		vz_ctl_init_bpf(&kctl, nf.obj, nf.name, "xdp");
+		vz_ctl_init_native(&nctl, &nf.native, "native");
+		if (vz_ctl_apply_file(&kctl, getenv("VZ_FUZZ_OPS"), err,
+				      sizeof(err)) ||
+		    vz_ctl_apply_file(&nctl, getenv("VZ_FUZZ_OPS"), err,
+				      sizeof(err)))
+			die(err);
+	}
 	return 0;
 }
 
