@@ -3,7 +3,12 @@
 drop: the XDP paper's baseline, a drop in nftables' prerouting hook at raw
 priority (before connection tracking), matching the port's interface.
 
-tx, redirect and router: the kernel's IP forwarding. Frames arriving on the port
+lb: this kernel has no IPVS (no ip_vs in /proc/kallsyms), so the kernel's
+own load balancer is nftables: DNAT of each VIP to its backends by a jhash
+of the flow (weights repeat a backend in the map), then IP forwarding, with
+connection tracking keeping a flow on its backend.
+
+tx, redirect, router and lb: the kernel's IP forwarding. Frames arriving on the port
 are routed by the namespace's routing table; those routed back out of the
 port are counted as tx, those routed out of another interface as redirect
 (per interface), those delivered to the host as pass, and the rest (no
@@ -37,7 +42,7 @@ from types import FrameType
 from veloz.errors import VelozError
 
 RUN_DIR = Path("/run/veloz")
-BASELINES = {"drop", "tx", "redirect", "router"}
+BASELINES = {"drop", "tx", "redirect", "router", "lb"}
 ETH_HLEN = 14
 FORWARDING = ("net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding")
 
@@ -82,7 +87,29 @@ def _egress_ports(ifname: str) -> list[str]:
     return [n for n in names if n not in (ifname, "lo")]
 
 
-def _ruleset(nf: str, ifname: str, table: str) -> str:
+def _lb_chain(vips: list) -> str:
+    """DNAT of every VIP to its backends: nftables' jhash load balancing."""
+    rules = ""
+    for vip, backends in vips:
+        ip = "ip" if vip.address.version == 4 else "ip6"
+        l4 = {6: "tcp", 17: "udp"}[vip.proto]
+        targets = [b for b in backends for _ in range(b.weight)]
+        if not targets:
+            continue
+        if any(b.address.version != vip.address.version for b in targets):
+            raise VelozError(f"the linux lb baseline cannot DNAT {vip} to the other family")
+        table = ", ".join(f"{i} : {b.address}" for i, b in enumerate(targets))
+        rules += (
+            f"    {ip} daddr {vip.address} {l4} dport {vip.port} dnat {ip} to jhash "
+            f"{ip} saddr . {l4} sport mod {len(targets)} map {{ {table} }}\n"
+        )
+    return (
+        f"  chain lb {{\n    type nat hook prerouting priority dstnat; policy accept;\n"
+        f"{rules}  }}\n"
+    )
+
+
+def _ruleset(nf: str, ifname: str, table: str, vips: list | None = None) -> str:
     quoted = json.dumps(ifname)
     # Raw priority: before conntrack, as the XDP paper's iptables raw drop.
     rx = f'    iifname {quoted} counter {"drop " if nf == "drop" else ""}comment "rx"\n'
@@ -103,6 +130,8 @@ def _ruleset(nf: str, ifname: str, table: str) -> str:
             f"  chain forward {{\n    type filter hook forward priority filter; "
             f"policy accept;\n{forward}  }}\n"
         )
+    if nf == "lb":
+        chains += _lb_chain(vips or [])
     return f"table inet {table} {{\n{chains}}}\n"
 
 
@@ -157,7 +186,7 @@ def _lock(path: Path, ifname: str) -> int:
 
 
 def run(nf: str, ifaces: list[str], json_out: bool, duration: float | None, interval: float,
-        replace: bool) -> int:  # fmt: skip
+        replace: bool, vips: list | None = None) -> int:  # fmt: skip
     if nf not in BASELINES:
         raise VelozError(
             f"the linux backend has a kernel baseline for {', '.join(sorted(BASELINES))} "
@@ -198,7 +227,7 @@ def run(nf: str, ifaces: list[str], json_out: bool, duration: float | None, inte
                                       for k in wanted}))  # fmt: skip
         try:
             _set_sysctls(wanted)
-            _nft("-f", "-", stdin=_ruleset(nf, ifname, table))
+            _nft("-f", "-", stdin=_ruleset(nf, ifname, table, vips))
             try:
                 return _count(nf, ifname, table, json_out, duration, interval, stop)
             finally:

@@ -195,15 +195,33 @@ def command(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
+def lb_vips(values: dict) -> list:
+    """The [[vip]] tables of an lb config: (VIP, backends) for nftables."""
+    from veloz.control import lb
+
+    out = []
+    for n, item in enumerate(values.get("vip", []), 1):
+        if not isinstance(item, dict) or not {"address", "port", "proto"} <= item.keys():
+            raise VelozError(f"config: vip {n} needs address, port and proto")
+        vip = lb.parse_vip(item["address"], item["port"], item["proto"])
+        out.append(
+            (vip, [lb.parse_backend(b, f"vip {vip} backend") for b in item.get("backends", [])])
+        )
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     if args.backend == "linux":
         _refuse_foreign_options(args)
-        if args.config or args.set:
-            raise VelozError("the linux baseline takes no NF config")
+        vips = None
+        if args.nf == "lb" and args.config and not args.set:
+            vips = lb_vips(config.load(args.config))
+        elif args.config or args.set:
+            raise VelozError("the linux baseline takes no NF config (lb: its VIPs only)")
         if args.interval <= 0 or (args.duration is not None and args.duration <= 0):
             raise VelozError("--interval and --duration must be positive")
         return linux_backend.run(args.nf, list(dict.fromkeys(args.iface)), args.json,
-                                 args.duration, args.interval, args.replace)  # fmt: skip
+                                 args.duration, args.interval, args.replace, vips)  # fmt: skip
     cmd = command(args)
     # exec: SIGINT and SIGTERM reach the tool that must detach, not a wrapper.
     os.execv(cmd[0], cmd)

@@ -102,6 +102,13 @@ static __always_inline void *gen_payload(void *data, void *data_end)
 		if ((void *)(ip + 1) > data_end || ip->ihl < 5 ||
 		    (ip->frag_off & bpf_htons(0x3fff)))
 			return NULL;
+		/* IPIP from a load balancer: the generator's frame is inside */
+		if (ip->protocol == IPPROTO_IPIP) {
+			ip = (void *)ip + ip->ihl * 4;
+			if ((void *)(ip + 1) > data_end || ip->ihl < 5 ||
+			    (ip->frag_off & bpf_htons(0x3fff)))
+				return NULL;
+		}
 		proto = ip->protocol;
 		udp = (void *)ip + ip->ihl * 4;
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {

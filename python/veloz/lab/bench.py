@@ -31,7 +31,7 @@ from veloz.gen import parse_rate
 # Names only: `veloz gen` and `veloz run` build the same parser, and must not
 # pay for importing scipy and matplotlib (the experiments) each time.
 EXPERIMENTS = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "noisy", "headline",
-               "router")  # fmt: skip
+               "router", "lb")  # fmt: skip
 NOISES = ("none", "cpu", "disk", "net")
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")

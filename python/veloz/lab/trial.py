@@ -32,7 +32,7 @@ ARRIVE = {
 }
 GEN_OWN_ADDRESS = "198.18.0.1"  # tx: frames the kernel baseline routes back to vz-gen
 # The verdict that counts as an NF's work done.
-WORK = {"drop": "drop", "tx": "tx", "redirect": "redirect", "router": "redirect"}
+WORK = {"drop": "drop", "tx": "tx", "redirect": "redirect", "router": "redirect", "lb": "tx"}
 SETTLE_S = 0.3  # the last frames reach the counters before they are read
 
 
@@ -107,6 +107,7 @@ def measure(
     nf_extra: list[str] | None = None,
     gen_extra: list[str] | None = None,
     attach_timeout: float = 15.0,
+    arrive: tuple[str, str] | None = None,
 ) -> dict:
     """One trial; rate 0 = as fast as the generator goes. Returns a flat record.
 
@@ -119,7 +120,8 @@ def measure(
                           *nf_args(nf, backend), *(nf_extra or []))  # fmt: skip
     # backend "generator": no NF, the sink on the DUT's port itself: the
     # most the generator can put through the veth, to tell when it is the limit
-    arrive = ("vz-dut", DUT_IN) if backend == "generator" else ARRIVE.get(nf)
+    if arrive is None:  # else: where the caller says the NF's frames arrive
+        arrive = ("vz-dut", DUT_IN) if backend == "generator" else ARRIVE.get(nf)
     sink_argv = ["gen", "--sink", "--replace", "--iface", arrive[1], "--json"] if arrive else []
     if backend == "generator":
         sink_argv.append("--count-only")
@@ -144,7 +146,9 @@ def measure(
         cpu1, t1, nf_cpu = _cpu_jiffies(), time.monotonic(), _process_cpu_s(runner) - nf0
         bpf1 = _bpf_run_stats(runner)
         time.sleep(SETTLE_S)
-        counted = runner.stop() if runner else {WORK.get(nf, nf): None, "errors": {}}
+        # lb's kernel baseline forwards (DNAT) where the NF transmits back
+        work_key = "redirect" if (nf, backend) == ("lb", "linux") else WORK.get(nf, nf)
+        counted = runner.stop() if runner else {work_key: None, "errors": {}}
         arrived = sink.stop() if sink else None
     wall = t1 - t0
     tick = os.sysconf("SC_CLK_TCK")
@@ -155,7 +159,7 @@ def measure(
     # with a sequence number already seen: the generator's page was reused
     # while the frame was in flight. They did arrive: they count as done, and
     # are reported as duplicates.
-    work = counted[WORK.get(nf, nf)]
+    work = counted[work_key]
     done = work if arrived is None else arrived["received"]
     record = {
         "nf": nf,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from veloz.lab.experiments import cost, cpu, latency, router, throughput
+from veloz.lab.experiments import cost, cpu, latency, lb_bench, router, throughput
 
 EXPERIMENTS: dict[str, object] = {
     "drop": throughput.DROP,
@@ -25,6 +25,7 @@ EXPERIMENTS: dict[str, object] = {
     "noisy": throughput.NOISY,
     "headline": throughput.HEADLINE,
     "router": router.ROUTER,
+    "lb": lb_bench.LB,
 }
 
 
