@@ -50,6 +50,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=int, default=64, help="frame size in bytes (60-3520)")
     p.add_argument("--rate", default="100k", help="pps (100k, 2M) or bit/s (1Gbps); 0 = max")
     p.add_argument("--flows", type=int, default=1, help="distinct source ports")
+    p.add_argument(
+        "--dsts",
+        type=int,
+        default=1,
+        help="distinct destination addresses, spread over --dst-range (IPv4 live frames; "
+        "frame k goes to destination k mod N and source port k mod --flows)",
+    )
+    p.add_argument("--dst-range", metavar="CIDR", help="where --dsts come from")
     p.add_argument("--tcp", action="store_true", help="TCP segments (ACK) instead of UDP")
     p.add_argument("--ipv6", action="store_true", help="IPv6 (testbed addresses; else give them)")
     p.add_argument(
@@ -122,6 +130,9 @@ def command(args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
     if args.tcp:
         cmd.append("--tcp")
+    if args.dsts != 1 or args.dst_range:
+        cmd += ["--dsts", str(args.dsts)]
+        cmd += ["--dst-range", args.dst_range] if args.dst_range else []
     if args.afxdp:
         cmd += ["--afxdp", "--queue", str(args.queue)]
     if args.count is not None:

@@ -63,7 +63,7 @@ int vz_xdp_gen(struct xdp_md *xdp)
 {
 	void *data = (void *)(long)xdp->data;
 	void *data_end = (void *)(long)xdp->data_end;
-	__u32 key = 0, flow;
+	__u32 key = 0, flow, old_dst = 0, new_dst = 0;
 	__u16 *sport, *words, *csum;
 	__u64 *seq;
 
@@ -86,6 +86,19 @@ int vz_xdp_gen(struct xdp_md *xdp)
 	*sport = bpf_htons((__u16)(vz_gen_config.base_port + flow));
 	((struct vz_gen_payload *)words)->seq = *seq + vz_gen_config.seq_base;
 	((struct vz_gen_payload *)words)->tx_ns = bpf_ktime_get_ns();
+	if (vz_gen_config.dsts > 1) {
+		/* the IPv4 header follows Ethernet (gen.c allows no other) */
+		struct iphdr *ip = data + ETH_HLEN;
+
+		if ((void *)(ip + 1) > data_end)
+			return XDP_ABORTED;
+		old_dst = ip->daddr;
+		new_dst = bpf_htonl(vz_gen_dst(vz_gen_config.dst_base,
+					       vz_gen_config.dst_mask,
+					       (__u32)(*seq % vz_gen_config.dsts)));
+		ip->daddr = new_dst;
+		vz_csum_replace4(&ip->check, old_dst, new_dst);
+	}
 	(*seq)++;
 	if (!vz_gen_config.csum_off)
 		return XDP_TX; /* UDP over IPv4: checksum 0, none */
@@ -93,6 +106,8 @@ int vz_xdp_gen(struct xdp_md *xdp)
 	if ((void *)(csum + 1) > data_end)
 		return XDP_ABORTED;
 	*csum = vz_gen_stamped_csum(*csum, *sport, words);
+	if (old_dst != new_dst) /* TCP: the pseudo-header holds it too */
+		vz_csum_replace4(csum, old_dst, new_dst);
 	return XDP_TX;
 }
 

@@ -59,6 +59,10 @@ struct gen {
 	__u64 count; /* 0 = until duration */
 	double duration;
 	__u32 flows;
+	__u32 dsts; /* destinations spread over dst_range (live frames, IPv4) */
+	struct in_addr dst_range;
+	__u32 dst_range_len;
+	bool have_dst_range;
 	__u8 src_mac[ETH_ALEN], dst_mac[ETH_ALEN];
 	bool ipv6, tcp;
 	bool afxdp; /* through an AF_XDP socket, not live frames */
@@ -215,6 +219,11 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 		.l4_off = g->l4_off,
 		.payload_off = g->payload_off,
 		.csum_off = g->csum_off,
+		.dsts = g->dsts,
+		.dst_base = ntohl(g->dst_range.s_addr),
+		.dst_mask = g->dst_range_len ?
+				    (__u32)((1ull << (32 - g->dst_range_len)) - 1) :
+				    0xffffffffu,
 	};
 
 	memcpy(cfg.headers, g->frame, g->payload_off);
@@ -230,7 +239,7 @@ static void usage(FILE *out)
 		" [--flows N]\n"
 		"              [--count N | --duration S] [--tcp] [--json]"
 		" [--bpf gen.bpf.o]\n"
-		"              [--afxdp [--queue Q]]\n"
+		"              [--afxdp [--queue Q]] [--dsts N --dst-range CIDR]\n"
 		"  addresses are IPv4 or IPv6 (both the same family)\n");
 }
 
@@ -252,6 +261,8 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		{ "afxdp", no_argument, NULL, 'A' },
 		{ "queue", required_argument, NULL, 'q' },
 		{ "bpf", required_argument, NULL, 'b' },
+		{ "dsts", required_argument, NULL, 'n' },
+		{ "dst-range", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -269,10 +280,32 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		case 'i':
 			g->ifname = optarg;
 			break;
+		case 'R': {
+			char addr[INET_ADDRSTRLEN + 1], *slash;
+
+			snprintf(addr, sizeof(addr), "%s", optarg);
+			slash = strchr(addr, '/');
+			if (slash)
+				*slash = '\0';
+			n = slash ? strtoull(slash + 1, &end, 10) : 99;
+			if (!slash || *end || n > 32 ||
+			    inet_pton(AF_INET, addr, &g->dst_range) != 1 ||
+			    (n < 32 &&
+			     (ntohl(g->dst_range.s_addr) & ((1u << (32 - n)) - 1)))) {
+				vz_err("--dst-range '%s' is not an IPv4 prefix "
+				       "(e.g. 198.18.128.0/17)",
+				       optarg);
+				return 2;
+			}
+			g->dst_range_len = (__u32)n;
+			g->have_dst_range = true;
+			break;
+		}
 		case 'z':
 		case 'r':
 		case 'c':
 		case 'f':
+		case 'n':
 			n = strtoull(optarg, &end, 10);
 			if (errno || *end || end == optarg ||
 			    optarg[0] == '-') {
@@ -285,6 +318,8 @@ static int parse_args(struct gen *g, int argc, char **argv)
 				g->rate = n;
 			else if (opt == 'c')
 				g->count = n;
+			else if (opt == 'n')
+				g->dsts = (__u32)(n > 1u << 20 ? 1u << 20 : n);
 			else
 				g->flows = (__u32)(n > 65536 ? 65536 : n);
 			break;
@@ -369,6 +404,21 @@ static int parse_args(struct gen *g, int argc, char **argv)
 	if (g->flows < 1 || g->flows > 65535 - GEN_BASE_PORT) {
 		vz_err("--flows must be between 1 and %d",
 		       65535 - GEN_BASE_PORT);
+		return 2;
+	}
+	if (g->dsts < 1 || g->dsts > 65536) {
+		vz_err("--dsts must be between 1 and 65536");
+		return 2;
+	}
+	if (g->dsts > 1 && (g->ipv6 || g->afxdp || !g->have_dst_range)) {
+		vz_err("--dsts N > 1 needs IPv4 live frames (no --ipv6, no "
+		       "--afxdp) and --dst-range");
+		return 2;
+	}
+	if (g->dsts > 1 && g->dst_range_len < 32 &&
+	    g->dsts > 1ull << (32 - g->dst_range_len)) {
+		vz_err("--dsts %u is more than --dst-range /%u holds", g->dsts,
+		       g->dst_range_len);
 		return 2;
 	}
 	if (!g->count && g->duration <= 0)
@@ -500,9 +550,10 @@ static void report(const struct gen *g, __u64 sent, double secs,
 
 	if (g->json) {
 		printf("{\"iface\": \"%s\", \"size\": %u, \"flows\": %u, "
+		       "\"dsts\": %u, "
 		       "\"target_pps\": %llu, \"sent\": %llu, \"seconds\": "
 		       "%.6f, \"pps\": %.0f, \"bps\": %.0f",
-		       g->ifname, g->size, g->flows,
+		       g->ifname, g->size, g->flows, g->dsts,
 		       (unsigned long long)g->rate, (unsigned long long)sent,
 		       secs, pps, pps * g->size * 8);
 		if (known)
@@ -556,7 +607,7 @@ static int send_afxdp(const struct gen *g)
 
 int main(int argc, char **argv)
 {
-	struct gen g = { .size = 64, .rate = 100000, .flows = 1 };
+	struct gen g = { .size = 64, .rate = 100000, .flows = 1, .dsts = 1 };
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct vz_iface_lock lo_lock = { .fd = -1 };
 	struct vz_if_xmit before, after;

@@ -34,6 +34,16 @@ struct vz_gen_config {
 	__u16 csum_off;
 	__u16 pad2;
 	/*
+	 * Destinations (IPv4, live frames): frame k goes to destination
+	 * k mod dsts, dst_base + (i * 2654435761 & dst_mask) for the i-th, a
+	 * spread over the range dst_base/(32 - log2(dst_mask + 1)) that is a
+	 * bijection, so the dsts addresses are distinct. dsts 1: the template's.
+	 */
+	__u32 dsts;
+	__u32 dst_base; /* host order */
+	__u32 dst_mask;
+	__u32 pad3;
+	/*
 	 * The template's headers, written into every frame: live frames come
 	 * from a page pool whose pages return after whoever received them
 	 * is done, and a receiver in the kernel may have rewritten them in
@@ -67,6 +77,13 @@ vz_gen_stamped_csum(__u16 template_csum, __u16 sport, const __u16 *payload)
 		sum += payload[i];
 	csum = vz_csum_fold(sum);
 	return csum ? csum : 0xffff;
+}
+
+/* The i-th destination of a spread (see struct vz_gen_config), host order. */
+static inline __attribute__((always_inline)) __u32
+vz_gen_dst(__u32 base, __u32 mask, __u32 i)
+{
+	return base + ((i * 2654435761u) & mask);
 }
 
 #endif
