@@ -6,9 +6,10 @@
  * means the same thing in both builds.
  *
  * Concurrency rule: per-CPU maps are per worker (vz_worker_id); array maps
- * are plain memory like BPF's; hash, LRU and LPM maps take a spinlock per
- * operation, so any number of workers and the control plane may use them at
- * once.
+ * are plain memory like BPF's; hash and LRU maps take a spinlock per
+ * operation; LPM maps are a DIR-24-8 trie (src/runtime/lpm.c) whose lookups
+ * take no lock and whose updates do. Any number of workers and the control
+ * plane may use any of them at once.
  */
 #ifndef VELOZ_MAPS_H
 #define VELOZ_MAPS_H

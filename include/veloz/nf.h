@@ -28,8 +28,9 @@
  *     __sync_fetch_and_add() (or a per-CPU array), exactly as in BPF.
  *   - VZ_HASH, VZ_LRU_HASH, VZ_LPM: safe for any number of concurrent
  *     workers and for the control plane writing while they run: every
- *     lookup, update and delete takes the map's lock, and LRU eviction
- *     happens under it. A lookup returns a pointer into the map, as
+ *     update and delete takes the map's lock, and so do hash and LRU
+ *     lookups (LRU eviction happens under it); LPM lookups walk a DIR-24-8
+ *     trie with atomic loads and no lock. A lookup returns a pointer into the map, as
  *     bpf_map_lookup_elem() does: an update in place through it is seen by
  *     the others, and once another worker or the control plane deletes
  *     that key, the slot may be reused, as a BPF hash map's preallocated

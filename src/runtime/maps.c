@@ -6,10 +6,14 @@
  * an LPM map answers the longest matching prefix).
  *
  * Hash-like maps share one table: a pool of max_entries nodes, chained
- * buckets and a recency list (used by LRU only). LPM entries are stored with
- * their address masked to the prefix, and a lookup tries prefix lengths from
- * the longest down. That is simple and exact; issue 6 brings a DIR-24-8 table
- * for full-size routing tables.
+ * buckets and a recency list (used by LRU only).
+ *
+ * LPM maps keep their rules in that table too, keyed by (prefixlen, address
+ * masked to it), which is what update, delete, read and next_key work on;
+ * beside it a multibit trie (lpm.c, DIR-24-8 for IPv4) maps an address to
+ * the node of its longest matching rule. Lookups go through the trie
+ * without the lock (lpm.h says what a reader may see while the control
+ * plane writes); writers take the lock and change both.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,9 +22,12 @@
 
 #include <veloz/maps.h>
 
+#include "lpm.h"
+
 __thread __u32 vz_worker_id __attribute__((tls_model("initial-exec")));
 
 #define VZ_NIL 0xffffffffu
+_Static_assert(VZ_NIL == VZ_LPM_NONE, "the trie answers nodes");
 
 struct vz_node {
 	__u32 next; /* bucket chain, or free list */
@@ -38,10 +45,13 @@ struct vz_map_impl {
 	__u8 *vals; /* max_entries * per-node value bytes */
 	__u64 node_value_bytes;
 	__u32 free_head;
+	__u32 free_tail; /* LPM: freed nodes queue here, reused last */
 	__u32 lru_head; /* most recently used */
 	__u32 lru_tail;
 	__u32 count;
-	__u8 *scratch_key; /* LPM lookups build masked keys here */
+	__u8 *scratch_key; /* LPM writes build masked keys here */
+	__u8 *scratch_probe; /* ...and look for covering rules here */
+	struct vz_lpm lpm;
 };
 
 static __u64 round_up(__u64 n, __u64 to)
@@ -54,6 +64,11 @@ static int is_percpu(const struct vz_map *map)
 	return map->type == BPF_MAP_TYPE_PERCPU_ARRAY ||
 	       map->type == BPF_MAP_TYPE_PERCPU_HASH ||
 	       map->type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+static int is_lpm(const struct vz_map *map)
+{
+	return map->type == BPF_MAP_TYPE_LPM_TRIE;
 }
 
 static int is_lru(const struct vz_map *map)
@@ -94,15 +109,21 @@ static int impl_init(struct vz_map *map)
 	impl->keys = calloc(map->max_entries, map->key_size);
 	impl->vals = calloc(map->max_entries, impl->node_value_bytes);
 	impl->scratch_key = calloc(1, map->key_size);
+	impl->scratch_probe = calloc(1, map->key_size);
 	if (!impl->buckets || !impl->nodes || !impl->keys || !impl->vals ||
-	    !impl->scratch_key)
+	    !impl->scratch_key || !impl->scratch_probe)
 		return -ENOMEM;
 	for (i = 0; i < impl->nbuckets; i++)
 		impl->buckets[i] = VZ_NIL;
 	for (i = 0; i < map->max_entries; i++)
 		impl->nodes[i].next = i + 1 < map->max_entries ? i + 1 : VZ_NIL;
 	impl->free_head = 0;
+	impl->free_tail = map->max_entries - 1;
 	impl->lru_head = impl->lru_tail = VZ_NIL;
+	if (is_lpm(map))
+		return vz_lpm_init(&impl->lpm,
+				   map->key_size - (__u32)sizeof(__u32),
+				   map->max_entries);
 	return 0;
 }
 
@@ -137,9 +158,13 @@ int vz_map_init(struct vz_map *map, __u32 nworkers)
 			map->worker_stride *= map->nworkers;
 		return impl_init(map);
 	case BPF_MAP_TYPE_LPM_TRIE:
+		/* the kernel's limits: 1 to 256 address bytes */
 		if (map->key_size <= sizeof(__u32) ||
+		    map->key_size > sizeof(__u32) + VZ_LPM_MAX_DATA ||
 		    !(map->flags & BPF_F_NO_PREALLOC))
 			return -EINVAL;
+		if (map->max_entries > VZ_LPM_MAX_RULES)
+			return -E2BIG;
 		map->worker_stride = map->value_stride;
 		return impl_init(map);
 	default:
@@ -160,6 +185,8 @@ void vz_map_free(struct vz_map *map)
 		free(impl->keys);
 		free(impl->vals);
 		free(impl->scratch_key);
+		free(impl->scratch_probe);
+		vz_lpm_free(&impl->lpm);
 		free(impl);
 		map->impl = NULL;
 	}
@@ -231,9 +258,19 @@ static void remove_node(struct vz_map *map, __u32 n)
 	*link = impl->nodes[n].next;
 	lru_unlink(impl, n);
 	impl->nodes[n].in_use = 0;
+	impl->count--;
+	if (is_lpm(map)) {
+		/* lock-free readers may still be on n: reuse it last */
+		impl->nodes[n].next = VZ_NIL;
+		if (impl->free_head == VZ_NIL)
+			impl->free_head = n;
+		else
+			impl->nodes[impl->free_tail].next = n;
+		impl->free_tail = n;
+		return;
+	}
 	impl->nodes[n].next = impl->free_head;
 	impl->free_head = n;
-	impl->count--;
 }
 
 static __u32 alloc_node(struct vz_map *map)
@@ -266,8 +303,7 @@ static int hash_update(struct vz_map *map, const void *key, const void *value,
 	if (n == VZ_NIL) {
 		n = alloc_node(map);
 		if (n == VZ_NIL)
-			return map->type == BPF_MAP_TYPE_LPM_TRIE ? -ENOSPC
-								  : -E2BIG;
+			return is_lpm(map) ? -ENOSPC : -E2BIG;
 		memcpy(node_key(map, n), key, map->key_size);
 		memset(node_value(map, n), 0, impl->node_value_bytes);
 		bucket = bucket_of(map, key);
@@ -320,15 +356,17 @@ static void lpm_mask(struct vz_map *map, __u8 *key, __u32 prefixlen)
 	}
 }
 
-static __u32 lpm_find(struct vz_map *map, const void *key)
+/*
+ * The longest rule no longer than maxlen covering key's address, by probing
+ * the table: what a deleted rule uncovers, and lookups with a prefixlen
+ * shorter than the address (rare; the trie answers the longest match only).
+ */
+static __u32 lpm_probe(struct vz_map *map, const void *key, __u32 maxlen)
 {
-	__u8 *probe = map->impl->scratch_key;
-	__u32 prefixlen, plen, n;
+	__u8 *probe = map->impl->scratch_probe;
+	__u32 plen, n;
 
-	memcpy(&prefixlen, key, sizeof(prefixlen));
-	if (prefixlen > lpm_data_bits(map))
-		prefixlen = lpm_data_bits(map);
-	for (plen = prefixlen + 1; plen-- > 0;) {
+	for (plen = maxlen + 1; plen-- > 0;) {
 		memcpy(probe, key, map->key_size);
 		lpm_mask(map, probe, plen);
 		n = find_node(map, probe);
@@ -338,19 +376,110 @@ static __u32 lpm_find(struct vz_map *map, const void *key)
 	return VZ_NIL;
 }
 
+/* Under the lock: the rule a lookup answers, as BPF's: the longest prefix
+ * no longer than key's prefixlen; none past the address's bits. */
+static __u32 lpm_match(struct vz_map *map, const void *key)
+{
+	struct vz_lpm *lpm = &map->impl->lpm;
+	__u32 prefixlen, n;
+
+	memcpy(&prefixlen, key, sizeof(prefixlen));
+	if (prefixlen > lpm_data_bits(map))
+		return VZ_NIL;
+	n = vz_lpm_lookup(lpm, (const __u8 *)key + sizeof(__u32));
+	if (n == VZ_NIL || vz_lpm_depth(lpm, n) <= prefixlen)
+		return n;
+	return lpm_probe(map, key, prefixlen);
+}
+
+static __attribute__((noinline)) void *lpm_lookup_short(struct vz_map *map,
+							const void *key)
+{
+	struct vz_map_impl *impl = map->impl;
+	__u32 n;
+
+	pthread_spin_lock(&impl->lock);
+	n = lpm_match(map, key);
+	pthread_spin_unlock(&impl->lock);
+	return n == VZ_NIL ? NULL : node_value(map, n);
+}
+
+/*
+ * A lookup from an NF: lock-free through the trie, and kept a leaf function
+ * (the rare prefixlen below the address's bits is a call away). Values are
+ * updated in place, under the lock, so a reader racing an update of the
+ * same rule may see part of each, as with BPF hash maps; a rule's value
+ * never moves.
+ */
+static __attribute__((noinline)) void *lpm_lookup(struct vz_map *map,
+						  const void *key)
+{
+	struct vz_map_impl *impl = map->impl;
+	__u32 prefixlen, n;
+
+	memcpy(&prefixlen, key, sizeof(prefixlen));
+	if (__builtin_expect(prefixlen != impl->lpm.data_bytes * 8, 0))
+		return lpm_lookup_short(map, key);
+	n = vz_lpm_lookup(&impl->lpm, (const __u8 *)key + sizeof(__u32));
+	return n == VZ_NIL ? NULL : node_value(map, n);
+}
+
+static int lpm_update(struct vz_map *map, const void *key, const void *value,
+		      __u64 flags, int all_workers)
+{
+	struct vz_map_impl *impl = map->impl;
+	__u8 *masked = impl->scratch_key;
+	__u32 prefixlen, count = impl->count, n;
+	int err;
+
+	memcpy(&prefixlen, key, sizeof(prefixlen));
+	if (prefixlen > lpm_data_bits(map))
+		return -EINVAL;
+	memcpy(masked, key, map->key_size);
+	lpm_mask(map, masked, prefixlen);
+	err = hash_update(map, masked, value, flags, all_workers);
+	if (err || impl->count == count)
+		return err; /* a new value for a rule the trie has */
+	/* the node's value is written: now readers may find it */
+	n = find_node(map, masked);
+	err = vz_lpm_add(&impl->lpm, masked + sizeof(__u32), prefixlen, n);
+	if (err)
+		remove_node(map, n);
+	return err;
+}
+
+static int lpm_delete(struct vz_map *map, const void *key)
+{
+	__u8 *masked = map->impl->scratch_key;
+	__u32 prefixlen, n, uncovered;
+
+	memcpy(&prefixlen, key, sizeof(prefixlen));
+	if (prefixlen > lpm_data_bits(map))
+		return -EINVAL;
+	memcpy(masked, key, map->key_size);
+	lpm_mask(map, masked, prefixlen);
+	n = find_node(map, masked);
+	if (n == VZ_NIL)
+		return -ENOENT;
+	uncovered = prefixlen ? lpm_probe(map, masked, prefixlen - 1) : VZ_NIL;
+	/* the trie lets go of n before n can be reused */
+	vz_lpm_delete(&map->impl->lpm, masked + sizeof(__u32), prefixlen, n,
+		      uncovered);
+	remove_node(map, n);
+	return 0;
+}
+
 /* ---- the API ------------------------------------------------------------- */
 
-void *vz_map_lookup_slow(struct vz_map *map, const void *key)
+static __attribute__((noinline)) void *hash_lookup(struct vz_map *map,
+						   const void *key)
 {
 	struct vz_map_impl *impl = map->impl;
 	void *value = NULL;
 	__u32 n;
 
-	if (!impl)
-		return NULL;
 	pthread_spin_lock(&impl->lock);
-	n = map->type == BPF_MAP_TYPE_LPM_TRIE ? lpm_find(map, key)
-					       : find_node(map, key);
+	n = find_node(map, key);
 	if (n != VZ_NIL) {
 		if (is_lru(map)) {
 			lru_unlink(impl, n);
@@ -363,6 +492,17 @@ void *vz_map_lookup_slow(struct vz_map *map, const void *key)
 	}
 	pthread_spin_unlock(&impl->lock);
 	return value;
+}
+
+/* Both lookups are tail calls: the LPM one stays free of the hash path's
+ * stack frame. */
+void *vz_map_lookup_slow(struct vz_map *map, const void *key)
+{
+	if (!map->impl)
+		return NULL;
+	if (is_lpm(map))
+		return lpm_lookup(map, key);
+	return hash_lookup(map, key);
 }
 
 static int array_write(struct vz_map *map, const void *key, const void *value,
@@ -393,8 +533,6 @@ static int array_write(struct vz_map *map, const void *key, const void *value,
 static int map_write(struct vz_map *map, const void *key, const void *value,
 		     __u64 flags, int all_workers)
 {
-	__u8 *masked;
-	__u32 prefixlen;
 	int err;
 
 	if (flags > BPF_EXIST)
@@ -404,20 +542,10 @@ static int map_write(struct vz_map *map, const void *key, const void *value,
 	if (!map->impl)
 		return -EINVAL;
 	pthread_spin_lock(&map->impl->lock);
-	if (map->type == BPF_MAP_TYPE_LPM_TRIE) {
-		memcpy(&prefixlen, key, sizeof(prefixlen));
-		if (prefixlen > lpm_data_bits(map)) {
-			err = -EINVAL;
-		} else {
-			masked = map->impl->scratch_key;
-			memcpy(masked, key, map->key_size);
-			lpm_mask(map, masked, prefixlen);
-			err = hash_update(map, masked, value, flags,
-					  all_workers);
-		}
-	} else {
+	if (is_lpm(map))
+		err = lpm_update(map, key, value, flags, all_workers);
+	else
 		err = hash_update(map, key, value, flags, all_workers);
-	}
 	pthread_spin_unlock(&map->impl->lock);
 	return err;
 }
@@ -436,8 +564,7 @@ int vz_map_write(struct vz_map *map, const void *key, const void *value,
 
 int vz_map_delete_elem(struct vz_map *map, const void *key)
 {
-	__u8 *probe;
-	__u32 prefixlen, n;
+	__u32 n;
 	int err = 0;
 
 	if (map->values)
@@ -445,23 +572,15 @@ int vz_map_delete_elem(struct vz_map *map, const void *key)
 	if (!map->impl)
 		return -EINVAL;
 	pthread_spin_lock(&map->impl->lock);
-	if (map->type == BPF_MAP_TYPE_LPM_TRIE) {
-		memcpy(&prefixlen, key, sizeof(prefixlen));
-		probe = map->impl->scratch_key;
-		memcpy(probe, key, map->key_size);
-		if (prefixlen > lpm_data_bits(map)) {
-			err = -EINVAL;
-			goto out;
-		}
-		lpm_mask(map, probe, prefixlen);
-		key = probe;
+	if (is_lpm(map)) {
+		err = lpm_delete(map, key);
+	} else {
+		n = find_node(map, key);
+		if (n == VZ_NIL)
+			err = -ENOENT;
+		else
+			remove_node(map, n);
 	}
-	n = find_node(map, key);
-	if (n == VZ_NIL)
-		err = -ENOENT;
-	else
-		remove_node(map, n);
-out:
 	pthread_spin_unlock(&map->impl->lock);
 	return err;
 }
@@ -485,8 +604,7 @@ int vz_map_read(struct vz_map *map, const void *key, void *value)
 	if (!map->impl)
 		return -EINVAL;
 	pthread_spin_lock(&map->impl->lock);
-	n = map->type == BPF_MAP_TYPE_LPM_TRIE ? lpm_find(map, key)
-					       : find_node(map, key);
+	n = is_lpm(map) ? lpm_match(map, key) : find_node(map, key);
 	if (n == VZ_NIL) {
 		err = -ENOENT;
 	} else if (is_percpu(map)) {
@@ -505,7 +623,7 @@ int vz_map_read(struct vz_map *map, const void *key, void *value)
 int vz_map_next_key(struct vz_map *map, const void *key, void *next_key)
 {
 	struct vz_map_impl *impl = map->impl;
-	__u32 index = 0, n;
+	__u32 index = 0, prefixlen, n;
 	int err = -ENOENT;
 
 	if (map->values) {
@@ -521,6 +639,18 @@ int vz_map_next_key(struct vz_map *map, const void *key, void *next_key)
 	/* Node order is stable between calls that do not change the map. */
 	pthread_spin_lock(&impl->lock);
 	n = 0;
+	if (key && is_lpm(map)) {
+		/* as the kernel's: host bits do not count; a prefixlen past the
+		 * address starts over */
+		memcpy(&prefixlen, key, sizeof(prefixlen));
+		if (prefixlen <= lpm_data_bits(map)) {
+			memcpy(impl->scratch_key, key, map->key_size);
+			lpm_mask(map, impl->scratch_key, prefixlen);
+			key = impl->scratch_key;
+		} else {
+			key = NULL;
+		}
+	}
 	if (key) {
 		n = find_node(map, key);
 		n = n == VZ_NIL ? 0 : n + 1;

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The LPM table's writer side: adding and removing rules by controlled
+ * prefix expansion, and the group pool. See lpm.h for the layout and the
+ * rules readers rely on. Every function here runs under the map's lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "lpm.h"
+
+#define GROUP_ENTRIES 256
+#define CHUNK_GROUPS (1u << VZ_LPM_CHUNK_SHIFT)
+#define MAX_GROUPS 0x7fffffffu /* group numbers fit beside VZ_LPM_GROUP */
+/*
+ * Tables sized for a full routing table get huge pages for a 64 MiB first
+ * level: random lookups over it would miss the TLB on 4 KiB pages, and such
+ * a table touches most of it anyway.
+ */
+#define HUGE_PAGE_RULES 65536
+
+static void store(__u32 *entry, __u32 word)
+{
+	__atomic_store_n(entry, word, __ATOMIC_RELEASE);
+}
+
+static __u32 *group_entries(struct vz_lpm *t, __u32 g)
+{
+	return (__u32 *)vz_lpm_group(t, g);
+}
+
+int vz_lpm_init(struct vz_lpm *t, __u32 data_bytes, __u32 max_rules)
+{
+	__u64 max_groups = 0, level = 1;
+	__u32 below, k;
+	void *root;
+
+	memset(t, 0, sizeof(*t));
+	if (!data_bytes || data_bytes > VZ_LPM_MAX_DATA || !max_rules ||
+	    max_rules > VZ_LPM_MAX_RULES)
+		return -EINVAL;
+	t->data_bytes = data_bytes;
+	t->root_bytes = data_bytes < 4 ? data_bytes : data_bytes == 4 ? 3 : 2;
+	t->root_shift = 32 - 8 * t->root_bytes;
+	t->max_rules = max_rules;
+	/*
+	 * A group lives only while a rule longer than its level lies under it,
+	 * and a rule has one group per level on its way down: per level below
+	 * the first, at most max_rules groups, and no more than the level
+	 * above has entries.
+	 */
+	below = data_bytes - t->root_bytes;
+	for (k = 0; k < below && max_groups < MAX_GROUPS; k++) {
+		level = k ? level * GROUP_ENTRIES : 1ull << (8 * t->root_bytes);
+		if (level > MAX_GROUPS)
+			level = MAX_GROUPS;
+		max_groups += level < max_rules ? level : max_rules;
+	}
+	t->max_groups =
+		max_groups < MAX_GROUPS ? (__u32)max_groups : MAX_GROUPS;
+
+	t->root_size = sizeof(__u32) << (8 * t->root_bytes);
+	root = mmap(NULL, t->root_size, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (root == MAP_FAILED)
+		goto nomem;
+	t->root = root;
+	if (t->root_size >= (2u << 20) && max_rules >= HUGE_PAGE_RULES)
+		madvise(root, t->root_size, MADV_HUGEPAGE); /* a hint */
+	t->depth = calloc(max_rules, sizeof(*t->depth));
+	if (!t->depth)
+		goto nomem;
+	if (t->max_groups) {
+		t->chunks = calloc((t->max_groups + CHUNK_GROUPS - 1) /
+					   CHUNK_GROUPS,
+				   sizeof(*t->chunks));
+		if (!t->chunks)
+			goto nomem;
+	}
+	return 0;
+nomem:
+	vz_lpm_free(t);
+	return -ENOMEM;
+}
+
+void vz_lpm_free(struct vz_lpm *t)
+{
+	__u32 c;
+
+	if (t->root)
+		munmap(t->root, t->root_size);
+	for (c = 0; c < t->nchunks; c++)
+		free(t->chunks[c]);
+	free(t->chunks);
+	free(t->depth);
+	free(t->free_groups);
+	memset(t, 0, sizeof(*t));
+}
+
+/* Make sure need more groups can be had without failing. */
+static int groups_reserve(struct vz_lpm *t, __u32 need)
+{
+	__u32 fresh, groups, *grown;
+
+	if (need <= t->nfree)
+		return 0;
+	fresh = need - t->nfree;
+	if (fresh > t->max_groups - t->ngroups)
+		return -ENOMEM;
+	while (t->nchunks * CHUNK_GROUPS < t->ngroups + fresh) {
+		groups = t->max_groups - t->nchunks * CHUNK_GROUPS;
+		if (groups > CHUNK_GROUPS)
+			groups = CHUNK_GROUPS;
+		/* room to free every group: freeing never fails */
+		grown = realloc(t->free_groups,
+				sizeof(*grown) *
+					(t->nchunks * CHUNK_GROUPS + groups));
+		if (!grown)
+			return -ENOMEM;
+		t->free_groups = grown;
+		t->chunks[t->nchunks] =
+			calloc((size_t)groups * GROUP_ENTRIES, sizeof(__u32));
+		if (!t->chunks[t->nchunks])
+			return -ENOMEM;
+		t->nchunks++;
+	}
+	return 0;
+}
+
+/* A group (reserved beforehand) with every entry fill, not yet published. */
+static __u32 group_take(struct vz_lpm *t, __u32 fill)
+{
+	__u32 g, i, *entries;
+
+	if (t->nfree) {
+		g = t->free_groups[--t->nfree];
+		/* A reader still on g that sees one of its new entries (each a
+		 * release store, after this) sees gen move too, and retries;
+		 * one that sees gen move sees g unlinked (release). */
+		__atomic_store_n(&t->gen, t->gen + 1, __ATOMIC_RELEASE);
+	} else {
+		g = t->ngroups++;
+	}
+	entries = group_entries(t, g);
+	for (i = 0; i < GROUP_ENTRIES; i++)
+		store(&entries[i], fill);
+	return g;
+}
+
+static int group_uniform(const __u32 *entries)
+{
+	__u32 i;
+
+	if (entries[0] & VZ_LPM_GROUP)
+		return 0;
+	for (i = 1; i < GROUP_ENTRIES; i++)
+		if (entries[i] != entries[0])
+			return 0;
+	return 1;
+}
+
+/* Entries [first, first + count) and the groups under them: the new rule
+ * takes every address whose rule is no longer than it. */
+static void expand(struct vz_lpm *t, __u32 *entries, __u32 first, __u32 count,
+		   __u32 leaf, __u32 depth)
+{
+	__u32 i, e;
+
+	for (i = first; i < first + count; i++) {
+		e = entries[i];
+		if (e & VZ_LPM_GROUP)
+			expand(t, group_entries(t, e & ~VZ_LPM_GROUP), 0,
+			       GROUP_ENTRIES, leaf, depth);
+		else if (!e || t->depth[e - 1] <= depth)
+			store(&entries[i], leaf);
+	}
+}
+
+/* ...and a deleted rule's addresses go to the one it uncovers. */
+static void unexpand(struct vz_lpm *t, __u32 *entries, __u32 first, __u32 count,
+		     __u32 leaf, __u32 repl)
+{
+	__u32 i, e;
+
+	for (i = first; i < first + count; i++) {
+		e = entries[i];
+		if (e & VZ_LPM_GROUP)
+			unexpand(t, group_entries(t, e & ~VZ_LPM_GROUP), 0,
+				 GROUP_ENTRIES, leaf, repl);
+		else if (e == leaf)
+			store(&entries[i], repl);
+	}
+}
+
+int vz_lpm_add(struct vz_lpm *t, const __u8 *addr, __u32 depth, __u32 rule)
+{
+	__u32 *entries = t->root, idx = vz_lpm_root_index(t, addr);
+	__u32 bits = 8 * t->root_bytes, byte = t->root_bytes;
+	__u32 need = 0, span, e;
+	int err;
+
+	if (depth > 8 * t->data_bytes || rule >= t->max_rules)
+		return -EINVAL;
+	/* A dry walk first: the groups this rule needs, so that nothing
+	 * changes unless all of them can be had. */
+	while (depth > bits) {
+		e = entries[idx];
+		if (!(e & VZ_LPM_GROUP)) {
+			need = (depth - bits + 7) / 8;
+			break;
+		}
+		entries = group_entries(t, e & ~VZ_LPM_GROUP);
+		idx = addr[byte++];
+		bits += 8;
+	}
+	err = groups_reserve(t, need);
+	if (err)
+		return err;
+
+	t->depth[rule] = (__u16)depth;
+	entries = t->root;
+	idx = vz_lpm_root_index(t, addr);
+	bits = 8 * t->root_bytes;
+	byte = t->root_bytes;
+	while (depth > bits) {
+		e = entries[idx];
+		if (!(e & VZ_LPM_GROUP)) {
+			/* the new group starts as what the entry said */
+			e = VZ_LPM_GROUP | group_take(t, e);
+			store(&entries[idx], e);
+		}
+		entries = group_entries(t, e & ~VZ_LPM_GROUP);
+		idx = addr[byte++];
+		bits += 8;
+	}
+	span = 1u << (bits - depth);
+	expand(t, entries, idx & ~(span - 1), span, rule + 1, depth);
+	return 0;
+}
+
+void vz_lpm_delete(struct vz_lpm *t, const __u8 *addr, __u32 depth, __u32 rule,
+		   __u32 repl)
+{
+	__u32 *path[VZ_LPM_MAX_DATA]; /* entries naming the groups walked */
+	__u32 *entries = t->root, idx = vz_lpm_root_index(t, addr);
+	__u32 bits = 8 * t->root_bytes, byte = t->root_bytes;
+	__u32 levels = 0, span, e, g;
+
+	if (depth > 8 * t->data_bytes)
+		return;
+	while (depth > bits) {
+		e = entries[idx];
+		if (!(e & VZ_LPM_GROUP))
+			return; /* not in the table: nothing is under it */
+		path[levels++] = &entries[idx];
+		entries = group_entries(t, e & ~VZ_LPM_GROUP);
+		idx = addr[byte++];
+		bits += 8;
+	}
+	span = 1u << (bits - depth);
+	unexpand(t, entries, idx & ~(span - 1), span, rule + 1, repl + 1);
+
+	/*
+	 * Groups on the way down may now have no deeper rule under them: all
+	 * 256 entries equal. The parent takes that word first, so a reader
+	 * never finds a freed group in the table, only on its way through one.
+	 */
+	while (levels--) {
+		g = *path[levels] & ~VZ_LPM_GROUP;
+		entries = group_entries(t, g);
+		if (!group_uniform(entries))
+			break;
+		store(path[levels], entries[0]);
+		t->free_groups[t->nfree++] = g;
+	}
+}
