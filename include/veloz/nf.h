@@ -30,9 +30,10 @@
  *     workers and for the control plane writing while they run: every
  *     update and delete takes the map's lock, and so do hash and LRU
  *     lookups (LRU eviction happens under it); LPM lookups walk a DIR-24-8
- *     trie with atomic loads and no lock. A lookup returns a pointer into the
- * map, as bpf_map_lookup_elem() does: an update in place through it is seen by
- *     the others, and once another worker or the control plane deletes
+ *     trie with atomic loads and no lock. A lookup returns a pointer into
+ *     the map, as bpf_map_lookup_elem() does: an update in place through
+ *     it is seen by the others, and once another worker or the control
+ *     plane deletes
  *     that key, the slot may be reused, as a BPF hash map's preallocated
  *     elements are. Do not hold it across frames.
  */
