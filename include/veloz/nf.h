@@ -33,9 +33,8 @@
  *     trie with atomic loads and no lock. A lookup returns a pointer into
  *     the map, as bpf_map_lookup_elem() does: an update in place through
  *     it is seen by the others, and once another worker or the control
- *     plane deletes
- *     that key, the slot may be reused, as a BPF hash map's preallocated
- *     elements are. Do not hold it across frames.
+ *     plane deletes that key, the slot may be reused, as a BPF hash map's
+ *     preallocated elements are. Do not hold it across frames.
  */
 #ifndef VELOZ_NF_H
 #define VELOZ_NF_H
