@@ -93,9 +93,9 @@ int vz_xdp_gen(struct xdp_md *xdp)
 		if ((void *)(ip + 1) > data_end)
 			return XDP_ABORTED;
 		old_dst = ip->daddr;
-		new_dst = bpf_htonl(vz_gen_dst(vz_gen_config.dst_base,
-					       vz_gen_config.dst_mask,
-					       (__u32)(*seq % vz_gen_config.dsts)));
+		new_dst = bpf_htonl(vz_gen_dst(
+			vz_gen_config.dst_base, vz_gen_config.dst_mask,
+			(__u32)(*seq % vz_gen_config.dsts)));
 		ip->daddr = new_dst;
 		vz_csum_replace4(&ip->check, old_dst, new_dst);
 	}

@@ -221,9 +221,10 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 		.csum_off = g->csum_off,
 		.dsts = g->dsts,
 		.dst_base = ntohl(g->dst_range.s_addr),
-		.dst_mask = g->dst_range_len ?
-				    (__u32)((1ull << (32 - g->dst_range_len)) - 1) :
-				    0xffffffffu,
+		.dst_mask =
+			g->dst_range_len
+				? (__u32)((1ull << (32 - g->dst_range_len)) - 1)
+				: 0xffffffffu,
 	};
 
 	memcpy(cfg.headers, g->frame, g->payload_off);
@@ -290,8 +291,8 @@ static int parse_args(struct gen *g, int argc, char **argv)
 			n = slash ? strtoull(slash + 1, &end, 10) : 99;
 			if (!slash || *end || n > 32 ||
 			    inet_pton(AF_INET, addr, &g->dst_range) != 1 ||
-			    (n < 32 &&
-			     (ntohl(g->dst_range.s_addr) & ((1u << (32 - n)) - 1)))) {
+			    (n < 32 && (ntohl(g->dst_range.s_addr) &
+					((1u << (32 - n)) - 1)))) {
 				vz_err("--dst-range '%s' is not an IPv4 prefix "
 				       "(e.g. 198.18.128.0/17)",
 				       optarg);

@@ -37,7 +37,8 @@ struct vz_gen_config {
 	 * Destinations (IPv4, live frames): frame k goes to destination
 	 * k mod dsts, dst_base + (i * 2654435761 & dst_mask) for the i-th, a
 	 * spread over the range dst_base/(32 - log2(dst_mask + 1)) that is a
-	 * bijection, so the dsts addresses are distinct. dsts 1: the template's.
+	 * bijection, so the dsts addresses are distinct. dsts 1: the
+	 * template's.
 	 */
 	__u32 dsts;
 	__u32 dst_base; /* host order */

@@ -21,7 +21,8 @@ def test_frames_spread_over_the_destinations(testbed, tmp_path, tcp):
     cap = Capture("vz-dut", "dut-gen", tmp_path / "gen.pcap", "ip")
     sent = run_json(in_netns("vz-gen", veloz_argv(
         "gen", "--iface", "gen-dut", "--json", "--count", "600", "--rate", "20000",
-        "--flows", "7", "--size", "100", "--dsts", "200", "--dst-range", str(RANGE), *(["--tcp"] if tcp else []),
+        "--flows", "7", "--size", "100", "--dsts", "200", "--dst-range", str(RANGE),
+        *(["--tcp"] if tcp else []),
     )), 60)  # fmt: skip
     frames = [f for f in cap.stop() if IP in f]
     assert sent["dsts"] == 200 and len(frames) == 600

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import struct
 
 from veloz.control import objects
-from veloz.control.client import Ctl
+from veloz.control.client import Ctl, per_cpu_sums
 from veloz.errors import VelozError
 
 VERDICTS = ["aborted", "drop", "pass", "tx", "redirect"]
+STAT = struct.Struct("<QQ")  # struct vz_stat
 
 
 def stats(ctl: Ctl) -> dict[str, dict[str, int]]:
@@ -23,12 +25,8 @@ def stats(ctl: Ctl) -> dict[str, dict[str, int]]:
     out = {}
     for index, name in enumerate(VERDICTS):
         value = ctl.lookup("vz_stats", index.to_bytes(4, "little")) or b""
-        packets = bytes_ = 0
-        for c in range(info.copies):
-            base = c * info.stride
-            packets += int.from_bytes(value[base : base + 8], "little")
-            bytes_ += int.from_bytes(value[base + 8 : base + 16], "little")
-        out[name] = {"packets": packets, "bytes": bytes_}
+        packets, nbytes = per_cpu_sums(value, info, STAT)
+        out[name] = {"packets": packets, "bytes": nbytes}
     return out
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from pathlib import Path
 from veloz.control.ops import Op
 from veloz.errors import VelozError
 
+U64 = struct.Struct("<Q")  # a per-CPU counter
 CTL_DIR = Path(os.environ.get("VELOZ_CTL_DIR", "/run/veloz/ctl"))
 # Requests in flight before reading replies: bounds what either side buffers.
 CHUNK = 2048
@@ -171,7 +173,12 @@ class Ctl:
         return nf, backend
 
 
-def sum_copies(value: bytes, info: MapInfo, fmt_size: int | None = None) -> list[bytes]:
-    """The per-CPU copies of a value, one value_size slice each."""
-    size = fmt_size or info.value_size
-    return [value[i * info.stride : i * info.stride + size] for i in range(info.copies)]
+def per_cpu_sums(value: bytes, info: MapInfo, fmt: struct.Struct) -> list[int]:
+    """Each field of a per-CPU value (fmt), summed over its copies."""
+    sums = [0] * len(fmt.unpack(bytes(fmt.size)))
+    for c in range(info.copies):
+        if c * info.stride + fmt.size > len(value):
+            break  # a missing value reads as zeros
+        for i, n in enumerate(fmt.unpack_from(value, c * info.stride)):
+            sums[i] += n
+    return sums

@@ -36,7 +36,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from veloz.control.client import Ctl, MapInfo
+from veloz.control.client import Ctl, per_cpu_sums
 from veloz.control.objects import Ports
 from veloz.control.ops import Network, Op, delete, lpm_key, parse_prefix, parse_u32, update
 from veloz.errors import VelozError
@@ -312,20 +312,11 @@ def read_rules(ctl: Ctl) -> tuple[dict[int, Slot], int]:
     return slots, META_VALUE.unpack(meta[: META_VALUE.size])[0]
 
 
-def _per_cpu_sums(value: bytes, info: MapInfo, fmt: struct.Struct) -> list[int]:
-    """Each field of a per-CPU value, summed over the copies."""
-    sums = [0] * len(fmt.unpack(bytes(fmt.size)))
-    for c in range(info.copies):
-        for i, n in enumerate(fmt.unpack_from(value, c * info.stride)):
-            sums[i] += n
-    return sums
-
-
 def rule_counters(ctl: Ctl) -> dict[int, dict[str, int]]:
     info = ctl.maps()[RULE_STATS]
     out = {}
     for key, value in ctl.dump(RULE_STATS):
-        packets, bytes_, dropped = _per_cpu_sums(value, info, RULE_STAT)
+        packets, bytes_, dropped = per_cpu_sums(value, info, RULE_STAT)
         out[int.from_bytes(key, "little")] = {
             "packets": packets,
             "bytes": bytes_,
@@ -339,7 +330,7 @@ def totals(ctl: Ctl) -> dict[str, dict[str, int]]:
     out = {}
     for index, name in enumerate(TOTAL_NAMES):
         value = ctl.lookup(TOTALS, slot_key(index)) or bytes(info.stride * info.copies)
-        packets, bytes_ = _per_cpu_sums(value, info, STAT)
+        packets, bytes_ = per_cpu_sums(value, info, STAT)
         out[name] = {"packets": packets, "bytes": bytes_}
     return out
 

@@ -50,7 +50,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from veloz.control.client import Ctl, MapInfo
+from veloz.control.client import U64, Ctl, MapInfo, per_cpu_sums
 from veloz.control.objects import Ports
 from veloz.control.ops import Address, Op, delete, parse_address, parse_mac, parse_u32, update
 from veloz.errors import VelozError
@@ -642,10 +642,7 @@ def _summed(ctl: Ctl, infos: dict[str, MapInfo], name: str) -> dict[int, tuple[i
     info = infos[name]
     out = {}
     for key, value in ctl.dump(name):
-        packets = nbytes = 0
-        for c in range(info.copies):
-            p, b = STAT.unpack_from(value, c * info.stride)
-            packets, nbytes = packets + p, nbytes + b
+        packets, nbytes = per_cpu_sums(value, info, STAT)
         out[int.from_bytes(key, "little")] = (packets, nbytes)
     return out
 
@@ -659,10 +656,7 @@ def stats(ctl: Ctl) -> dict:
     counters = {}
     for index, name in enumerate(COUNTER_NAMES):
         value = ctl.lookup(COUNTERS, u32(index)) or b""
-        counters[name] = sum(
-            int.from_bytes(value[c * info.stride : c * info.stride + 8], "little")
-            for c in range(info.copies)
-        )
+        counters[name] = per_cpu_sums(value, info, U64)[0]
     vips = []
     for vip, index in sorted(state.vips.items(), key=lambda kv: kv[1]):
         packets, nbytes = vip_stats.get(index, (0, 0))

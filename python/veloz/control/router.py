@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from veloz.control.client import Ctl, CtlError
+from veloz.control.client import U64, Ctl, CtlError, per_cpu_sums
 from veloz.control.objects import Ports, iface_macs
 from veloz.control.ops import Op, delete, parse_address, parse_mac, update
 from veloz.errors import VelozError
@@ -502,10 +502,7 @@ def counters(ctl: Ctl) -> dict[str, int]:
     out = {}
     for index, name in enumerate(COUNTER_NAMES):
         value = ctl.lookup(COUNTERS, index.to_bytes(4, "little")) or b""
-        out[name] = sum(
-            int.from_bytes(value[c * info.stride : c * info.stride + 8], "little")
-            for c in range(info.copies)
-        )
+        out[name] = per_cpu_sums(value, info, U64)[0]
     return out
 
 
