@@ -58,6 +58,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "frame k goes to destination k mod N and source port k mod --flows)",
     )
     p.add_argument("--dst-range", metavar="CIDR", help="where --dsts come from")
+    p.add_argument(
+        "--dst-port", type=int, default=9, help="UDP/TCP destination port (9, discard; the sink's)"
+    )
     p.add_argument("--tcp", action="store_true", help="TCP segments (ACK) instead of UDP")
     p.add_argument("--ipv6", action="store_true", help="IPv6 (testbed addresses; else give them)")
     p.add_argument(
@@ -99,6 +102,8 @@ def command(args: argparse.Namespace) -> list[str]:
         raise VelozError("--flows must be between 1 and 64511")
     if args.count is not None and args.count < 1:
         raise VelozError("--count must be positive")
+    if not 1 <= args.dst_port <= 65535:
+        raise VelozError("--dst-port must be between 1 and 65535")
     if args.duration is not None and args.duration <= 0:
         raise VelozError("--duration must be positive")
     rate = 0 if args.rate.strip() == "0" else parse_rate(args.rate, args.size)
@@ -130,6 +135,8 @@ def command(args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
     if args.tcp:
         cmd.append("--tcp")
+    if args.dst_port != 9:
+        cmd += ["--dst-port", str(args.dst_port)]
     if args.dsts != 1 or args.dst_range:
         cmd += ["--dsts", str(args.dsts)]
         cmd += ["--dst-range", args.dst_range] if args.dst_range else []
@@ -146,6 +153,8 @@ def command(args: argparse.Namespace) -> list[str]:
 
 def sink_command(args: argparse.Namespace) -> list[str]:
     sending = ("count", "src_mac", "dst_mac", "src_ip", "dst_ip")
+    if args.dst_port != 9:
+        raise VelozError("--dst-port: a sending option, not one of --sink")
     given = [f"--{a.replace('_', '-')}" for a in sending if getattr(args, a) is not None]
     if given:
         raise VelozError(f"{', '.join(given)}: a sending option, not one of --sink")

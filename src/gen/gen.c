@@ -47,7 +47,7 @@
 #include "runtime/clock.h"
 #include "xdp/attach.h"
 
-#define GEN_DST_PORT 9 /* discard */
+#define GEN_DST_PORT 9 /* discard: the default, and the sink's */
 #define GEN_BASE_PORT 1024
 #define GEN_MAX_CHUNK 65536
 
@@ -59,6 +59,7 @@ struct gen {
 	__u64 count; /* 0 = until duration */
 	double duration;
 	__u32 flows;
+	__u16 dst_port;
 	__u32 dsts; /* destinations spread over dst_range (live frames, IPv4) */
 	struct in_addr dst_range;
 	__u32 dst_range_len;
@@ -179,7 +180,7 @@ static void build_template(struct gen *g)
 	if (g->tcp) {
 		struct tcphdr *tcp = (struct tcphdr *)l4;
 
-		tcp->dest = htons(GEN_DST_PORT);
+		tcp->dest = htons(g->dst_port);
 		tcp->seq = htonl(1);
 		tcp->ack_seq = htonl(1);
 		tcp->doff = 5;
@@ -191,7 +192,7 @@ static void build_template(struct gen *g)
 	} else {
 		struct udphdr *udp = (struct udphdr *)l4;
 
-		udp->dest = htons(GEN_DST_PORT);
+		udp->dest = htons(g->dst_port);
 		udp->len = htons((__u16)l4_len);
 		/* over IPv4 a zero checksum means none; IPv6 requires one */
 		g->csum_off = g->ipv6 ? (__u16)(g->l4_off +
@@ -241,6 +242,7 @@ static void usage(FILE *out)
 		"              [--count N | --duration S] [--tcp] [--json]"
 		" [--bpf gen.bpf.o]\n"
 		"              [--afxdp [--queue Q]] [--dsts N --dst-range CIDR]\n"
+		"              [--dst-port N]\n"
 		"  addresses are IPv4 or IPv6 (both the same family)\n");
 }
 
@@ -264,6 +266,7 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		{ "bpf", required_argument, NULL, 'b' },
 		{ "dsts", required_argument, NULL, 'n' },
 		{ "dst-range", required_argument, NULL, 'R' },
+		{ "dst-port", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -363,6 +366,11 @@ static int parse_args(struct gen *g, int argc, char **argv)
 			break;
 		case 'A':
 			g->afxdp = true;
+			break;
+		case 'P':
+			if (vz_parse_u64("--dst-port", optarg, 1, 65535, &n))
+				return 2;
+			g->dst_port = (__u16)n;
 			break;
 		case 'q':
 			if (vz_parse_u64("--queue", optarg, 0, 4095, &n))
@@ -608,7 +616,11 @@ static int send_afxdp(const struct gen *g)
 
 int main(int argc, char **argv)
 {
-	struct gen g = { .size = 64, .rate = 100000, .flows = 1, .dsts = 1 };
+	struct gen g = { .size = 64,
+			 .rate = 100000,
+			 .flows = 1,
+			 .dsts = 1,
+			 .dst_port = GEN_DST_PORT };
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct vz_iface_lock lo_lock = { .fd = -1 };
 	struct vz_if_xmit before, after;

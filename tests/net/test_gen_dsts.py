@@ -51,6 +51,8 @@ def test_frames_spread_over_the_destinations(testbed, tmp_path, tcp):
         (["--dsts", "300", "--dst-range", "198.18.128.0/24"], "more than"),
         (["--dsts", "5", "--dst-range", "198.18.128.1/17"], "not an IPv4 prefix"),
         (["--dsts", "5", "--dst-range", "fd00::/64"], "not an IPv4 prefix"),
+        (["--dst-port", "0"], "between 1 and 65535"),
+        (["--dst-port", "65536"], "between 1 and 65535"),
     ],
 )
 def test_bad_destination_spreads_are_refused(testbed, args, complaint):
@@ -60,3 +62,15 @@ def test_bad_destination_spreads_are_refused(testbed, args, complaint):
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and complaint in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
+def test_destination_port(testbed, tmp_path, tcp):
+    """--dst-port aims the frames at a service (the ddos experiment floods one)."""
+    cap = Capture("vz-dut", "dut-gen", tmp_path / "port.pcap", "ip")
+    run_json(in_netns("vz-gen", veloz_argv(
+        "gen", "--iface", "gen-dut", "--json", "--count", "50", "--rate", "10000",
+        "--dst-port", "7007", "--size", "100", *(["--tcp"] if tcp else []),
+    )), 60)  # fmt: skip
+    frames = [f for f in cap.stop() if IP in f]
+    assert len(frames) == 50 and {f[TCP if tcp else UDP].dport for f in frames} == {7007}
