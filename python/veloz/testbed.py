@@ -244,8 +244,13 @@ def up() -> None:
             # sends into the pair (XDP_TX, redirect) are dropped at once. (On
             # 6.18 native XDP_TX into a GRO-only peer was still lost in our
             # runs; a peer running any XDP program, or generic mode, works.)
-            _in_netns(ep.netns, ["ethtool", "-K", ep.ifname, "gro", "on"],
-                      f"{ep.netns}: enabling GRO on {ep.ifname}")  # fmt: skip
+            # Without transmit checksum offload, a kernel socket's frames
+            # carry complete checksums, as on a real wire: with it, veth
+            # passes them on with the checksum left partial, which a
+            # userspace backend then hands to its TAP (PASS) or to the UDP
+            # stack as bad.
+            _in_netns(ep.netns, ["ethtool", "-K", ep.ifname, "gro", "on", "tx", "off"],
+                      f"{ep.netns}: GRO on, checksum offload off on {ep.ifname}")  # fmt: skip
         for ifname in FAR_ENDS:
             _ensure_receiver(endpoint(ifname))
         _wait_operational()
@@ -490,7 +495,7 @@ def status() -> dict[str, Any]:
     """What exists now, and whether it matches the plan.
 
     {"up": bool, "namespaces": [...], "problems": [why not up, ...],
-     "interfaces": [{netns, ifname, mac, state, mtu, ipv4, ipv6, gro, xdp}, ...]}
+     "interfaces": [{netns, ifname, mac, state, mtu, ipv4, ipv6, gro, tx_csum, xdp}, ...]}
     Interfaces are the plan's (in plan order) followed by any others found in
     the testbed's namespaces; loopback is left out.
     """
@@ -514,11 +519,13 @@ def _interfaces(ns: str) -> list[dict[str, Any]]:
         for msg in ipr.addr("dump"):
             cidr = f"{msg.get('address')}/{msg['prefixlen']}"
             addrs.setdefault(msg["index"], []).append(cidr)
-    gro = _gro(ns)
-    return [_describe(ns, link, addrs.get(link["index"], []), gro) for link in links]
+    offloads = _offloads(ns)
+    return [_describe(ns, link, addrs.get(link["index"], []), offloads) for link in links]
 
 
-def _describe(ns: str, link: Any, cidrs: list[str], gro: dict[str, bool]) -> dict[str, Any]:
+def _describe(
+    ns: str, link: Any, cidrs: list[str], offloads: dict[str, dict[str, bool]]
+) -> dict[str, Any]:
     ifname = link.get("ifname")
     by_version: dict[int, list[str]] = {4: [], 6: []}
     for cidr in cidrs:
@@ -531,14 +538,16 @@ def _describe(ns: str, link: Any, cidrs: list[str], gro: dict[str, bool]) -> dic
         "mtu": link.get("mtu"),
         "ipv4": by_version[4],
         "ipv6": by_version[6],
-        "gro": gro.get(ifname),
+        "gro": offloads.get(ifname, {}).get("gro"),
+        "tx_csum": offloads.get(ifname, {}).get("tx_csum"),
         "xdp": _xdp(link),
     }
 
 
-def _gro(ns: str) -> dict[str, bool]:
-    """GRO state of the plan's interfaces in `ns` (ethtool; no rtnetlink attribute has it)."""
-    result: dict[str, bool] = {}
+def _offloads(ns: str) -> dict[str, dict[str, bool]]:
+    """GRO and transmit checksum offload of the plan's interfaces in `ns`
+    (ethtool; no rtnetlink attribute has them)."""
+    result: dict[str, dict[str, bool]] = {}
     if shutil.which("ethtool") is None:
         return result
     for ep in (ep for ep in PLAN if ep.netns == ns):
@@ -546,7 +555,10 @@ def _gro(ns: str) -> dict[str, bool]:
                               capture_output=True, text=True, check=False)  # fmt: skip
         if proc.returncode == 0:
             features = json.loads(proc.stdout)[0]
-            result[ep.ifname] = bool(features["generic-receive-offload"]["active"])
+            result[ep.ifname] = {
+                "gro": bool(features["generic-receive-offload"]["active"]),
+                "tx_csum": bool(features["tx-checksumming"]["active"]),
+            }
     return result
 
 
@@ -593,6 +605,8 @@ def _problems(present: list[str], interfaces: list[dict[str, Any]]) -> list[str]
             problems.append(f"{ep.ifname} is {iface['state']}, not UP")
         if iface["gro"] is False:
             problems.append(f"{ep.ifname} has GRO off (XDP_TX/redirect into it would be lost)")
+        if iface["tx_csum"] is True:
+            problems.append(f"{ep.ifname} has checksum offload on (partial checksums on the wire)")
         if iface["mac"] != ep.mac:
             problems.append(f"{ep.ifname} has MAC {iface['mac']}, not {ep.mac}")
         for want, have in ((ep.ipv4, iface["ipv4"]), (ep.ipv6, iface["ipv6"])):

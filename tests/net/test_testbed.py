@@ -81,7 +81,7 @@ def assert_as_planned(st: dict) -> None:
         assert (i["netns"], i["mac"], i["state"], i["mtu"]) == (ep.netns, ep.mac, "UP", 1500)
         assert i["ipv4"] == [ep.ipv4]
         assert ep.ipv6 in i["ipv6"]
-        assert i["gro"] is True
+        assert i["gro"] is True and i["tx_csum"] is False
         if ep.ifname in testbed.FAR_ENDS:
             assert i["xdp"]["mode"] == "native"
             assert i["xdp"].get("prog_name", testbed.RECEIVER_PROG) == testbed.RECEIVER_PROG
@@ -295,6 +295,7 @@ def test_up_repairs_drift(built):
     sh("ip", "-n", "vz-sink", "link", "set", "sink-dut", "address", "02:00:00:00:00:99",
        "mtu", "9000")  # fmt: skip
     sh("ip", "netns", "exec", "vz-dut", "ethtool", "-K", "dut-sink", "gro", "off")
+    sh("ip", "netns", "exec", "vz-gen", "ethtool", "-K", "gen-dut", "tx", "on")
     sh("ip", "netns", "exec", "vz-dut", "sysctl", "-qw", "net.ipv6.conf.all.forwarding=0")
     assert not testbed.status()["up"]
     testbed.up()

@@ -151,6 +151,7 @@ def _fake_status(up: bool) -> dict:
         interfaces.append({
             "netns": ep.netns, "ifname": ep.ifname, "mac": ep.mac, "state": "UP",
             "mtu": 1500, "ipv4": [ep.ipv4], "ipv6": [ep.ipv6, "fe80::1/64"], "gro": True,
+            "tx_csum": False,
             "xdp": {"mode": "native", "prog_id": 42, "prog_name": "drop"} if i == 1 else None,
         })  # fmt: skip
     problems = [] if up else ["namespace vz-sink missing"]
