@@ -20,21 +20,12 @@
 #include <bpf/bpf.h>
 #include <veloz/maps.h>
 
+#include "check.h"
+
 #include "runtime/lpm.h" /* the trie itself, for the stale-reader steps */
 
-static int failures;
 static unsigned long long seed = 0x5eed1e55;
 static int kernel_compared;
-
-#define CHECK(cond, ...)                                                \
-	do {                                                            \
-		if (!(cond)) {                                          \
-			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                   \
-			fputc('\n', stderr);                            \
-			failures++;                                     \
-		}                                                       \
-	} while (0)
 
 /* Stop a scenario at its first failure: the rest would only repeat it. */
 #define REQUIRE(cond, ...)                \

@@ -16,18 +16,9 @@
 #include <bpf/bpf.h>
 #include <veloz/maps.h>
 
-static int failures;
-static int kernel_compared; /* operations checked against a kernel map */
+#include "check.h"
 
-#define CHECK(cond, ...)                                                \
-	do {                                                            \
-		if (!(cond)) {                                          \
-			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                   \
-			fputc('\n', stderr);                            \
-			failures++;                                     \
-		}                                                       \
-	} while (0)
+static int kernel_compared; /* operations checked against a kernel map */
 
 /* A native map and, if available, its kernel twin. */
 struct pair {

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The unit tests' one assertion: report where and why, count it, go on (a
+ * test's main returns non-zero when `failures` is).
+ */
+#ifndef VZ_TESTS_CHECK_H
+#define VZ_TESTS_CHECK_H
+
+#include <stdio.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                \
+	do {                                                            \
+		if (!(cond)) {                                          \
+			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                   \
+			fputc('\n', stderr);                            \
+			failures++;                                     \
+		}                                                       \
+	} while (0)
+
+#endif
