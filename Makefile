@@ -20,7 +20,7 @@ build: $(BUILD)/build.ninja
 # as root), then the sanitizer build's C tests and native replays.
 test: build lint
 	meson test -C $(BUILD) --print-errorlogs
-	$(PYTEST) -v tests
+	$(PYTEST) -v --durations=15 tests
 	$(MAKE) test-sanitize
 	$(MAKE) fuzz
 
@@ -51,7 +51,7 @@ test-net: build
 # libFuzzer, clang, ASan + UBSan: each NF differentially (kernel vs native)
 # and the config parser, FUZZ_SECONDS each, seeded from tests/vectors.
 FUZZ_BUILD ?= build-fuzz
-FUZZ_SECONDS ?= 15
+FUZZ_SECONDS ?= 10
 FUZZ_NFS ?= drop pass tx redirect memaccess headroom router ddos lb
 $(FUZZ_BUILD)/build.ninja:
 	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Db_sanitize=address,undefined \
