@@ -48,11 +48,13 @@ test-prog: build
 test-net: build
 	$(PYTEST) -v tests/net
 
-# libFuzzer, clang, ASan + UBSan: each NF differentially (kernel vs native)
-# and the config parser, FUZZ_SECONDS each, seeded from tests/vectors.
+# libFuzzer, clang, ASan + UBSan: each NF differentially (kernel vs native),
+# the config parser, and the control protocol on the stateful NFs,
+# FUZZ_SECONDS each, seeded from tests/vectors.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 10
 FUZZ_NFS ?= drop pass tx redirect memaccess headroom router ddos lb
+FUZZ_CTL_NFS ?= router ddos lb
 $(FUZZ_BUILD)/build.ninja:
 	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Db_sanitize=address,undefined \
 		-Db_lundef=false -Dc_args='-fsanitize=fuzzer-no-link -fno-sanitize-recover=all'
@@ -83,6 +85,16 @@ fuzz: build-fuzz
 		$(FUZZ_BUILD)/corpus/config $(FUZZ_BUILD)/seeds/config > $(FUZZ_BUILD)/fuzz-config.log 2>&1 \
 		|| { tail -40 $(FUZZ_BUILD)/fuzz-config.log; echo "fuzz-config FAILED"; exit 1; }
 	@echo "fuzz-config: $$(grep -o 'number_of_executed_units: [0-9]*' $(FUZZ_BUILD)/fuzz-config.log) inputs"
+	set -e; for nf in $(FUZZ_CTL_NFS); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/ctl-$$nf; log=$(FUZZ_BUILD)/fuzz-ctl-$$nf.log; \
+		VZ_FUZZ_NF=$$nf VZ_FUZZ_NF_DIR=$(FUZZ_BUILD)/nf VZ_FUZZ_OPS=$(FUZZ_BUILD)/ops/$$nf.ops \
+			$(FUZZ_BUILD)/tests/fuzz/fuzz-ctl -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+			-artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
+			$(FUZZ_BUILD)/corpus/ctl-$$nf $(FUZZ_BUILD)/ops/ctl-$$nf \
+			$$(ls -d tests/fuzz/regressions/ctl-$$nf 2>/dev/null) > $$log 2>&1 \
+			|| { tail -40 $$log; echo "fuzz-ctl $$nf FAILED"; exit 1; }; \
+		echo "fuzz-ctl $$nf: $$(grep -o 'number_of_executed_units: [0-9]*' $$log) sessions, all rolled back"; \
+	done
 
 
 demo: build

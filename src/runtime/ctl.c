@@ -307,10 +307,15 @@ static void reply_error(struct session *s, struct buf *out, const char *fmt,
 			...)
 {
 	va_list ap;
+	char *c;
 
 	va_start(ap, fmt);
 	vsnprintf(s->last_error, sizeof(s->last_error), fmt, ap);
 	va_end(ap);
+	/* messages quote the client's words: one printable line, always */
+	for (c = s->last_error; *c; c++)
+		if (*c < 0x20 || *c > 0x7e)
+			*c = '?';
 	buf_printf(out, "error %s\n", s->last_error);
 }
 
@@ -353,6 +358,30 @@ static void session_free(struct session *s)
 	free(s->old);
 }
 
+/*
+ * Whether an LPM map holds exactly `key`. Its lookup cannot tell: it returns
+ * the longest prefix that covers the key, maybe a shorter one. But next_key
+ * after an absent key starts over at the first key (in the kernel's trie as
+ * in ours), and after a present one it moves on or reaches the end.
+ */
+static int lpm_holds(struct vz_ctl_map *m, const void *key)
+{
+	__u8 first[64], next[64];
+	int err;
+
+	if (m->key_size > sizeof(first))
+		return -EINVAL;
+	err = map_next_key(m, NULL, first);
+	if (err)
+		return err == -ENOENT ? 0 : err; /* empty */
+	err = map_next_key(m, key, next);
+	if (err == -ENOENT)
+		return 1; /* the last key */
+	if (err)
+		return err;
+	return memcmp(first, next, m->key_size) != 0;
+}
+
 /* Remember what key held before a change, to put it back on failure. */
 static int remember(struct session *s, struct vz_ctl_map *m)
 {
@@ -378,6 +407,10 @@ static int remember(struct session *s, struct vz_ctl_map *m)
 		return -ENOMEM;
 	memcpy(u->key, s->key, m->key_size);
 	err = map_read(m, s->key, u->key + m->key_size);
+	if (!err && m->type == BPF_MAP_TYPE_LPM_TRIE) {
+		err = lpm_holds(m, s->key);
+		err = err == 1 ? 0 : err == 0 ? -ENOENT : err;
+	}
 	u->had_value = !err;
 	if (err && err != -ENOENT) {
 		free(u->key);
@@ -514,8 +547,8 @@ static void do_dump(struct session *s, char *name, struct buf *out)
 	bool first = true;
 
 	if (!m) {
-		buf_printf(out, "error %s has no map '%s'\n", s->ctl->nf,
-			   name ? name : "");
+		reply_error(s, out, "%s has no map '%s'", s->ctl->nf,
+			    name ? name : "");
 		return;
 	}
 	/* next_key writes one key; s->old holds any full value, so any key */
@@ -592,7 +625,7 @@ static void execute(struct session *s, char *line, struct buf *out)
 	} else if (!strcmp(verb, "info")) {
 		buf_printf(out, "ok %s %s\n", s->ctl->nf, s->ctl->backend);
 	} else {
-		buf_printf(out, "error unknown request '%.40s'\n", verb);
+		reply_error(s, out, "unknown request '%.40s'", verb);
 	}
 }
 
@@ -651,6 +684,43 @@ int vz_ctl_apply_file(struct vz_ctl *ctl, const char *path, char *err,
 	session_free(&s);
 	fclose(f);
 	return ret;
+}
+
+/* ---- a whole session from memory (tests, fuzzing) ------------------------ */
+
+int vz_ctl_run_text(struct vz_ctl *ctl, const char *text, size_t len,
+		    char **reply, size_t *reply_len)
+{
+	struct buf out = { 0 };
+	struct session s;
+	char *copy, *start, *nl;
+
+	*reply = NULL;
+	*reply_len = 0;
+	copy = malloc(len + 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	if (session_init(&s, ctl)) {
+		free(copy);
+		return -ENOMEM;
+	}
+	/* line by line, as serve() splits what it reads; a last line without
+	 * its newline is not a request, as on the socket */
+	for (start = copy;
+	     (nl = memchr(start, '\n', len - (size_t)(start - copy)));
+	     start = nl + 1) {
+		*nl = '\0';
+		execute(&s, start, &out);
+	}
+	if (s.in_tx)
+		roll_back(&s); /* as when a client hangs up mid-transaction */
+	session_free(&s);
+	free(copy);
+	*reply = out.data;
+	*reply_len = out.len;
+	return 0;
 }
 
 /* ---- the socket ---------------------------------------------------------- */

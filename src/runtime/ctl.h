@@ -59,6 +59,15 @@ int vz_ctl_apply_file(struct vz_ctl *ctl, const char *path, char *err,
 		      size_t errlen);
 
 /*
+ * Run `text` (request lines) as one client's session would on the socket,
+ * and hang up: a transaction still open is rolled back. *reply (malloc'd,
+ * *reply_len bytes, not NUL-terminated; free it) holds the replies. For the
+ * tests and the fuzzer; 0 or -ENOMEM.
+ */
+int vz_ctl_run_text(struct vz_ctl *ctl, const char *text, size_t len,
+		    char **reply, size_t *reply_len);
+
+/*
  * Listen on $VELOZ_CTL_DIR (default /run/veloz/ctl)/net<netns inode>-<first
  * port>.sock, root only, and serve one client at a time on a thread.
  */

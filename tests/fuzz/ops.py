@@ -1,7 +1,9 @@
 """Start-up state for the stateful NFs under the differential fuzzer: routes,
 rules and VIPs that the seed frames (tests/vectors: 198.18.0.1 -> 198.19.0.2,
 fd00:198:18::1 -> ::2) actually hit, written as ops files (one per NF) by the
-same control-plane code `veloz run` and `veloz replay` use.
+same control-plane code `veloz run` and `veloz replay` use. Beside each,
+ctl-NF/ holds seeds for the control-protocol fuzzer (fuzz-ctl): the first of
+those operations, each turned into a lookup, a delete and a dump as well.
 
     python tests/fuzz/ops.py OUT_DIR
 """
@@ -75,12 +77,22 @@ backends = ["fd00:198:18:1::10", "198.18.1.11"]
 }
 
 
+SEEDS = 12  # per NF: the fuzzer finds the rest
+
+
 def main(out: str) -> int:
     Path(out).mkdir(parents=True, exist_ok=True)
     for nf, text in CONFIGS.items():
         _, objs = objects.split_config(nf, tomllib.loads(text))
         ops = objects.module(nf).config_ops(objs, objects.Ports(), Path(out))
-        Path(out, f"{nf}.ops").write_text("".join(op.line() + "\n" for op in ops))
+        lines = [op.line() for op in ops]
+        Path(out, f"{nf}.ops").write_text("".join(line + "\n" for line in lines))
+        seeds = Path(out, f"ctl-{nf}")
+        seeds.mkdir(exist_ok=True)
+        for n, line in enumerate(lines[:SEEDS]):
+            _, name, key, *_ = line.split()
+            requests = [line, f"lookup {name} {key}", f"delete {name} {key}", f"dump {name}"]
+            (seeds / f"seed-{n}").write_text("".join(r + "\n" for r in requests))
     return 0
 
 
