@@ -14,6 +14,8 @@ from veloz.errors import VelozError
 XDP_MODES = {"xdp": "native", "xdp-generic": "skb"}
 # backend -> the C tool that runs it in userspace
 USERSPACE = {"afxdp": "vz-afxdp", "dpdk": "vz-dpdk"}
+# The dispatch stage's policies (src/runtime/dispatch.h, src/xdp/dispatch.bpf.c).
+DISPATCH_POLICIES = ("rss-mod", "flow-affinity", "buckets")
 
 DESCRIPTION = """\
 Load the NF, attach it to each --iface (port 0, 1, ... in the order given) and
@@ -75,8 +77,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="remove a stale veloz program left on an interface by a killed run",
     )
+    p.add_argument(
+        "--dispatch",
+        choices=DISPATCH_POLICIES,
+        help="spread flows over --workers through a dispatch stage (afxdp: a dispatcher "
+        "thread and rings; xdp, xdp-generic: a cpumap redirect): rss-mod is hash modulo "
+        "active workers (Shenango), flow-affinity keeps each flow on its worker (Calisto), "
+        "buckets moves the fewest hash buckets to even the load",
+    )
+    p.add_argument(
+        "--alloc",
+        action="store_true",
+        help="with --dispatch on afxdp: grow and shrink the active workers with queueing delay",
+    )
     us = p.add_argument_group("afxdp and dpdk")
-    us.add_argument("--workers", type=int, default=1, metavar="N", help="threads running the NF")
+    us.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="threads (xdp --dispatch: CPUs) running the NF",
+    )
     us.add_argument(
         "--queues", type=int, metavar="N", help="receive queues per port (default: --workers)"
     )
@@ -125,6 +146,8 @@ def _userspace_options(args: argparse.Namespace) -> list[str]:
     if not 1 <= args.batch <= 256:
         raise VelozError("--batch must be between 1 and 256")
     opts = ["--workers", str(args.workers), "--batch", str(args.batch)]
+    if args.dispatch:
+        opts += ["--dispatch", args.dispatch] + (["--alloc"] if args.alloc else [])
     if args.queues is not None:
         opts += ["--queues", str(args.queues)]
     if args.backend == "afxdp":
@@ -140,6 +163,8 @@ def _refuse_foreign_options(args: argparse.Namespace) -> None:
     """An option of another backend is a mistake worth one line, not silence."""
     given = {
         "--workers": args.workers != 1,
+        "--dispatch": args.dispatch is not None,
+        "--alloc": args.alloc,
         "--queues": args.queues is not None,
         "--batch": args.batch != 64,
         "--copy": args.copy,
@@ -152,7 +177,9 @@ def _refuse_foreign_options(args: argparse.Namespace) -> None:
     }
     accepted = {
         "afxdp": {"--workers", "--queues", "--batch", "--copy", "--zero-copy", "--busy-poll",
-                  "--xdp-mode"},
+                  "--xdp-mode", "--dispatch", "--alloc"},
+        "xdp": {"--dispatch", "--workers"},
+        "xdp-generic": {"--dispatch", "--workers"},
         "dpdk": {"--workers", "--queues", "--batch", "--pmd", "--no-huge", "EAL arguments"},
     }.get(args.backend, set())  # fmt: skip
     for option, is_given in given.items():
@@ -162,6 +189,8 @@ def _refuse_foreign_options(args: argparse.Namespace) -> None:
 
 def command(args: argparse.Namespace) -> list[str]:
     _refuse_foreign_options(args)
+    if args.alloc and not args.dispatch:
+        raise VelozError("--alloc goes with --dispatch")
     nf = paths.nf(args.nf)
     values = config.load(args.config) | config.parse_sets(args.set)
     values, nf_objects = objects.split_config(args.nf, values)
@@ -177,6 +206,14 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd = [str(paths.tool(USERSPACE[args.backend])), "run", *_userspace_options(args)]
     else:
         cmd = [str(paths.tool("vz-xdp")), "run", "--mode", XDP_MODES[args.backend]]
+        if args.dispatch:
+            if not 1 <= args.workers <= 64:
+                raise VelozError("--workers must be between 1 and 64")
+            cmd += ["--dispatch", args.dispatch, "--workers", str(args.workers)]
+        elif args.workers != 1:
+            raise VelozError(
+                "--workers on xdp goes with --dispatch (the NIC's RSS spreads otherwise)"
+            )
     cmd += ["--bpf", str(nf.bpf), "--native", str(nf.native), "--interval", str(args.interval)]
     for port in ports:
         cmd += ["--iface", port]

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: BSD-2-Clause
+#include <string.h>
+
+#include "runtime/toeplitz.h"
+
+const __u8 vz_rss_key[VZ_RSS_KEY_LEN] = {
+	0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
+	0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,
+	0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
+	0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+};
+
+__u32 vz_toeplitz(const __u8 key[VZ_RSS_KEY_LEN], const __u8 *input, size_t len)
+{
+	/* The 32 key bits lined up with the current input bit. */
+	__u32 window = (__u32)key[0] << 24 | (__u32)key[1] << 16 |
+		       (__u32)key[2] << 8 | key[3];
+	__u32 hash = 0;
+	size_t i;
+	int bit;
+
+	for (i = 0; i < len && i + 4 < VZ_RSS_KEY_LEN; i++) {
+		for (bit = 7; bit >= 0; bit--) {
+			if (input[i] & (1u << bit))
+				hash ^= window;
+			window = window << 1 | ((key[i + 4] >> bit) & 1);
+		}
+	}
+	return hash;
+}
+
+#define ETH_HLEN 14
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86dd
+#define ETH_P_8021Q 0x8100
+#define ETH_P_8021AD 0x88a8
+
+static __u16 be16(const __u8 *p)
+{
+	return (__u16)(p[0] << 8 | p[1]);
+}
+
+__u32 vz_rss_hash_frame(const void *frame, size_t len)
+{
+	const __u8 *p = frame;
+	__u8 input[36];
+	size_t off = ETH_HLEN, addrs, l4;
+	__u16 proto;
+	__u8 next;
+
+	if (len < ETH_HLEN)
+		return 0;
+	proto = be16(p + 12);
+	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
+		if (len < ETH_HLEN + 4)
+			return 0;
+		proto = be16(p + 16);
+		off += 4;
+	}
+	if (proto == ETH_P_IP) {
+		if (len < off + 20 || (p[off] >> 4) != 4 || (p[off] & 15) < 5)
+			return 0;
+		memcpy(input, p + off + 12, 8);
+		addrs = 8;
+		next = p[off + 9];
+		l4 = off + (size_t)(p[off] & 15) * 4;
+		/* Later fragments carry no ports: hash them like the first. */
+		if (be16(p + off + 6) & 0x3fff)
+			return vz_toeplitz(vz_rss_key, input, addrs);
+	} else if (proto == ETH_P_IPV6) {
+		if (len < off + 40 || (p[off] >> 4) != 6)
+			return 0;
+		memcpy(input, p + off + 8, 32);
+		addrs = 32;
+		next = p[off + 6];
+		l4 = off + 40; /* extension headers: addresses only (below) */
+	} else {
+		return 0;
+	}
+	if ((next == 6 || next == 17) && len >= l4 + 4) {
+		memcpy(input + addrs, p + l4, 4);
+		return vz_toeplitz(vz_rss_key, input, addrs + 4);
+	}
+	return vz_toeplitz(vz_rss_key, input, addrs);
+}

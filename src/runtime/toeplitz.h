@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The RSS hash in software, for ports that do not hand one over (AF_XDP
+ * copy mode, veth): the Toeplitz hash with Microsoft's default key over
+ * (source address, destination address, source port, destination port) in
+ * network byte order, as NICs compute it. src/xdp/dispatch.bpf.c computes
+ * the same, so a flow lands on the same hash on every backend.
+ */
+#ifndef VZ_RUNTIME_TOEPLITZ_H
+#define VZ_RUNTIME_TOEPLITZ_H
+
+#include <stddef.h>
+#include <linux/types.h>
+
+#define VZ_RSS_KEY_LEN 40
+
+extern const __u8 vz_rss_key[VZ_RSS_KEY_LEN];
+
+/* The hash of `len` bytes (at most VZ_RSS_KEY_LEN - 4) under `key`. */
+__u32 vz_toeplitz(const __u8 key[VZ_RSS_KEY_LEN], const __u8 *input,
+		  size_t len);
+
+/*
+ * The RSS hash of a frame: Ethernet (one VLAN tag), IPv4 or IPv6, with the
+ * ports of UDP and TCP (first fragments only; other fragments and other
+ * protocols hash the addresses alone, so all of a datagram stays together).
+ * 0 for anything that is not IP or is cut short.
+ */
+__u32 vz_rss_hash_frame(const void *frame, size_t len);
+
+#endif
