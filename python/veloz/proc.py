@@ -68,6 +68,7 @@ class Runner:
         self.proc.send_signal(signal.SIGINT)
         out, err = self.proc.communicate(timeout=20)
         records = [json.loads(x) for x in out.splitlines() if x.strip()]
+        self.records = records  # every line: interval counters, dispatch events
         summary = [r for r in records if r.get("summary")]
         if self.proc.returncode != 0 or not summary:
             raise VelozError(_last_line(err) or f"{self.what} did not stop cleanly", code=1)

@@ -28,68 +28,14 @@
 #include <bpf/bpf.h>
 #include <xdp/xsk.h>
 
-#include "runtime/userspace.h"
+#include "afxdp/afxdp.h"
+#include "runtime/dispatch.h"
 #include "runtime/xsk_stats.h"
-
-#define FRAME_SIZE 4096u
-#define RING_SIZE 2048u /* every ring: rx, tx, fill, completion */
-#define MAX_QUEUES_PER_WORKER 8
-/* frames per socket: its fill ring, its rx ring and its share of tx */
-#define FRAMES_PER_SOCKET (2 * RING_SIZE)
-#define TAP_POLL_EVERY 64 /* loop iterations between looks at the TAPs */
-#define TX_STALLS 64 /* kicks in a row that free no TX ring slot */
-
-#ifndef SO_PREFER_BUSY_POLL
-#define SO_PREFER_BUSY_POLL 69
-#endif
-#ifndef SO_BUSY_POLL_BUDGET
-#define SO_BUSY_POLL_BUDGET 70
-#endif
-
-struct xsk {
-	struct xsk_socket *socket;
-	int fd;
-	struct xsk_ring_cons rx;
-	struct xsk_ring_prod tx;
-	struct xsk_ring_prod fill;
-	struct xsk_ring_cons comp;
-	__u32 tx_outstanding; /* sent, completion not seen yet */
-	bool tx_kick; /* descriptors submitted since the last sendto() */
-	/* TX descriptors gathered during one receive burst */
-	__u32 pending;
-	struct xdp_desc pending_desc[VZ_US_BATCH_MAX];
-};
-
-struct worker {
-	unsigned int id;
-	struct vz_us_run *run;
-	pthread_t thread;
-	bool running;
-	void *area;
-	size_t area_size;
-	struct xsk_umem *umem;
-	__u64 *free_frames; /* a stack of frame addresses */
-	__u32 nfree;
-	unsigned int nqueues;
-	unsigned int queue[MAX_QUEUES_PER_WORKER];
-	struct xsk *xsk[VZ_MAX_PORTS][MAX_QUEUES_PER_WORKER];
-};
-
-struct afxdp {
-	struct worker workers[VZ_MAX_WORKERS];
-	struct xdp_program *steer[VZ_MAX_PORTS];
-	bool zero_copy;
-};
 
 /* ---- frames ----------------------------------------------------------------
  */
 
-static inline void frame_free(struct worker *w, __u64 addr)
-{
-	w->free_frames[w->nfree++] = addr & ~(__u64)(FRAME_SIZE - 1);
-}
-
-static void refill(struct worker *w, struct xsk *x)
+void afxdp_refill(struct worker *w, struct xsk *x)
 {
 	__u32 n = xsk_prod_nb_free(&x->fill, w->nfree), idx, i;
 
@@ -103,7 +49,7 @@ static void refill(struct worker *w, struct xsk *x)
 	xsk_ring_prod__submit(&x->fill, n);
 }
 
-static void complete(struct worker *w, struct xsk *x)
+void afxdp_complete(struct worker *w, struct xsk *x)
 {
 	__u32 idx, n, i;
 
@@ -111,7 +57,8 @@ static void complete(struct worker *w, struct xsk *x)
 		return;
 	n = xsk_ring_cons__peek(&x->comp, RING_SIZE, &idx);
 	for (i = 0; i < n; i++)
-		frame_free(w, *xsk_ring_cons__comp_addr(&x->comp, idx + i));
+		afxdp_frame_free(w,
+				 *xsk_ring_cons__comp_addr(&x->comp, idx + i));
 	xsk_ring_cons__release(&x->comp, n);
 	x->tx_outstanding -= n;
 }
@@ -130,7 +77,7 @@ static bool tx_drained(struct xsk *x)
  * kernel has taken everything on the ring. Zero-copy drivers send from
  * their NAPI and ask for a kick only when they need one.
  */
-static void kick_tx(struct xsk *x)
+void afxdp_kick_tx(struct xsk *x)
 {
 	if (!x->tx_kick)
 		return;
@@ -145,8 +92,8 @@ static void kick_tx(struct xsk *x)
  * (count) only the frames that still do not fit after TX_STALLS tries in a
  * row without progress, so a wedged port cannot hold the worker forever.
  */
-static void flush_tx(struct worker *w, struct xsk *x,
-		     struct vz_worker_counters *c)
+void afxdp_flush_tx(struct worker *w, struct xsk *x,
+		    struct vz_worker_counters *c)
 {
 	__u32 n = x->pending, done = 0, room, idx, i;
 	unsigned int stalls = 0;
@@ -158,8 +105,8 @@ static void flush_tx(struct worker *w, struct xsk *x,
 		if (!room ||
 		    xsk_ring_prod__reserve(&x->tx, room, &idx) != room) {
 			x->tx_kick = true;
-			kick_tx(x);
-			complete(w, x);
+			afxdp_kick_tx(x);
+			afxdp_complete(w, x);
 			stalls++;
 			continue;
 		}
@@ -173,18 +120,18 @@ static void flush_tx(struct worker *w, struct xsk *x,
 		stalls = 0;
 	}
 	for (i = done; i < n; i++) {
-		frame_free(w, x->pending_desc[i].addr);
+		afxdp_frame_free(w, x->pending_desc[i].addr);
 		c->tx_failed++;
 	}
 	x->pending = 0;
-	kick_tx(x);
+	afxdp_kick_tx(x);
 }
 
-static void queue_tx(struct worker *w, struct xsk *x, __u64 addr, __u32 len,
-		     struct vz_worker_counters *c)
+void afxdp_queue_tx(struct worker *w, struct xsk *x, __u64 addr, __u32 len,
+		    struct vz_worker_counters *c)
 {
 	if (x->pending == VZ_US_BATCH_MAX)
-		flush_tx(w, x, c);
+		afxdp_flush_tx(w, x, c);
 	x->pending_desc[x->pending++] =
 		(struct xdp_desc){ .addr = addr, .len = len };
 }
@@ -223,7 +170,7 @@ static __u32 poll_rx(struct worker *w, int p, unsigned int q,
 			/* not the geometry the NF contract promises */
 			c->rx++;
 			c->rx_invalid++;
-			frame_free(w, base);
+			afxdp_frame_free(w, base);
 			continue;
 		}
 		action = vz_us_process(run, &ctx, c);
@@ -234,18 +181,18 @@ static __u32 poll_rx(struct worker *w, int p, unsigned int q,
 		else
 			out = -1;
 		if (out < 0) {
-			frame_free(w, base);
+			afxdp_frame_free(w, base);
 			continue;
 		}
-		queue_tx(w, w->xsk[out][q], (__u64)(ctx.data - area),
-			 (__u32)(ctx.data_end - ctx.data), c);
+		afxdp_queue_tx(w, w->xsk[out][q], (__u64)(ctx.data - area),
+			       (__u32)(ctx.data_end - ctx.data), c);
 	}
 	xsk_ring_cons__release(&x->rx, n);
 	return n;
 }
 
 /* What the kernel sent out of the TAPs goes out of their ports. */
-static void drain_taps(struct worker *w, struct vz_worker_counters *c)
+void afxdp_drain_taps(struct worker *w, struct vz_worker_counters *c)
 {
 	struct vz_us_run *run = w->run;
 	__u8 *area = w->area;
@@ -263,8 +210,8 @@ static void drain_taps(struct worker *w, struct vz_worker_counters *c)
 				break;
 			w->nfree--;
 			c->from_kernel++;
-			queue_tx(w, w->xsk[p][0], base + VZ_HEADROOM,
-				 (__u32)len, c);
+			afxdp_queue_tx(w, w->xsk[p][0], base + VZ_HEADROOM,
+				       (__u32)len, c);
 		}
 	}
 }
@@ -284,15 +231,15 @@ static void *worker_main(void *arg)
 			for (p = 0; p < run->nports; p++)
 				poll_rx(w, p, q, c);
 		if (w->id == 0 && ++loops % TAP_POLL_EVERY == 0)
-			drain_taps(w, c);
+			afxdp_drain_taps(w, c);
 		for (q = 0; q < w->nqueues; q++)
 			for (p = 0; p < run->nports; p++) {
 				struct xsk *x = w->xsk[p][q];
 
-				flush_tx(w, x, c);
-				complete(w, x);
-				kick_tx(x);
-				refill(w, x);
+				afxdp_flush_tx(w, x, c);
+				afxdp_complete(w, x);
+				afxdp_kick_tx(x);
+				afxdp_refill(w, x);
 			}
 	}
 	return NULL;
@@ -444,7 +391,7 @@ static int open_socket(struct vz_us_run *run, struct afxdp *a, struct worker *w,
 		       port->ifname, queue, strerror(-err));
 		return err;
 	}
-	refill(w, x);
+	afxdp_refill(w, x);
 	return 0;
 }
 
@@ -454,8 +401,11 @@ static int setup_worker(struct vz_us_run *run, struct afxdp *a,
 	unsigned int q, nsockets, frames, i;
 	int p, err;
 
+	/* Dispatching, one thread (worker 0) owns every queue. */
+	unsigned int stride = run->dispatch >= 0 ? 1 : run->workers;
+
 	w->run = run;
-	for (q = w->id; q < run->queues; q += run->workers) {
+	for (q = w->id; q < run->queues; q += stride) {
 		if (w->nqueues == MAX_QUEUES_PER_WORKER) {
 			vz_err("at most %d queues per worker; raise --workers",
 			       MAX_QUEUES_PER_WORKER);
@@ -489,6 +439,12 @@ static int setup_worker(struct vz_us_run *run, struct afxdp *a,
 	return 0;
 }
 
+/* Threads with sockets: every worker, or the dispatcher alone. */
+static unsigned int socket_owners(const struct vz_us_run *run)
+{
+	return run->dispatch >= 0 ? 1 : run->workers;
+}
+
 static int afxdp_setup(struct vz_us_run *run)
 {
 	struct afxdp *a = calloc(1, sizeof(*a));
@@ -501,9 +457,14 @@ static int afxdp_setup(struct vz_us_run *run)
 	err = attach_steering(run, a);
 	if (err)
 		return err;
-	for (i = 0; i < run->workers; i++) {
+	for (i = 0; i < socket_owners(run); i++) {
 		a->workers[i].id = i;
 		err = setup_worker(run, a, &a->workers[i]);
+		if (err)
+			return err;
+	}
+	if (run->dispatch >= 0) {
+		err = afxdp_dispatch_setup(run, a);
 		if (err)
 			return err;
 	}
@@ -524,6 +485,8 @@ static int afxdp_start(struct vz_us_run *run)
 	cpu_set_t cpus;
 	int err;
 
+	if (a->dispatch)
+		return afxdp_dispatch_start(run, a);
 	for (i = 0; i < run->workers; i++) {
 		struct worker *w = &a->workers[i];
 
@@ -547,6 +510,10 @@ static void afxdp_join(struct vz_us_run *run)
 	struct afxdp *a = run->backend_state;
 	unsigned int i;
 
+	if (a && a->dispatch) {
+		afxdp_dispatch_join(run, a);
+		return;
+	}
 	for (i = 0; a && i < run->workers; i++)
 		if (a->workers[i].running) {
 			pthread_join(a->workers[i].thread, NULL);
@@ -576,7 +543,8 @@ static void afxdp_teardown(struct vz_us_run *run)
 			       run->ports[p].ifname, strerror(-err));
 		xdp_program__close(a->steer[p]);
 	}
-	for (i = 0; i < run->workers; i++) {
+	afxdp_dispatch_teardown(a);
+	for (i = 0; i < socket_owners(run); i++) {
 		struct worker *w = &a->workers[i];
 
 		for (q = 0; q < MAX_QUEUES_PER_WORKER; q++)
@@ -605,7 +573,11 @@ static __u64 afxdp_rx_missed(struct vz_us_run *run)
 	unsigned int i, q;
 	int p;
 
-	for (i = 0; a && i < run->workers; i++)
+	if (!a)
+		return 0;
+	/* Dispatching, a frame can also be lost at a full worker queue. */
+	missed = afxdp_dispatch_missed(a);
+	for (i = 0; i < socket_owners(run); i++)
 		for (q = 0; q < MAX_QUEUES_PER_WORKER; q++)
 			for (p = 0; p < VZ_MAX_PORTS; p++)
 				if (a->workers[i].xsk[p][q] &&
@@ -619,20 +591,29 @@ static void afxdp_describe(struct vz_us_run *run, char *buf, size_t len)
 {
 	struct afxdp *a = run->backend_state;
 
+	char dispatch[96] = "";
+
+	if (run->dispatch >= 0)
+		snprintf(dispatch, sizeof(dispatch),
+			 ", dispatcher thread with %s%s",
+			 vz_dispatch_policy_name(
+				 (enum vz_dispatch_policy)run->dispatch),
+			 run->alloc ? " and the core allocator" : "");
 	snprintf(buf, len,
 		 "afxdp: %u worker%s, %u queue%s per port, %s mode, "
-		 "steering program in %s mode, batch %u%s",
+		 "steering program in %s mode, batch %u%s%s",
 		 run->workers, run->workers == 1 ? "" : "s", run->queues,
 		 run->queues == 1 ? "" : "s",
 		 a->zero_copy ? "zero-copy" : "copy",
 		 vz_xdp_mode_name(run->steer_mode), run->batch,
-		 run->busy_poll ? ", busy-poll" : "");
+		 run->busy_poll ? ", busy-poll" : "", dispatch);
 }
 
 static const char *const afxdp_options[] = {
 	"[--copy|--zero-copy]",
 	"[--busy-poll]",
 	"[--mode native|skb]",
+	"[--dispatch rss-mod|flow-affinity|buckets [--alloc]]",
 	NULL,
 };
 
@@ -645,6 +626,7 @@ static const struct vz_backend afxdp_backend = {
 	.teardown = afxdp_teardown,
 	.rx_missed = afxdp_rx_missed,
 	.describe = afxdp_describe,
+	.report = afxdp_dispatch_report,
 };
 
 int main(int argc, char **argv)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/counters.h"
+#include "runtime/dispatch.h"
 #include "cli/ports.h"
 #include "runtime/clock.h"
 #include "runtime/userspace.h"
@@ -113,6 +114,8 @@ enum {
 	OPT_MODE,
 	OPT_PMD,
 	OPT_NO_HUGE,
+	OPT_DISPATCH,
+	OPT_ALLOC,
 };
 
 static int parse_args(struct vz_us_run *run, int argc, char **argv,
@@ -137,6 +140,8 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 		{ "mode", required_argument, NULL, OPT_MODE },
 		{ "pmd", required_argument, NULL, OPT_PMD },
 		{ "no-huge", no_argument, NULL, OPT_NO_HUGE },
+		{ "dispatch", required_argument, NULL, OPT_DISPATCH },
+		{ "alloc", no_argument, NULL, OPT_ALLOC },
 		{ "ops", required_argument, NULL, OPT_OPS },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -243,6 +248,18 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 		case OPT_OPS:
 			run->ops_path = optarg;
 			break;
+		case OPT_DISPATCH:
+			run->dispatch = vz_dispatch_policy_parse(optarg);
+			if (run->dispatch < 0) {
+				vz_err("--dispatch must be rss-mod, "
+				       "flow-affinity or buckets, not '%s'",
+				       optarg);
+				return 2;
+			}
+			break;
+		case OPT_ALLOC:
+			run->alloc = true;
+			break;
 		case 'h':
 			usage(be, stdout);
 			exit(0);
@@ -262,9 +279,13 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 		usage(be, stderr);
 		return 2;
 	}
-	if (!run->queues)
-		run->queues = run->workers;
-	if (run->workers > run->queues) {
+	if (run->alloc && run->dispatch < 0) {
+		vz_err("--alloc goes with --dispatch");
+		return 2;
+	}
+	if (!run->queues) /* dispatching, one thread takes every queue */
+		run->queues = run->dispatch >= 0 ? 1 : run->workers;
+	if (run->dispatch < 0 && run->workers > run->queues) {
 		vz_err("--workers %u is more than --queues %u: a queue has one "
 		       "worker",
 		       run->workers, run->queues);
@@ -391,6 +412,15 @@ static void take_snapshot(struct vz_us_run *run, struct vz_snapshot *s)
 	for (w = 0; w < run->workers; w++) {
 		/* torn 64-bit reads cannot happen on x86-64; order is moot */
 		worker[w].rt = run->counters[w];
+		if (!w) { /* what the dispatcher thread counted */
+			const struct vz_worker_counters *d =
+				&run->dispatcher_counters;
+
+			worker[w].rt.rx_invalid += d->rx_invalid;
+			worker[w].rt.rx += d->rx;
+			worker[w].rt.tx_failed += d->tx_failed;
+			worker[w].rt.from_kernel += d->from_kernel;
+		}
 		vz_snapshot_add(s, w, &worker[w]);
 	}
 	s->rx_missed_known = true;
@@ -446,6 +476,8 @@ static int count_loop(struct vz_us_run *run)
 		t = vz_now_s();
 		take_snapshot(run, &cur);
 		print_counters(run, &cur, &prev, t - start, t - last, false);
+		if (run->backend->report)
+			run->backend->report(run, t - start, false);
 		prev = cur;
 		last = t;
 		gone = vanished_port(run);
@@ -459,6 +491,8 @@ static int count_loop(struct vz_us_run *run)
 	t = vz_now_s();
 	take_snapshot(run, &cur);
 	print_counters(run, &cur, &first, t - start, t - start, true);
+	if (run->backend->report)
+		run->backend->report(run, t - start, true);
 	if (!gone)
 		return 0;
 	vz_err("%s disappeared while running; stopped", gone->ifname);
@@ -536,6 +570,7 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend)
 	run->interval = 1.0;
 	run->steer_mode = XDP_MODE_NATIVE;
 	run->pmd = "af_xdp";
+	run->dispatch = -1;
 	for (i = 0; i < VZ_MAX_PORTS; i++) {
 		run->ports[i].lock.fd = -1;
 		run->ports[i].tap.fd = -1;

@@ -291,6 +291,15 @@ void vz_dispatch_done(struct vz_dispatch *d, unsigned int worker,
 		f->done_end = t->seq + 1;
 }
 
+void vz_dispatch_cancel(struct vz_dispatch *d, unsigned int worker,
+			const struct vz_dispatch_ticket *t)
+{
+	d->in_flight[worker]--;
+	d->buckets[t->bucket].in_flight--;
+	if (t->flow)
+		d->flows[t->flow - 1].in_flight--;
+}
+
 /* Load of every worker's buckets over the last period. */
 static void worker_loads(const struct vz_dispatch *d, __u64 *load)
 {

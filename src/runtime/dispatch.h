@@ -99,6 +99,13 @@ void vz_dispatch_done(struct vz_dispatch *d, unsigned int worker,
 		      const struct vz_dispatch_ticket *t);
 
 /*
+ * The frame of ticket `t` never reached worker `worker` (its queue was
+ * full): forget it without counting it as completed.
+ */
+void vz_dispatch_cancel(struct vz_dispatch *d, unsigned int worker,
+			const struct vz_dispatch_ticket *t);
+
+/*
  * Workers 0..n-1 are active from now on (1 <= n <= cfg.workers). Workers
  * above n get no new flows; they finish what they hold.
  */

@@ -71,11 +71,15 @@ struct vz_us_run {
 	bool json;
 	double interval;
 	double duration; /* 0: until stopped */
+	int dispatch; /* --dispatch: a vz_dispatch_policy, or -1 */
+	bool alloc; /* --alloc: the core allocator sets the active workers */
 	char **extra_args; /* after "--": EAL arguments */
 	int nextra;
 	/* State: */
 	volatile sig_atomic_t stop; /* workers poll it */
 	struct vz_worker_counters counters[VZ_MAX_WORKERS];
+	/* --dispatch: the dispatcher thread's (it runs no NF) */
+	struct vz_worker_counters dispatcher_counters;
 	void *backend_state;
 };
 
@@ -102,6 +106,11 @@ struct vz_backend {
 	__u64 (*rx_missed)(struct vz_us_run *run);
 	/* The line "attached" prints after setup: mode, queues, memory. */
 	void (*describe)(struct vz_us_run *run, char *buf, size_t len);
+	/*
+	 * Optional: after each counter line, more lines about the run (the
+	 * dispatch stage's); `summary` for the last one.
+	 */
+	void (*report)(struct vz_us_run *run, double t, bool summary);
 };
 
 /* The whole `run` command; a backend's main() calls this. */

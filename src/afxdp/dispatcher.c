@@ -1,0 +1,534 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The afxdp backend's dispatch stage (--dispatch): one thread, the
+ * dispatcher, owns every socket. It takes each received frame, hashes its
+ * flow (vz_rss_hash_frame: veth and copy mode hand no RSS hash over), asks
+ * the policy (runtime/dispatch.c) for a worker and passes the frame on a
+ * lock-free ring. Workers run the NF in place, in the dispatcher's UMEM,
+ * and hand the verdict back on a second ring; the dispatcher sends or frees
+ * the frame, so every socket ring keeps its single producer and consumer,
+ * as AF_XDP requires. Calisto's IOKernel works the same way over DPDK.
+ *
+ * With --alloc the core allocator (runtime/core_alloc.c) grows and shrinks
+ * the active workers with queueing delay. A worker beyond the active ones
+ * finishes what it holds and sleeps on a futex until woken: parked workers
+ * cost no CPU.
+ */
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "afxdp/afxdp.h"
+#include "runtime/core_alloc.h"
+#include "runtime/dispatch.h"
+#include "runtime/spsc.h"
+#include "runtime/toeplitz.h"
+
+#define JOB_RING 4096 /* frames queued per worker, a power of two */
+#define IDLE_SPINS 256 /* empty polls before a worker yields its CPU */
+#define PUBLISH_NS 1000000 /* stats snapshot for the counting thread */
+#define TAP_POLL_EVERY 64
+
+/* A frame, from the dispatcher to a worker. */
+struct job {
+	__u64 addr; /* of the frame's data in the UMEM */
+	__u64 enqueued_ns;
+	__u32 len;
+	__u16 port, slot; /* received on: port, the dispatcher's queue slot */
+	struct vz_dispatch_ticket ticket;
+};
+
+/* ... and back, after the NF. */
+struct result {
+	__u64 addr; /* the data now: the NF may have moved its head */
+	__u32 len;
+	__s16 out; /* port to send it from; -1: free it */
+	__u16 slot;
+	struct vz_dispatch_ticket ticket;
+};
+
+struct nf_worker {
+	unsigned int id;
+	struct vz_afxdp_dispatch *ds;
+	pthread_t thread;
+	bool running;
+	struct vz_spsc jobs, results;
+	int sleeping; /* futex word: 1 while parked */
+	__u64 wakeups;
+};
+
+struct vz_afxdp_dispatch {
+	struct vz_us_run *run;
+	struct worker *owner; /* the dispatcher: sockets and UMEM */
+	struct vz_dispatch *policy;
+	struct vz_core_alloc alloc;
+	unsigned int active; /* the policy's, for workers to read */
+	unsigned int nworkers;
+	struct nf_worker workers[VZ_MAX_WORKERS];
+	__u64 ring_full; /* frames dropped: their worker's ring was full */
+	__u64 active_ns; /* integral of active workers over time */
+	__u64 start_ns;
+	/* What the counting thread reads, under `lock`. */
+	pthread_mutex_t lock;
+	struct vz_dispatch_stats snap;
+	struct vz_core_alloc_stats alloc_snap;
+	__u64 snap_ring_full, snap_active_ns, snap_ns;
+	/* The previous report's, for per-interval figures. */
+	struct vz_dispatch_stats last;
+	__u64 last_active_ns, last_ns;
+};
+
+static __u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
+
+static void futex_wait(int *word, int value)
+{
+	struct timespec timeout = { .tv_nsec = 100 * 1000000 }; /* see stop */
+
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, &timeout, NULL, 0);
+}
+
+static void wake(struct nf_worker *w)
+{
+	if (__atomic_exchange_n(&w->sleeping, 0, __ATOMIC_SEQ_CST)) {
+		syscall(SYS_futex, &w->sleeping, FUTEX_WAKE_PRIVATE, 1, NULL,
+			NULL, 0);
+		w->wakeups++;
+	}
+}
+
+/* ---- workers ---------------------------------------------------------------
+ */
+
+static void run_job(struct nf_worker *nw, const struct job *j)
+{
+	struct vz_us_run *run = nw->ds->run;
+	struct vz_worker_counters *c = &run->counters[nw->id];
+	__u8 *area = nw->ds->owner->area;
+	__u64 base = j->addr & ~(__u64)(FRAME_SIZE - 1);
+	struct vz_ctx ctx = {
+		.data = area + j->addr,
+		.data_end = area + j->addr + j->len,
+		.data_hard_start = area + base,
+		.ingress_port = j->port,
+	};
+	struct result r = { .slot = j->slot, .ticket = j->ticket, .out = -1 };
+	int action = vz_us_process(run, &ctx, c);
+
+	if (action == VZ_TX)
+		r.out = (__s16)j->port;
+	else if (action == VZ_REDIRECT_VERDICT)
+		r.out = (__s16)ctx.redirect_port;
+	r.addr = (__u64)(ctx.data - area);
+	r.len = (__u32)(ctx.data_end - ctx.data);
+	if (r.out < 0)
+		r.addr = base;
+	/* The dispatcher empties this ring every loop: wait for room. */
+	while (!vz_spsc_push(&nw->results, &r) && !run->stop)
+		sched_yield();
+}
+
+static void *worker_main(void *arg)
+{
+	struct nf_worker *nw = arg;
+	struct vz_us_run *run = nw->ds->run;
+	unsigned int idle = 0;
+	struct job j;
+
+	vz_us_worker_enter(nw->id);
+	while (!run->stop) {
+		if (vz_spsc_pop(&nw->jobs, &j)) {
+			run_job(nw, &j);
+			idle = 0;
+			continue;
+		}
+		if (nw->id <
+		    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE)) {
+			/* Active: poll, but let a CPU shared with others go. */
+			if (++idle % IDLE_SPINS == 0)
+				sched_yield();
+			continue;
+		}
+		/* Parked, and nothing left: sleep until woken. */
+		__atomic_store_n(&nw->sleeping, 1, __ATOMIC_SEQ_CST);
+		if (!vz_spsc_count(&nw->jobs) &&
+		    nw->id >=
+			    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE))
+			futex_wait(&nw->sleeping, 1);
+		__atomic_store_n(&nw->sleeping, 0, __ATOMIC_SEQ_CST);
+	}
+	return NULL;
+}
+
+/* ---- the dispatcher --------------------------------------------------------
+ */
+
+static void dispatch_rx(struct vz_afxdp_dispatch *ds, int p, unsigned int q,
+			__u64 now)
+{
+	struct worker *w = ds->owner;
+	struct vz_us_run *run = ds->run;
+	struct vz_worker_counters *c = &run->dispatcher_counters;
+	struct xsk *x = w->xsk[p][q];
+	__u8 *area = w->area;
+	__u32 idx, n, i;
+
+	n = xsk_ring_cons__peek(&x->rx, run->batch, &idx);
+	if (!n) {
+		if (run->busy_poll || xsk_ring_prod__needs_wakeup(&x->fill))
+			recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		const struct xdp_desc *d =
+			xsk_ring_cons__rx_desc(&x->rx, idx + i);
+		__u64 base = d->addr & ~(__u64)(FRAME_SIZE - 1);
+		struct job j = { .addr = d->addr,
+				 .len = d->len,
+				 .port = (__u16)p,
+				 .slot = (__u16)q,
+				 .enqueued_ns = now };
+		unsigned int to;
+
+		if (d->len > VZ_LINEAR_MAX || d->addr - base < VZ_HEADROOM) {
+			c->rx++;
+			c->rx_invalid++;
+			afxdp_frame_free(w, base);
+			continue;
+		}
+		to = vz_dispatch_pick(ds->policy,
+				      vz_rss_hash_frame(area + d->addr, d->len),
+				      now, &j.ticket);
+		if (!vz_spsc_push(&ds->workers[to].jobs, &j)) {
+			vz_dispatch_cancel(ds->policy, to, &j.ticket);
+			ds->ring_full++;
+			afxdp_frame_free(w, base);
+			continue;
+		}
+		wake(&ds->workers[to]); /* a parked worker keeping busy flows */
+	}
+	xsk_ring_cons__release(&x->rx, n);
+}
+
+static void collect_results(struct vz_afxdp_dispatch *ds)
+{
+	struct worker *w = ds->owner;
+	struct vz_worker_counters *c = &ds->run->dispatcher_counters;
+	unsigned int i, budget;
+	struct result r;
+
+	for (i = 0; i < ds->nworkers; i++) {
+		struct nf_worker *nw = &ds->workers[i];
+
+		for (budget = JOB_RING; budget && vz_spsc_pop(&nw->results, &r);
+		     budget--) {
+			vz_dispatch_done(ds->policy, i, &r.ticket);
+			if (r.out < 0)
+				afxdp_frame_free(w, r.addr);
+			else
+				afxdp_queue_tx(w, w->xsk[r.out][r.slot], r.addr,
+					       r.len, c);
+		}
+	}
+}
+
+/* The allocator's view: when each worker's oldest waiting frame came. */
+static void allocate(struct vz_afxdp_dispatch *ds, __u64 now)
+{
+	__u64 oldest[VZ_DISPATCH_MAX_WORKERS] = { 0 };
+	unsigned int i, before = ds->active, after;
+	struct job j;
+
+	for (i = 0; i < before; i++)
+		if (vz_spsc_peek_producer(&ds->workers[i].jobs, &j))
+			oldest[i] = j.enqueued_ns;
+	after = vz_core_alloc_tick(&ds->alloc, ds->policy, now, oldest);
+	if (after == before)
+		return;
+	__atomic_store_n(&ds->active, after, __ATOMIC_RELEASE);
+	for (i = before; i < after; i++)
+		wake(&ds->workers[i]);
+}
+
+/* Never waits for the counting thread, except for the last word. */
+static void publish(struct vz_afxdp_dispatch *ds, __u64 now, bool last)
+{
+	if (last)
+		pthread_mutex_lock(&ds->lock);
+	else if (pthread_mutex_trylock(&ds->lock))
+		return;
+	vz_dispatch_get_stats(ds->policy, &ds->snap);
+	ds->alloc_snap = ds->alloc.stats;
+	ds->snap_ring_full = ds->ring_full;
+	ds->snap_active_ns = ds->active_ns;
+	ds->snap_ns = now - ds->start_ns;
+	pthread_mutex_unlock(&ds->lock);
+}
+
+static void *dispatcher_main(void *arg)
+{
+	struct vz_afxdp_dispatch *ds = arg;
+	struct worker *w = ds->owner;
+	struct vz_us_run *run = ds->run;
+	struct vz_worker_counters *c = &run->dispatcher_counters;
+	__u64 now = now_ns(), last = now, next_publish = now;
+	unsigned long loops = 0;
+	unsigned int q;
+	int p;
+
+	ds->start_ns = now;
+	while (!run->stop) {
+		now = now_ns();
+		ds->active_ns += (now - last) * ds->active;
+		last = now;
+		for (q = 0; q < w->nqueues; q++)
+			for (p = 0; p < run->nports; p++)
+				dispatch_rx(ds, p, q, now);
+		collect_results(ds);
+		if (++loops % TAP_POLL_EVERY == 0)
+			afxdp_drain_taps(w, c);
+		for (q = 0; q < w->nqueues; q++)
+			for (p = 0; p < run->nports; p++) {
+				struct xsk *x = w->xsk[p][q];
+
+				afxdp_flush_tx(w, x, c);
+				afxdp_complete(w, x);
+				afxdp_kick_tx(x);
+				afxdp_refill(w, x);
+			}
+		vz_dispatch_tick(ds->policy, now);
+		if (run->alloc)
+			allocate(ds, now);
+		if (now >= next_publish) {
+			publish(ds, now, false);
+			next_publish = now + PUBLISH_NS;
+		}
+	}
+	now = now_ns();
+	ds->active_ns += (now - last) * ds->active;
+	publish(ds, now, true);
+	return NULL;
+}
+
+/* ---- setup, start, stop ----------------------------------------------------
+ */
+
+int afxdp_dispatch_setup(struct vz_us_run *run, struct afxdp *a)
+{
+	struct vz_afxdp_dispatch *ds = calloc(1, sizeof(*ds));
+	struct vz_core_alloc_config acfg;
+	struct vz_dispatch_config cfg;
+	unsigned int i;
+
+	if (!ds)
+		return -ENOMEM;
+	a->dispatch = ds;
+	ds->run = run;
+	ds->owner = &a->workers[0];
+	ds->nworkers = run->workers;
+	pthread_mutex_init(&ds->lock, NULL);
+	vz_dispatch_config_default(&cfg, (enum vz_dispatch_policy)run->dispatch,
+				   run->workers);
+	ds->policy = vz_dispatch_new(&cfg);
+	if (!ds->policy)
+		return -EINVAL;
+	vz_core_alloc_config_default(&acfg, run->workers);
+	if (vz_core_alloc_init(&ds->alloc, &acfg, now_ns()))
+		return -EINVAL;
+	/* The allocator starts from one worker and grows with the load. */
+	if (run->alloc)
+		vz_dispatch_set_active(ds->policy, 1);
+	ds->active = vz_dispatch_active(ds->policy);
+	for (i = 0; i < ds->nworkers; i++) {
+		struct nf_worker *nw = &ds->workers[i];
+
+		nw->id = i;
+		nw->ds = ds;
+		if (vz_spsc_init(&nw->jobs, JOB_RING, sizeof(struct job)) ||
+		    vz_spsc_init(&nw->results, JOB_RING,
+				 sizeof(struct result))) {
+			vz_err("cannot allocate the dispatch rings");
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+int afxdp_dispatch_start(struct vz_us_run *run, struct afxdp *a)
+{
+	struct vz_afxdp_dispatch *ds = a->dispatch;
+	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned int i;
+	cpu_set_t cpus;
+	int err;
+
+	(void)run;
+	for (i = 0; i < ds->nworkers; i++) {
+		struct nf_worker *nw = &ds->workers[i];
+
+		err = pthread_create(&nw->thread, NULL, worker_main, nw);
+		if (err) {
+			vz_err("cannot start worker %u: %s", i, strerror(err));
+			return -err;
+		}
+		nw->running = true;
+		/* Worker i on CPU i; the dispatcher on the last one. */
+		CPU_ZERO(&cpus);
+		CPU_SET((int)(i % (unsigned long)ncpus), &cpus);
+		pthread_setaffinity_np(nw->thread, sizeof(cpus), &cpus);
+	}
+	err = pthread_create(&ds->owner->thread, NULL, dispatcher_main, ds);
+	if (err) {
+		vz_err("cannot start the dispatcher: %s", strerror(err));
+		return -err;
+	}
+	ds->owner->running = true;
+	CPU_ZERO(&cpus);
+	CPU_SET((int)(ncpus - 1), &cpus);
+	pthread_setaffinity_np(ds->owner->thread, sizeof(cpus), &cpus);
+	return 0;
+}
+
+void afxdp_dispatch_join(struct vz_us_run *run, struct afxdp *a)
+{
+	struct vz_afxdp_dispatch *ds = a->dispatch;
+	unsigned int i;
+
+	(void)run;
+	if (ds->owner->running) {
+		pthread_join(ds->owner->thread, NULL);
+		ds->owner->running = false;
+	}
+	for (i = 0; i < ds->nworkers; i++)
+		if (ds->workers[i].running) {
+			wake(&ds->workers[i]);
+			pthread_join(ds->workers[i].thread, NULL);
+			ds->workers[i].running = false;
+		}
+}
+
+void afxdp_dispatch_teardown(struct afxdp *a)
+{
+	struct vz_afxdp_dispatch *ds = a->dispatch;
+	unsigned int i;
+
+	if (!ds)
+		return;
+	for (i = 0; i < VZ_MAX_WORKERS; i++) {
+		vz_spsc_free(&ds->workers[i].jobs);
+		vz_spsc_free(&ds->workers[i].results);
+	}
+	vz_dispatch_free(ds->policy);
+	pthread_mutex_destroy(&ds->lock);
+	free(ds);
+	a->dispatch = NULL;
+}
+
+__u64 afxdp_dispatch_missed(struct afxdp *a)
+{
+	__u64 missed;
+
+	if (!a->dispatch)
+		return 0;
+	pthread_mutex_lock(&a->dispatch->lock);
+	missed = a->dispatch->snap_ring_full;
+	pthread_mutex_unlock(&a->dispatch->lock);
+	return missed;
+}
+
+/* ---- reporting -------------------------------------------------------------
+ */
+
+void afxdp_dispatch_report(struct vz_us_run *run, double t, bool summary)
+{
+	struct afxdp *a = run->backend_state;
+	struct vz_afxdp_dispatch *ds = a ? a->dispatch : NULL;
+	struct vz_dispatch_stats s, zero = { 0 };
+	const struct vz_dispatch_stats *base;
+	struct vz_core_alloc_stats as;
+	__u64 active_ns, ns, span;
+	double mean_active;
+	unsigned int i;
+
+	if (!ds)
+		return;
+	pthread_mutex_lock(&ds->lock);
+	s = ds->snap;
+	as = ds->alloc_snap;
+	active_ns = ds->snap_active_ns;
+	ns = ds->snap_ns;
+	pthread_mutex_unlock(&ds->lock);
+	/* Per interval, except the summary: the whole run. */
+	base = summary ? &zero : &ds->last;
+	span = ns - (summary ? 0 : ds->last_ns);
+	mean_active = span ? (double)(active_ns -
+				      (summary ? 0 : ds->last_active_ns)) /
+				      (double)span
+			   : s.active;
+	if (run->json) {
+		printf("{\"event\": \"%s\", \"t\": %.3f, \"policy\": \"%s\", "
+		       "\"active\": %u, \"workers\": %u, \"mean_active\": "
+		       "%.3f, \"frames\": %llu, \"reordered\": %llu, "
+		       "\"flows_moved\": %llu, \"flows_new\": %llu, "
+		       "\"flows\": %u, \"buckets_moved\": %llu, "
+		       "\"reallocations\": %llu, \"grows\": %llu, "
+		       "\"shrinks\": %llu, \"ring_full\": %llu, "
+		       "\"frames_per_worker\": [",
+		       summary ? "dispatch_summary" : "dispatch", t,
+		       vz_dispatch_policy_name(
+			       (enum vz_dispatch_policy)run->dispatch),
+		       s.active, ds->nworkers, mean_active,
+		       (unsigned long long)(s.frames - base->frames),
+		       (unsigned long long)(s.reordered - base->reordered),
+		       (unsigned long long)(s.flows_moved - base->flows_moved),
+		       (unsigned long long)(s.flows_new - base->flows_new),
+		       s.flows,
+		       (unsigned long long)(s.buckets_moved -
+					    base->buckets_moved),
+		       (unsigned long long)(as.grows + as.shrinks),
+		       (unsigned long long)as.grows,
+		       (unsigned long long)as.shrinks,
+		       (unsigned long long)ds->snap_ring_full);
+		for (i = 0; i < ds->nworkers; i++)
+			printf("%s%llu", i ? ", " : "",
+			       (unsigned long long)(s.frames_per_worker[i] -
+						    base->frames_per_worker
+							    [i]));
+		printf("]}\n");
+	} else {
+		printf("  dispatch %s: %u of %u workers active (mean %.2f), "
+		       "%llu reordered, %llu flows moved, %llu buckets moved, "
+		       "%llu reallocations; frames per worker:",
+		       vz_dispatch_policy_name(
+			       (enum vz_dispatch_policy)run->dispatch),
+		       s.active, ds->nworkers, mean_active,
+		       (unsigned long long)(s.reordered - base->reordered),
+		       (unsigned long long)(s.flows_moved - base->flows_moved),
+		       (unsigned long long)(s.buckets_moved -
+					    base->buckets_moved),
+		       (unsigned long long)(as.grows + as.shrinks));
+		for (i = 0; i < ds->nworkers; i++)
+			printf(" %llu",
+			       (unsigned long long)(s.frames_per_worker[i] -
+						    base->frames_per_worker
+							    [i]));
+		printf("\n");
+	}
+	fflush(stdout);
+	if (!summary) {
+		ds->last = s;
+		ds->last_active_ns = active_ns;
+		ds->last_ns = ns;
+	}
+}
