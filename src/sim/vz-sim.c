@@ -916,6 +916,7 @@ static void on_tick(struct sim *s, __u64 *next_timeline,
 
 struct summary {
 	double load, offered, active_mean, imbalance;
+	unsigned int used; /* workers that got frames */
 	struct hist *lat;
 	__u64 frames, reordered, flows_moved, buckets_moved, grows, shrinks;
 	__u64 per_worker[VZ_DISPATCH_MAX_WORKERS];
@@ -928,7 +929,7 @@ static void summarise(const struct sim *s, unsigned int from, unsigned int to,
 	const struct snapshot *b = &s->steps[from].begin,
 			      *e = &s->steps[to - 1].end;
 	double work = 0, active = 0, load = 0, mean;
-	unsigned int i, used = 0;
+	unsigned int i;
 	__u64 most = 0;
 
 	memset(lat, 0, sizeof(*lat));
@@ -954,12 +955,13 @@ static void summarise(const struct sim *s, unsigned int from, unsigned int to,
 		out->per_worker[i] =
 			e->d.frames_per_worker[i] - b->d.frames_per_worker[i];
 		if (out->per_worker[i]) {
-			used++;
+			out->used++;
 			if (out->per_worker[i] > most)
 				most = out->per_worker[i];
 		}
 	}
-	mean = used ? (double)out->frames / used : 0;
+	/* The busiest worker against an even split over the active ones. */
+	mean = out->active_mean ? (double)out->frames / out->active_mean : 0;
 	out->imbalance = mean ? (double)most / mean : 0;
 }
 
@@ -974,7 +976,7 @@ static void print_json_summary(const struct sim *s, const struct summary *x)
 	       "\"reordered\": %llu, \"flows_moved\": %llu, "
 	       "\"buckets_moved\": %llu, \"reallocations\": %llu, "
 	       "\"grows\": %llu, \"shrinks\": %llu, \"active_mean\": %.3f, "
-	       "\"imbalance\": %.4f, \"share\": [",
+	       "\"imbalance\": %.4f, \"workers_used\": %u, \"share\": [",
 	       x->load, x->offered, (unsigned long long)x->frames,
 	       h->n ? h->sum / (double)h->n / 1000 : 0,
 	       hist_quantile(h, 0.5) / 1000, hist_quantile(h, 0.9) / 1000,
@@ -984,7 +986,7 @@ static void print_json_summary(const struct sim *s, const struct summary *x)
 	       (unsigned long long)x->buckets_moved,
 	       (unsigned long long)(x->grows + x->shrinks),
 	       (unsigned long long)x->grows, (unsigned long long)x->shrinks,
-	       x->active_mean, x->imbalance);
+	       x->active_mean, x->imbalance, x->used);
 	for (i = 0; i < s->o->cores; i++)
 		printf("%s%.5f", i ? ", " : "",
 		       x->frames ? (double)x->per_worker[i] / (double)x->frames
@@ -1069,8 +1071,8 @@ static void report(struct sim *s, char *timeline, size_t timeline_len)
 		summarise(s, 0, o->nsteps, &x, lat);
 		print_table_row("all", &x);
 	}
-	printf("(latency in us; imbal = busiest worker's frames / mean of "
-	       "the workers that had any)\n");
+	printf("(latency in us; imbal = busiest worker's frames / frames per "
+	       "active worker)\n");
 	if (o->timeline_us)
 		printf("\n%12s %6s %8s %8s\n%.*s", "t_us", "active", "queued",
 		       "longest", (int)timeline_len, timeline);
