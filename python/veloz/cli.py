@@ -17,7 +17,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from veloz import demo, gen, nfs, replay, run, testbed_cli
+    from veloz import demo, gen, nfs, replay, run, sim, testbed_cli
     from veloz.control import cli as ctl
     from veloz.lab import bench, report, route_table
 
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     nfs.add_parser(sub)
     route_table.add_parser(sub)
     ctl.add_parser(sub)
+    sim.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,244 @@
+"""`veloz sim`: the dispatch policies and the core allocator in a discrete-event simulation.
+
+The simulator is the C tool vz-sim, linked with the runtime's own policy code
+(src/runtime/dispatch.c, core_alloc.c), so what it shows is what the afxdp
+dispatcher does, on 2 to 64 simulated workers. This module builds its command
+line, parses its JSON and prints it; `run_sim()` is the entry point for the lab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from veloz import paths
+from veloz.errors import VelozError
+
+POLICIES = ("rss-mod", "flow-affinity", "buckets")
+ARRIVALS = ("poisson", "bursty")
+SERVICES = ("exp", "const", "heavy")
+FLOW_SIZES = ("uniform", "heavy")
+
+DESCRIPTION = """\
+Simulate the dispatch stage with the runtime's own policy code (not a model of it).
+Frames of --flows flows (Toeplitz RSS hashes of random 5-tuples) arrive at --load times
+the capacity of --cores workers, or at each load of --ramp for --step-ms each; the
+policy picks a worker and the frame joins its FIFO queue; a worker serves one frame at
+a time; with --alloc the core allocator adds or parks workers every 5 us (parked ones
+drain, then sleep; waking takes --wake-us). Latency is completion minus arrival.
+"""
+
+
+def tool() -> Path:
+    """The vz-sim binary of the build (src/sim, beside the other C tools)."""
+    path = paths.build_dir() / "src" / "sim" / "vz-sim"
+    if not path.exists():
+        raise VelozError(f"vz-sim is not built; run `make build` in {paths.REPO_ROOT}", code=1)
+    return path
+
+
+def _ramp_text(ramp: str | list[float] | tuple[float, ...]) -> str:
+    return ramp if isinstance(ramp, str) else ",".join(f"{x:g}" for x in ramp)
+
+
+def command(
+    *,
+    policy: str = "rss-mod",
+    cores: int | None = None,
+    load: float | None = None,
+    ramp: str | list[float] | tuple[float, ...] | None = None,
+    step_ms: float | None = None,
+    arrivals: str | None = None,
+    burst_us: float | None = None,
+    service: str | None = None,
+    service_us: float | None = None,
+    flows: int | None = None,
+    flow_sizes: str | None = None,
+    zipf_s: float | None = None,
+    flow_slots: int | None = None,
+    alloc: bool = False,
+    wake_us: float | None = None,
+    prepopulate: bool = False,
+    seed: int | None = None,
+    timeline_us: int | None = None,
+) -> list[str]:
+    """vz-sim's argv for one policy; None leaves vz-sim's default."""
+    cmd = [str(tool()), "--json", "--policy", policy]
+    valued: dict[str, Any] = {
+        "--cores": cores, "--load": load,
+        "--ramp": None if ramp is None else _ramp_text(ramp),
+        "--step-ms": step_ms, "--arrivals": arrivals, "--burst-us": burst_us,
+        "--service": service, "--service-us": service_us, "--flows": flows,
+        "--flow-sizes": flow_sizes, "--zipf-s": zipf_s, "--flow-slots": flow_slots,
+        "--wake-us": wake_us, "--seed": seed, "--timeline-us": timeline_us,
+    }  # fmt: skip
+    for flag, value in valued.items():
+        if value is not None:
+            cmd += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    if alloc:
+        cmd.append("--alloc")
+    if prepopulate:
+        cmd.append("--prepopulate")
+    return cmd
+
+
+def run_sim(**kw: Any) -> dict[str, Any]:
+    """One simulation: keyword arguments as command() takes them, vz-sim's JSON back.
+
+    The result has the run's parameters, "steps" (one dict per load step:
+    load, offered, frames, latency_us {mean, p50, p90, p99, p999, max},
+    reordered, flows_moved, buckets_moved, reallocations, grows, shrinks,
+    active_mean, imbalance, share), "overall" (the same over every step) and,
+    with timeline_us, "timeline". Bad input raises VelozError (code 2).
+    """
+    try:
+        cmd = command(**kw)
+    except TypeError as e:
+        raise VelozError(f"sim: {e}") from None
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+        message = message.removeprefix("veloz: ").replace(
+            "(see vz-sim --help)", "(see `veloz sim --help`)"
+        )
+        raise VelozError(message or f"vz-sim failed ({done.returncode})", done.returncode)
+    return json.loads(done.stdout)
+
+
+def run_policies(policies: list[str] | tuple[str, ...], **kw: Any) -> list[dict[str, Any]]:
+    """The same trace (same seed and parameters) under each policy."""
+    return [run_sim(policy=p, **kw) for p in policies]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sim",
+        help="simulate the dispatch policies and core allocator on 1 to 64 cores",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--policy",
+        default="all",
+        choices=(*POLICIES, "all"),
+        help="dispatch policy, or all three on the same trace (default)",
+    )
+    p.add_argument("--cores", type=int, default=4, help="workers, 1..64 (default 4)")
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--load", type=float, help="offered load, fraction of capacity (0.7)")
+    load.add_argument("--ramp", metavar="F,F,..", help="loads raised in steps, e.g. 0.1,0.5,0.9")
+    p.add_argument("--step-ms", type=float, help="simulated time per load step (20)")
+    p.add_argument(
+        "--arrivals",
+        choices=ARRIVALS,
+        help="poisson, or bursty: on/off, 4x the mean rate 20%% of the time",
+    )
+    p.add_argument("--burst-us", type=float, help="bursty: mean burst length (50)")
+    p.add_argument(
+        "--service",
+        choices=SERVICES,
+        help="service time: exp, const, or heavy (bimodal: 10%% take 10x)",
+    )
+    p.add_argument("--service-us", type=float, help="mean service time (1)")
+    p.add_argument("--flows", type=int, help="flows in the trace (1000)")
+    p.add_argument(
+        "--flow-sizes",
+        choices=FLOW_SIZES,
+        help="frames per flow: uniform, or heavy (Zipf: a few elephants)",
+    )
+    p.add_argument("--zipf-s", type=float, help="heavy flow sizes: Zipf exponent (1.1)")
+    p.add_argument("--flow-slots", type=int, help="flow table slots, a power of two (65536)")
+    p.add_argument(
+        "--alloc",
+        action="store_true",
+        help="the core allocator grows and shrinks the active workers",
+    )
+    p.add_argument("--wake-us", type=float, help="a parked worker's wake-up time (5)")
+    p.add_argument(
+        "--prepopulate",
+        action="store_true",
+        help="fill the flow table with the trace's flows first",
+    )
+    p.add_argument("--seed", type=int, default=1, help="trace seed (1)")
+    p.add_argument(
+        "--timeline-us", type=int, help="also sample active workers and queue lengths every T us"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="vz-sim's JSON: one object, or {'runs': [...]} for all policies",
+    )
+    p.set_defaults(func=run)  # fmt: skip
+
+
+def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    names = ("cores", "load", "ramp", "step_ms", "arrivals", "burst_us", "service",
+             "service_us", "flows", "flow_sizes", "zipf_s", "flow_slots", "alloc",
+             "wake_us", "prepopulate", "seed", "timeline_us")  # fmt: skip
+    return {n: getattr(args, n) for n in names}
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2f}" if x < 1000 else f"{x:,.0f}"
+
+
+def _row(policy: str, label: str, s: dict[str, Any]) -> list[str]:
+    lat = s["latency_us"]
+    return [policy, label, f"{s['load']:.2f}", f"{s['frames']:,}", _fmt(lat["mean"]),
+            _fmt(lat["p50"]), _fmt(lat["p99"]), _fmt(lat["p999"]), _fmt(lat["max"]),
+            f"{s['reordered']:,}", f"{s['flows_moved']:,}", f"{s['buckets_moved']:,}",
+            f"{s['reallocations']:,}", f"{s['active_mean']:.1f}",
+            f"{s['imbalance']:.2f}"]  # fmt: skip
+
+
+def print_table(runs: list[dict[str, Any]], console: Console) -> None:
+    first = runs[0]
+    title = (
+        f"{first['cores']} cores{', core allocator' if first['alloc'] else ''}"
+        f"{', prepopulated' if first['prepopulate'] else ''}, {first['arrivals']} arrivals, "
+        f"{first['service']} service ({first['service_us']:g} us), {first['flows']} flows "
+        f"({first['flow_sizes']}), {first['step_ms']:g} ms per step, seed {first['seed']}"
+    )
+    caption = "latency in us; imbal: the busiest worker's frames / frames per active worker"
+    table = Table(title=title, caption=caption)
+    for col in ("policy", "step", "load", "frames", "mean", "p50", "p99", "p99.9", "max",
+                "reordered", "flows moved", "buckets moved", "realloc", "active",
+                "imbal"):  # fmt: skip
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for r in runs:
+        steps = r["steps"]
+        for i, s in enumerate(steps):
+            table.add_row(*_row(r["policy"], str(i + 1), s))
+        if len(steps) > 1:
+            table.add_row(*_row(r["policy"], "all", r["overall"]), style="bold")
+        if r is not runs[-1]:
+            table.add_section()
+    console.print(table)
+    for r in runs:
+        if "timeline" not in r:
+            continue
+        tl = Table(title=f"{r['policy']}: timeline")
+        for col in ("t (us)", "active", "queued", "longest queue"):
+            tl.add_column(col, justify="right")
+        for t in r["timeline"]:
+            tl.add_row(f"{t['t_us']:g}", str(t["active"]), str(t["queued"]),
+                       str(max(t["queues"], default=0)))  # fmt: skip
+        console.print(tl)
+
+
+def run(args: argparse.Namespace) -> int:
+    policies = POLICIES if args.policy == "all" else (args.policy,)
+    runs = run_policies(policies, **_kwargs(args))
+    if args.json:
+        print(json.dumps(runs[0] if len(runs) == 1 else {"runs": runs}))
+        return 0
+    # Not a terminal (a pipe, a test): rich would squeeze the table to 80 columns.
+    print_table(runs, Console() if sys.stdout.isatty() else Console(width=160))
+    return 0

@@ -1,0 +1,164 @@
+"""`veloz sim` (vz-sim): queueing theory where it applies, the policies' promises, the CLI.
+
+The simulator runs the runtime's own dispatch code, so these tests check the
+simulation around it: with one worker it must be the textbook M/M/1 and M/D/1
+queue; with several, each worker's FIFO queue is fed by a fixed share of the
+flows, so the system is that many M/M/1 queues (not M/M/c, which shares one
+queue: Erlang C is a bound it must stay above).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from veloz import sim
+from veloz.errors import VelozError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VELOZ = REPO_ROOT / ".venv" / "bin" / "veloz"
+
+
+def vz_sim(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(sim.tool()), *argv], capture_output=True, text=True, check=False)
+
+
+def test_mm1_mean_and_tail():
+    r = sim.run_sim(cores=1, load=0.5, step_ms=400, service="exp", service_us=1, seed=3)
+    s = r["overall"]
+    assert s["frames"] > 150_000
+    assert s["offered"] == pytest.approx(0.5, rel=0.03)
+    # M/M/1: sojourn time is exponential with mean S / (1 - rho) = 2 us.
+    assert s["latency_us"]["mean"] == pytest.approx(2.0, rel=0.10)
+    assert s["latency_us"]["p50"] == pytest.approx(math.log(2) * 2, rel=0.10)
+    assert s["latency_us"]["p99"] == pytest.approx(-math.log(0.01) * 2, rel=0.10)
+    assert s["reordered"] == 0 and s["active_mean"] == pytest.approx(1.0)
+
+
+def test_md1_pollaczek_khinchine():
+    r = sim.run_sim(cores=1, load=0.7, step_ms=300, service="const", service_us=2, seed=4)
+    # M/D/1: W = S + rho * S / (2 (1 - rho)).
+    rho, svc = 0.7, 2.0
+    want = svc + rho * svc / (2 * (1 - rho))
+    assert r["overall"]["latency_us"]["mean"] == pytest.approx(want, rel=0.05)
+    assert r["overall"]["latency_us"]["p50"] >= svc
+
+
+def erlang_c_sojourn(c: int, rho: float, svc: float) -> float:
+    """Mean time in an M/M/c system (Erlang C) at per-server load rho."""
+    a = c * rho
+    top = a**c / math.factorial(c) / (1 - rho)
+    wait_prob = top / (sum(a**k / math.factorial(k) for k in range(c)) + top)
+    return svc + wait_prob * svc / (c * (1 - rho))
+
+
+def test_four_workers_are_four_mm1_queues_above_erlang_c():
+    cores, load = 4, 0.6
+    r = sim.run_sim(policy="rss-mod", cores=cores, load=load, step_ms=100, flows=20000,
+                    service="exp", seed=5)  # fmt: skip
+    s = r["overall"]
+    shares = s["share"]
+    assert sum(shares) == pytest.approx(1.0, abs=1e-3)
+    # Each worker gets a Poisson share of the frames: an M/M/1 queue at its own load.
+    want = sum(p * 1.0 / (1 - load * cores * p) for p in shares)
+    assert s["latency_us"]["mean"] == pytest.approx(want, rel=0.06)
+    # One shared queue (M/M/c) would do better: the per-worker queues cost that much.
+    assert s["latency_us"]["mean"] > 1.3 * erlang_c_sojourn(cores, load, 1.0)
+
+
+RAMP: dict[str, Any] = dict(cores=8, ramp=[0.2, 0.5, 0.8, 0.5, 0.2], step_ms=10, alloc=True,
+                            flows=200, arrivals="bursty", seed=7)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ramp_runs() -> dict[str, dict[str, Any]]:
+    return {r["policy"]: r for r in sim.run_policies(sim.POLICIES, **RAMP)}
+
+
+@pytest.mark.parametrize("policy", ["flow-affinity", "buckets"])
+def test_affinity_policies_reorder_nothing_while_workers_change(ramp_runs, policy):
+    s = ramp_runs[policy]["overall"]
+    assert s["reallocations"] > 0 and s["grows"] > 0 and s["shrinks"] > 0
+    assert s["reordered"] == 0
+    assert 1 < s["active_mean"] < RAMP["cores"]
+
+
+def test_rss_mod_reorders_under_the_same_ramp(ramp_runs):
+    s = ramp_runs["rss-mod"]["overall"]
+    assert s["reallocations"] > 0
+    assert s["reordered"] > 0
+    assert s["flows_moved"] > 0
+
+
+def test_every_policy_sees_the_same_trace(ramp_runs):
+    frames = {p: [st["frames"] for st in r["steps"]] for p, r in ramp_runs.items()}
+    assert frames["rss-mod"] == frames["flow-affinity"] == frames["buckets"]
+    assert len(frames["rss-mod"]) == 5
+    # Load steps: the middle one carries four times the first's frames, roughly.
+    assert 3 < frames["rss-mod"][2] / frames["rss-mod"][0] < 5
+
+
+def test_deterministic_with_a_seed_and_not_without_it():
+    argv = ["--cores", "16", "--ramp", "0.3,0.7", "--step-ms", "2", "--alloc", "--policy",
+            "buckets", "--arrivals", "bursty", "--service", "heavy", "--flow-sizes", "heavy",
+            "--zipf-s", "0.8", "--timeline-us", "100", "--json"]  # fmt: skip
+    a, b = vz_sim(*argv, "--seed", "11"), vz_sim(*argv, "--seed", "11")
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    assert vz_sim(*argv, "--seed", "12").stdout != a.stdout
+    timeline = json.loads(a.stdout)["timeline"]
+    assert len(timeline) == 41 and all(len(t["queues"]) == 16 for t in timeline)
+
+
+def test_heavy_service_and_bursty_arrivals_keep_the_mean():
+    for kw in (dict(service="heavy"), dict(arrivals="bursty", step_ms=100)):
+        r = sim.run_sim(cores=2, load=0.4, **{"step_ms": 50, **kw})
+        assert r["overall"]["offered"] == pytest.approx(0.4, rel=0.08), kw
+    heavy = sim.run_sim(cores=1, load=0.3, step_ms=50, service="heavy")["overall"]
+    const = sim.run_sim(cores=1, load=0.3, step_ms=50, service="const")["overall"]
+    # Bimodal service: a tenth of the frames take 10 / 1.9 us, and queue behind.
+    assert (
+        heavy["latency_us"]["max"] > 5 and heavy["latency_us"]["p99"] > const["latency_us"]["p99"]
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--cores", "0"], ["--cores", "65"], ["--load", "abc"], ["--load"], ["--policy", "lifo"],
+     ["--ramp", "0.1,,0.5"], ["--load", "0.5", "--ramp", "0.2"], ["--flow-slots", "1000"],
+     ["--bogus"], ["extra"]],
+)  # fmt: skip
+def test_bad_arguments_exit_2_with_one_line(argv):
+    done = vz_sim(*argv)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("veloz: sim: ")
+
+
+@pytest.mark.parametrize("argv", [["--cores", "0"], ["--policy", "lifo"], ["--ramp", "x"]])
+def test_veloz_sim_bad_arguments_exit_2_with_one_line(argv):
+    done = subprocess.run([str(VELOZ), "sim", *argv], capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("veloz: ")
+
+
+def test_run_sim_refuses_unknown_keywords():
+    with pytest.raises(VelozError, match="unexpected keyword"):
+        sim.run_sim(cores=2, loda=0.5)
+
+
+def test_veloz_sim_table_and_json():
+    argv = [str(VELOZ), "sim", "--cores", "4", "--ramp", "0.3,0.6", "--step-ms", "2", "--alloc"]
+    table = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert table.returncode == 0, table.stderr
+    for word in ("rss-mod", "flow-affinity", "buckets", "p99.9", "reordered"):
+        assert word in table.stdout
+    done = subprocess.run([*argv, "--json"], capture_output=True, text=True, check=False)
+    runs = json.loads(done.stdout)["runs"]
+    assert [r["policy"] for r in runs] == list(sim.POLICIES)
+    assert all(len(r["steps"]) == 2 and r["alloc"] for r in runs)
