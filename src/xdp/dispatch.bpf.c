@@ -118,10 +118,11 @@ static __always_inline __u32 toeplitz(const __u8 *in, __u32 len)
 		    (__u64)rss_key[i + 2] << 16 | (__u64)rss_key[i + 3] << 8 |
 		    rss_key[i + 4];
 		b = in[i];
+		/* branchless: 2^288 paths would be too many for the verifier */
 #pragma unroll
 		for (bit = 0; bit < 8; bit++)
-			if (b & (0x80 >> bit))
-				hash ^= (__u32)(k >> (8 - bit));
+			hash ^= (__u32)(k >> (8 - bit)) &
+				-(__u32)((b >> (7 - bit)) & 1);
 	}
 	return hash;
 }
