@@ -59,6 +59,7 @@ struct vz_redirect_config {
 #define VZ_MEMACCESS_SLOTS 4096
 struct vz_memaccess_config {
 	__u32 accesses; /* reads+writes of the table per packet */
+	__u32 reflect; /* then 1: send it back, as tx does (a costly tx) */
 };
 
 /* 16 KiB: fits a per-CPU map value and the L1 cache of any server core. */

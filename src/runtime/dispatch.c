@@ -25,6 +25,7 @@ struct bucket {
 	__u32 in_flight;
 	__u8 owner;
 	__u8 pending; /* where it goes once nothing is in flight */
+	__u64 pending_since;
 	__u64 load; /* frames, decayed every rebalance */
 };
 
@@ -34,6 +35,7 @@ struct vz_dispatch {
 	struct flow *flows;
 	__u32 mask;
 	__u32 age_cursor;
+	__u64 now; /* of the last pick or tick */
 	__u64 next_rebalance;
 	__u32 in_flight[VZ_DISPATCH_MAX_WORKERS];
 	__u32 flows_on[VZ_DISPATCH_MAX_WORKERS];
@@ -72,7 +74,8 @@ void vz_dispatch_config_default(struct vz_dispatch_config *cfg,
 		.flow_slots = 1u << 16,
 		.idle_ns = 1000000000ull, /* 1 s */
 		.rebalance_ns = 1000000ull, /* 1 ms */
-		.imbalance = 0.1,
+		.imbalance = 0.02,
+		.hold_ns = 200000ull, /* 200 us */
 	};
 }
 
@@ -212,6 +215,8 @@ static void move_bucket(struct vz_dispatch *d, struct bucket *b,
 		return;
 	}
 	if (b->in_flight) {
+		if (b->pending == NO_WORKER)
+			b->pending_since = d->now;
 		b->pending = (__u8)to;
 		return;
 	}
@@ -222,8 +227,17 @@ static void move_bucket(struct vz_dispatch *d, struct bucket *b,
 
 static unsigned int pick_bucket(struct vz_dispatch *d, struct bucket *b)
 {
-	if (b->pending != NO_WORKER && !b->in_flight)
+	if (b->pending == NO_WORKER)
+		return b->owner;
+	if (!b->in_flight) {
 		move_bucket(d, b, b->pending);
+	} else if (d->now - b->pending_since > d->cfg.hold_ns) {
+		/* Its old worker never drains it: move it anyway. */
+		b->owner = b->pending;
+		b->pending = NO_WORKER;
+		d->stats.buckets_moved++;
+		d->stats.buckets_forced++;
+	}
 	return b->owner;
 }
 
@@ -235,6 +249,7 @@ unsigned int vz_dispatch_pick(struct vz_dispatch *d, __u32 hash, __u64 now_ns,
 	struct flow *f;
 	bool fresh;
 
+	d->now = now_ns;
 	f = find_flow(d, hash, now_ns, &fresh);
 	switch (d->cfg.policy) {
 	case VZ_DISPATCH_FLOW_AFFINITY:
@@ -379,6 +394,7 @@ void vz_dispatch_tick(struct vz_dispatch *d, __u64 now_ns)
 {
 	unsigned int i;
 
+	d->now = now_ns;
 	if (d->cfg.policy == VZ_DISPATCH_BUCKETS_POLICY &&
 	    now_ns >= d->next_rebalance) {
 		if (d->next_rebalance)

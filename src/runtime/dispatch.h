@@ -17,7 +17,10 @@
  *                  the idlest. Constant state whatever the number of flows,
  *                  and it corrects imbalance that flow-affinity, which
  *                  places a flow once, keeps for the flow's life. A bucket
- *                  moves only when none of its frames is in flight.
+ *                  moves when none of its frames is in flight, or, on an
+ *                  overloaded worker whose queue never empties of them,
+ *                  after hold_ns anyway: a forced move, which can reorder
+ *                  (counted, and measured).
  *
  * Every policy tracks flows the same way to measure what they do: frames in
  * flight per worker (the load), a ticket per frame within its flow, and at
@@ -47,6 +50,7 @@ struct vz_dispatch_config {
 	__u64 idle_ns; /* a flow idle this long is forgotten */
 	__u64 rebalance_ns; /* buckets: how often to even the load */
 	double imbalance; /* buckets: act when max load > (1 + this) * mean */
+	__u64 hold_ns; /* buckets: longest wait for a bucket to drain */
 };
 
 struct vz_dispatch_stats {
@@ -57,6 +61,7 @@ struct vz_dispatch_stats {
 	__u64 flows_aged; /* forgotten after idle_ns */
 	__u64 table_full; /* frames of a flow the table had no room for */
 	__u64 buckets_moved;
+	__u64 buckets_forced; /* of those, moved with frames in flight */
 	__u64 rebalances;
 	__u64 frames_per_worker[VZ_DISPATCH_MAX_WORKERS];
 	__u32 in_flight[VZ_DISPATCH_MAX_WORKERS];

@@ -145,7 +145,7 @@ def test_nfs_describes_config_from_btf():
     assert infos["redirect"]["config"] == [
         {"name": "port", "offset": 0, "size": 4, "signed": False, "default": 1}
     ]
-    assert [f["name"] for f in infos["memaccess"]["config"]] == ["accesses"]
+    assert [f["name"] for f in infos["memaccess"]["config"]] == ["accesses", "reflect"]
     assert infos["memaccess"]["maps"][0]["type"] == "percpu_array"
     assert all(nf["program"] == "vz_xdp_" + name for name, nf in infos.items())
 

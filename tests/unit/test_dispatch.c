@@ -106,13 +106,21 @@ static void test_toeplitz(void)
 	CHECK(vz_rss_hash_frame(frame, 64) == 0, "non-IP hashes 0");
 }
 
-static struct vz_dispatch *make(enum vz_dispatch_policy p, unsigned int w)
+static struct vz_dispatch *make_held(enum vz_dispatch_policy p, unsigned int w,
+				     __u64 hold_ns)
 {
 	struct vz_dispatch_config cfg;
 
 	vz_dispatch_config_default(&cfg, p, w);
 	cfg.flow_slots = 1024;
+	if (hold_ns)
+		cfg.hold_ns = hold_ns;
 	return vz_dispatch_new(&cfg);
+}
+
+static struct vz_dispatch *make(enum vz_dispatch_policy p, unsigned int w)
+{
+	return make_held(p, w, 0);
 }
 
 static void test_rss_mod(void)
@@ -249,12 +257,12 @@ static void test_buckets(void)
  * promise it.
  */
 static struct vz_dispatch_stats random_run(enum vz_dispatch_policy policy,
-					   unsigned int seed)
+					   unsigned int seed, __u64 hold_ns)
 {
 	enum { W = 8, QCAP = 1 << 17, FLOWS = 300, STEPS = 200000 };
 	static struct vz_dispatch_ticket q[W][QCAP];
 	unsigned int head[W] = { 0 }, tail[W] = { 0 }, w, step;
-	struct vz_dispatch *d = make(policy, W);
+	struct vz_dispatch *d = make_held(policy, W, hold_ns);
 	struct vz_dispatch_stats s;
 	__u64 now = 0;
 
@@ -288,15 +296,24 @@ static struct vz_dispatch_stats random_run(enum vz_dispatch_policy policy,
 
 static void test_no_reordering(void)
 {
-	struct vz_dispatch_stats rss = random_run(VZ_DISPATCH_RSS_MOD, 1);
-	struct vz_dispatch_stats fa = random_run(VZ_DISPATCH_FLOW_AFFINITY, 1);
-	struct vz_dispatch_stats bk = random_run(VZ_DISPATCH_BUCKETS_POLICY, 1);
+	struct vz_dispatch_stats rss = random_run(VZ_DISPATCH_RSS_MOD, 1, 0);
+	struct vz_dispatch_stats fa =
+		random_run(VZ_DISPATCH_FLOW_AFFINITY, 1, 0);
+	/* Buckets never forced out: they wait for their frames to drain. */
+	struct vz_dispatch_stats bk =
+		random_run(VZ_DISPATCH_BUCKETS_POLICY, 1, ~0ull >> 1);
+	/* Forced after 200 us on these deep queues: reordering, counted. */
+	struct vz_dispatch_stats forced =
+		random_run(VZ_DISPATCH_BUCKETS_POLICY, 1, 0);
 
 	CHECK(rss.reordered > 0, "rss-mod reorders when workers change");
 	CHECK(fa.reordered == 0, "flow-affinity reordered %llu",
 	      (unsigned long long)fa.reordered);
-	CHECK(bk.reordered == 0, "buckets reordered %llu",
+	CHECK(bk.reordered == 0 && !bk.buckets_forced, "buckets reordered %llu",
 	      (unsigned long long)bk.reordered);
+	CHECK(forced.buckets_forced > 0 && forced.reordered > 0,
+	      "forced moves counted (%llu) and their reordering measured",
+	      (unsigned long long)forced.buckets_forced);
 	CHECK(fa.flows_moved < rss.flows_moved,
 	      "flow-affinity moves fewer flows (%llu vs %llu)",
 	      (unsigned long long)fa.flows_moved,
