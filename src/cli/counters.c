@@ -94,7 +94,10 @@ static void print_json(const struct vz_counter_view *view,
 		json_counts(view, &s->worker[w], NULL);
 		printf("}");
 	}
-	printf("]}\n");
+	printf("]");
+	if (view->extra)
+		view->extra(view->extra_arg, true);
+	printf("}\n");
 }
 
 static void print_table(const struct vz_counter_view *view,
@@ -125,6 +128,8 @@ static void print_table(const struct vz_counter_view *view,
 		       (unsigned long long)c->rt.tx_failed,
 		       (unsigned long long)c->rt.pass_failed,
 		       (unsigned long long)s->rx_missed);
+	if (view->extra)
+		view->extra(view->extra_arg, false);
 	printf("\n");
 }
 

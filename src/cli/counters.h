@@ -42,6 +42,12 @@ struct vz_counter_view {
 	int nports;
 	bool json;
 	bool runtime; /* print rx and the runtime's error counts */
+	/*
+	 * More of the line, or NULL: JSON keys (each with a leading ", ")
+	 * before the closing brace, or table columns before the newline.
+	 */
+	void (*extra)(const void *arg, bool json);
+	const void *extra_arg;
 };
 
 /* Adds worker w's counts into s->total too. */

@@ -5,6 +5,12 @@
  * the NF's own per-CPU maps. Detaches on SIGINT, SIGTERM, SIGHUP or after
  * --duration (and when stdout goes away); refuses, or with --replace removes, a
  * program a killed run left behind.
+ *
+ * With --dispatch POLICY --workers N the interfaces run the dispatcher
+ * (src/xdp/dispatch.h) and the NF's cpumap build runs on CPUs 0..N-1 behind
+ * it, its maps the ones the counters and the control socket use. SIGUSR1
+ * takes the highest active CPU out of the active set, SIGUSR2 puts the next
+ * one back (applied at the next interval).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -24,6 +30,7 @@
 #include "runtime/clock.h"
 #include "runtime/ctl.h"
 #include "xdp/attach.h"
+#include "xdp/dispatch.h"
 
 struct port {
 	const char *ifname;
@@ -48,13 +55,24 @@ struct runner {
 	struct vz_stat *percpu;
 	int stats_fd;
 	int redirects_fd;
+	int policy; /* --dispatch, or -1 */
+	unsigned int workers; /* --workers: CPUs behind the dispatcher */
+	bool workers_given;
+	struct vz_xdp_dispatch *dsp;
+	struct vz_xdp_dispatch_stats dsp_stats;
 };
 
 static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t active_delta; /* SIGUSR2 +1, SIGUSR1 -1 */
 
 static void on_signal(int sig)
 {
 	stop_signal = sig;
+}
+
+static void on_active_signal(int sig)
+{
+	active_delta += sig == SIGUSR2 ? 1 : -1;
 }
 
 static void usage(FILE *out)
@@ -65,7 +83,8 @@ static void usage(FILE *out)
 		"                  [--mode native|skb] [--set KEY=VALUE]... "
 		"[--json]\n"
 		"                  [--interval S] [--duration S] [--replace]\n"
-		"                  [--ops FILE]\n");
+		"                  [--ops FILE] [--dispatch rss-mod|flow-affinity|"
+		"buckets --workers N]\n");
 }
 
 /*
@@ -108,6 +127,51 @@ static void take_snapshot(struct runner *r, struct vz_snapshot *s)
 		vz_snapshot_add(s, c, &cpu[c]);
 }
 
+/*
+ * The dispatch stage's part of a counters line: frames sent to each CPU,
+ * the active CPUs, flows and buckets moved (all counts since the start).
+ */
+static void print_dispatch(const void *arg, bool json)
+{
+	const struct vz_xdp_dispatch_stats *d = arg;
+	unsigned int i;
+
+	if (!json) {
+		printf("  cpus");
+		for (i = 0; i < d->workers; i++)
+			printf(" %u:%llu", i,
+			       (unsigned long long)d->cpu_packets[i]);
+		printf("  active %u/%u  moved %llu", d->nactive, d->workers,
+		       (unsigned long long)(d->policy == VZ_DSP_BUCKETS_POLICY
+						    ? d->counter
+							      [VZ_DSP_BUCKETS_MOVED]
+						    : d->counter
+							      [VZ_DSP_FLOWS_MOVED]));
+		return;
+	}
+	printf(", \"dispatch\": {\"policy\": \"%s\", \"workers\": %u, "
+	       "\"active\": [",
+	       vz_xdp_dispatch_policy_name(d->policy), d->workers);
+	for (i = 0; i < d->nactive; i++)
+		printf("%s%u", i ? ", " : "", d->active[i]);
+	printf("], \"cpu_packets\": [");
+	for (i = 0; i < d->workers; i++)
+		printf("%s%llu", i ? ", " : "",
+		       (unsigned long long)d->cpu_packets[i]);
+	printf("], \"flows_new\": %llu, \"flows_moved\": %llu, "
+	       "\"flows_aged\": %llu, \"flows\": %llu, "
+	       "\"buckets_moved\": %llu, \"bucket_moves_requested\": %llu, "
+	       "\"rebalances\": %llu, \"no_cpu\": %llu}",
+	       (unsigned long long)d->counter[VZ_DSP_FLOWS_NEW],
+	       (unsigned long long)d->counter[VZ_DSP_FLOWS_MOVED],
+	       (unsigned long long)d->counter[VZ_DSP_FLOWS_AGED],
+	       (unsigned long long)d->flows,
+	       (unsigned long long)d->counter[VZ_DSP_BUCKETS_MOVED],
+	       (unsigned long long)d->buckets_requested,
+	       (unsigned long long)d->rebalances,
+	       (unsigned long long)d->counter[VZ_DSP_NO_CPU]);
+}
+
 static void print_stats(struct runner *r, const struct vz_snapshot *s,
 			const struct vz_snapshot *prev, double t, double dt,
 			bool summary)
@@ -120,6 +184,12 @@ static void print_stats(struct runner *r, const struct vz_snapshot *s,
 		.json = r->json,
 	};
 	int p;
+
+	if (r->dsp) {
+		vz_xdp_dispatch_read(r->dsp, &r->dsp_stats);
+		view.extra = print_dispatch;
+		view.extra_arg = &r->dsp_stats;
+	}
 
 	for (p = 0; p < r->nports; p++)
 		names[p] = r->ports[p].ifname;
@@ -171,11 +241,24 @@ static int attach_all(struct runner *r)
 	struct port *port;
 	int i, err;
 
-	r->prog = xdp_program__from_bpf_obj(r->nf.obj, NULL);
+	if (r->policy >= 0) {
+		char err[512];
+
+		/* the NF into the cpumap, the dispatcher onto the ports */
+		r->dsp = vz_xdp_dispatch_open(r->policy, r->workers, r->nf.obj,
+					      err, sizeof(err));
+		if (!r->dsp) {
+			vz_err("%s", err);
+			return -EINVAL;
+		}
+	}
+	r->prog = xdp_program__from_bpf_obj(
+		r->dsp ? vz_xdp_dispatch_object(r->dsp) : r->nf.obj, NULL);
 	err = (int)libxdp_get_error(r->prog);
 	if (err) {
 		r->prog = NULL;
-		vz_err("libxdp cannot use %s: %s", r->nf.name, strerror(-err));
+		vz_err("libxdp cannot use %s: %s",
+		       r->dsp ? "the dispatcher" : r->nf.name, strerror(-err));
 		return err;
 	}
 	for (i = 0; i < r->nports; i++) {
@@ -209,6 +292,17 @@ static void detach_all(struct runner *r)
 	}
 }
 
+static unsigned int nf_prog_id(struct runner *r)
+{
+	struct bpf_prog_info info = { 0 };
+	__u32 len = sizeof(info);
+	int fd = bpf_program__fd(vz_nf_program(&r->nf));
+
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+		return 0;
+	return info.id;
+}
+
 static void print_attached(struct runner *r)
 {
 	int i;
@@ -220,12 +314,23 @@ static void print_attached(struct runner *r)
 		       xdp_program__id(r->prog));
 		for (i = 0; i < r->nports; i++)
 			printf("%s\"%s\"", i ? ", " : "", r->ports[i].ifname);
-		printf("], \"ctl\": \"%s\"}\n", r->ctl.path);
+		printf("], \"ctl\": \"%s\"", r->ctl.path);
+		/* prog_id is the dispatcher's then; the NF is nf_prog_id */
+		if (r->dsp)
+			printf(", \"dispatch\": \"%s\", \"workers\": %u, "
+			       "\"nf_prog_id\": %u",
+			       vz_xdp_dispatch_policy_name(r->policy),
+			       r->workers, nf_prog_id(r));
+		printf("}\n");
 	} else {
 		printf("%s attached in %s mode to", r->nf.name,
 		       vz_xdp_mode_name(r->mode));
 		for (i = 0; i < r->nports; i++)
 			printf(" %s (port %d)", r->ports[i].ifname, i);
+		if (r->dsp)
+			printf(", behind the %s dispatcher on CPUs 0-%u",
+			       vz_xdp_dispatch_policy_name(r->policy),
+			       r->workers - 1);
 		printf("; Ctrl-C to stop\n");
 	}
 	fflush(stdout);
@@ -250,6 +355,23 @@ static struct port *vanished_port(struct runner *r)
 	return NULL;
 }
 
+/* The dispatcher's userspace half: the active set, rebalancing. */
+static void dispatch_interval(struct runner *r)
+{
+	int delta = active_delta, n;
+
+	active_delta -= delta;
+	vz_xdp_dispatch_read(r->dsp, &r->dsp_stats);
+	n = (int)r->dsp_stats.nactive + delta;
+	if (n < 1)
+		n = 1;
+	if (n > (int)r->workers)
+		n = (int)r->workers;
+	if (delta && vz_xdp_dispatch_set_active(r->dsp, (unsigned int)n))
+		vz_err("cannot change the active CPUs: %s", strerror(errno));
+	vz_xdp_dispatch_tick(r->dsp);
+}
+
 /* 0, or -ENODEV when a port vanished (the run stops, counters printed). */
 static int count_loop(struct runner *r)
 {
@@ -264,6 +386,8 @@ static int count_loop(struct runner *r)
 		if (r->duration > 0 && next > start + r->duration)
 			next = start + r->duration;
 		vz_sleep_until(next, &stop_signal);
+		if (r->dsp)
+			dispatch_interval(r);
 		t = vz_now_s();
 		take_snapshot(r, &cur);
 		print_stats(r, &cur, &prev, t - start, t - last, false);
@@ -299,9 +423,12 @@ static int parse_args(struct runner *r, int argc, char **argv,
 		{ "duration", required_argument, NULL, 'd' },
 		{ "replace", no_argument, NULL, 'r' },
 		{ "ops", required_argument, NULL, 'p' },
+		{ "dispatch", required_argument, NULL, 'D' },
+		{ "workers", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	__u64 workers;
 	char *end;
 	int opt;
 
@@ -371,6 +498,22 @@ static int parse_args(struct runner *r, int argc, char **argv,
 		case 'p':
 			r->ops_path = optarg;
 			break;
+		case 'D':
+			r->policy = vz_xdp_dispatch_policy_parse(optarg);
+			if (r->policy < 0) {
+				vz_err("unknown dispatch policy '%s' (rss-mod, "
+				       "flow-affinity or buckets)",
+				       optarg);
+				return 2;
+			}
+			break;
+		case 'w':
+			if (vz_parse_u64("--workers", optarg, 0, 1u << 20,
+					 &workers))
+				return 2;
+			r->workers = (unsigned int)workers;
+			r->workers_given = true;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -383,13 +526,45 @@ static int parse_args(struct runner *r, int argc, char **argv,
 		usage(stderr);
 		return 2;
 	}
+	if (r->workers_given && r->policy < 0) {
+		vz_err("--workers goes with --dispatch on xdp");
+		return 2;
+	}
+	if (r->policy >= 0 && !r->workers_given)
+		r->workers = 1;
+	return 0;
+}
+
+/*
+ * NAME.cpumap.bpf.o beside NAME.bpf.o: the NF built to run in a cpumap
+ * (include/veloz/nf_cpumap.h). 0, or the exit code after one line.
+ */
+static int cpumap_build(const char *bpf_path, char *out, size_t len)
+{
+	size_t n = strlen(bpf_path), suffix = strlen(".bpf.o");
+
+	if (n < suffix || strcmp(bpf_path + n - suffix, ".bpf.o") ||
+	    (size_t)snprintf(out, len, "%.*s.cpumap.bpf.o", (int)(n - suffix),
+			     bpf_path) >= len) {
+		vz_err("%s is not an NAME.bpf.o", bpf_path);
+		return 2;
+	}
+	if (access(out, R_OK)) {
+		vz_err("this NF has no cpumap build for --dispatch (%s: %s)",
+		       out, strerror(errno));
+		return 2;
+	}
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	const char *bpf_path = NULL, *native_path = NULL;
-	struct runner r = { .mode = XDP_MODE_NATIVE, .interval = 1.0 };
+	struct runner r = { .mode = XDP_MODE_NATIVE,
+			    .interval = 1.0,
+			    .policy = -1 };
+	struct sigaction sa_active = { .sa_handler = on_active_signal };
+	char cpumap_path[4096];
 	char ctl_err[512];
 	struct sigaction sa = { .sa_handler = on_signal };
 	char *sets[VZ_MAX_SETS], err[256];
@@ -421,6 +596,17 @@ int main(int argc, char **argv)
 		       "CAP_BPF)");
 		return 1;
 	}
+	if (r.policy >= 0) {
+		ret = vz_xdp_dispatch_check(r.workers, err, sizeof(err));
+		if (ret) {
+			vz_err("%s", err);
+			return ret == -EINVAL ? 2 : 1;
+		}
+		ret = cpumap_build(bpf_path, cpumap_path, sizeof(cpumap_path));
+		if (ret)
+			return ret;
+		bpf_path = cpumap_path;
+	}
 	if (vz_nf_open(&r.nf, bpf_path, native_path, sets, nsets, 1))
 		return 2;
 	if (vz_check_port_fields(&r.nf, r.nports, r.ports[0].ifname)) {
@@ -450,6 +636,8 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	/* a closed stdout (| head) stops us cleanly, not killed attached */
 	sigaction(SIGPIPE, &sa, NULL);
+	sigaction(SIGUSR1, &sa_active, NULL);
+	sigaction(SIGUSR2, &sa_active, NULL);
 	for (i = 0; i < r.nports; i++)
 		if (vz_claim_port(&r.ports[i].lock, r.ports[i].ifindex,
 				  r.ports[i].ifname, r.replace))
@@ -476,6 +664,7 @@ out:
 	vz_ctl_close(&r.ctl);
 	detach_all(&r);
 	xdp_program__close(r.prog); /* leaves our bpf_object open */
+	vz_xdp_dispatch_close(r.dsp); /* the cpumap goes with the dispatcher */
 	vz_nf_close(&r.nf);
 	free(r.percpu);
 	return ret;
