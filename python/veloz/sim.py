@@ -65,6 +65,7 @@ def command(
     flow_slots: int | None = None,
     alloc: bool = False,
     wake_us: float | None = None,
+    hold_us: float | None = None,
     prepopulate: bool = False,
     seed: int | None = None,
     timeline_us: int | None = None,
@@ -77,7 +78,8 @@ def command(
         "--step-ms": step_ms, "--arrivals": arrivals, "--burst-us": burst_us,
         "--service": service, "--service-us": service_us, "--flows": flows,
         "--flow-sizes": flow_sizes, "--zipf-s": zipf_s, "--flow-slots": flow_slots,
-        "--wake-us": wake_us, "--seed": seed, "--timeline-us": timeline_us,
+        "--wake-us": wake_us, "--hold-us": hold_us, "--seed": seed,
+        "--timeline-us": timeline_us,
     }  # fmt: skip
     for flag, value in valued.items():
         if value is not None:
@@ -94,7 +96,7 @@ def run_sim(**kw: Any) -> dict[str, Any]:
 
     The result has the run's parameters, "steps" (one dict per load step:
     load, offered, frames, latency_us {mean, p50, p90, p99, p999, max},
-    reordered, flows_moved, buckets_moved, reallocations, grows, shrinks,
+    reordered, flows_moved, buckets_moved, buckets_forced, reallocations, grows, shrinks,
     active_mean, imbalance, share), "overall" (the same over every step) and,
     with timeline_us, "timeline". Bad input raises VelozError (code 2).
     """
@@ -162,6 +164,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--wake-us", type=float, help="a parked worker's wake-up time (5)")
     p.add_argument(
+        "--hold-us",
+        type=float,
+        help="buckets: longest wait for a bucket to drain before a forced move (200)",
+    )
+    p.add_argument(
         "--prepopulate",
         action="store_true",
         help="fill the flow table with the trace's flows first",
@@ -181,7 +188,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     names = ("cores", "load", "ramp", "step_ms", "arrivals", "burst_us", "service",
              "service_us", "flows", "flow_sizes", "zipf_s", "flow_slots", "alloc",
-             "wake_us", "prepopulate", "seed", "timeline_us")  # fmt: skip
+             "wake_us", "hold_us", "prepopulate", "seed", "timeline_us")  # fmt: skip
     return {n: getattr(args, n) for n in names}
 
 
@@ -194,7 +201,7 @@ def _row(policy: str, label: str, s: dict[str, Any]) -> list[str]:
     return [policy, label, f"{s['load']:.2f}", f"{s['frames']:,}", _fmt(lat["mean"]),
             _fmt(lat["p50"]), _fmt(lat["p99"]), _fmt(lat["p999"]), _fmt(lat["max"]),
             f"{s['reordered']:,}", f"{s['flows_moved']:,}", f"{s['buckets_moved']:,}",
-            f"{s['reallocations']:,}", f"{s['active_mean']:.1f}",
+            f"{s['buckets_forced']:,}", f"{s['reallocations']:,}", f"{s['active_mean']:.1f}",
             f"{s['imbalance']:.2f}"]  # fmt: skip
 
 
@@ -209,7 +216,7 @@ def print_table(runs: list[dict[str, Any]], console: Console) -> None:
     caption = "latency in us; imbal: the busiest worker's frames / frames per active worker"
     table = Table(title=title, caption=caption)
     for col in ("policy", "step", "load", "frames", "mean", "p50", "p99", "p99.9", "max",
-                "reordered", "flows moved", "buckets moved", "realloc", "active",
+                "reordered", "flows moved", "buckets moved", "forced", "realloc", "active",
                 "imbal"):  # fmt: skip
         table.add_column(col, justify="left" if col == "policy" else "right")
     for r in runs:

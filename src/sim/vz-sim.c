@@ -67,6 +67,7 @@ struct opts {
 	unsigned int flow_slots;
 	bool alloc, prepopulate, json, verbose;
 	double wake_us;
+	double hold_us; /* buckets: < 0 for the library's default */
 	unsigned long long seed;
 	unsigned long long timeline_us;
 };
@@ -409,13 +410,16 @@ static const char help[] =
 	"  [--burst-us US] [--service exp|const|heavy] [--service-us US]\n"
 	"  [--flows N] [--flow-sizes uniform|heavy] [--zipf-s S] "
 	"[--flow-slots N]\n"
-	"  [--alloc] [--wake-us US] [--prepopulate] [--seed N]\n"
+	"  [--alloc] [--wake-us US] [--hold-us US] [--prepopulate] "
+	"[--seed N]\n"
 	"  [--timeline-us US] [--json] [--verbose]\n"
 	"Simulates the dispatch policy code on a generated trace: per-worker\n"
 	"FIFO queues, service one frame at a time, latency = completion -\n"
 	"arrival. --service heavy is bimodal: 90% short, 10% ten times as\n"
 	"long, each constant, same mean. --flow-sizes heavy is Zipf (--zipf-s,\n"
-	"default 1.1: the biggest flow carries 1/H(N,s) of the frames).\n";
+	"default 1.1: the biggest flow carries 1/H(N,s) of the frames).\n"
+	"--hold-us: how long buckets waits for a bucket to drain before a\n"
+	"forced move (the policy's hold_ns).\n";
 
 static void parse_args(struct opts *o, int argc, char **argv)
 {
@@ -435,6 +439,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		O_SLOTS,
 		O_ALLOC,
 		O_WAKE,
+		O_HOLD,
 		O_PREPOP,
 		O_SEED,
 		O_TL,
@@ -458,6 +463,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "flow-slots", required_argument, NULL, O_SLOTS },
 		{ "alloc", no_argument, NULL, O_ALLOC },
 		{ "wake-us", required_argument, NULL, O_WAKE },
+		{ "hold-us", required_argument, NULL, O_HOLD },
 		{ "prepopulate", no_argument, NULL, O_PREPOP },
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "timeline-us", required_argument, NULL, O_TL },
@@ -485,6 +491,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		.zipf_s = 1.1,
 		.flow_slots = 1u << 16,
 		.wake_us = 5,
+		.hold_us = -1,
 		.seed = 1,
 	};
 	opterr = 0;
@@ -556,6 +563,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case O_WAKE:
 			o->wake_us = parse_double("--wake-us", optarg, 0, 1e6);
+			break;
+		case O_HOLD:
+			o->hold_us = parse_double("--hold-us", optarg, 0, 1e9);
 			break;
 		case O_PREPOP:
 			o->prepopulate = true;
@@ -918,7 +928,8 @@ struct summary {
 	double load, offered, active_mean, imbalance;
 	unsigned int used; /* workers that got frames */
 	struct hist *lat;
-	__u64 frames, reordered, flows_moved, buckets_moved, grows, shrinks;
+	__u64 frames, reordered, flows_moved, buckets_moved, buckets_forced;
+	__u64 grows, shrinks;
 	__u64 per_worker[VZ_DISPATCH_MAX_WORKERS];
 };
 
@@ -948,6 +959,7 @@ static void summarise(const struct sim *s, unsigned int from, unsigned int to,
 		.reordered = e->d.reordered - b->d.reordered,
 		.flows_moved = e->d.flows_moved - b->d.flows_moved,
 		.buckets_moved = e->d.buckets_moved - b->d.buckets_moved,
+		.buckets_forced = e->d.buckets_forced - b->d.buckets_forced,
 		.grows = e->a.grows - b->a.grows,
 		.shrinks = e->a.shrinks - b->a.shrinks,
 	};
@@ -974,7 +986,8 @@ static void print_json_summary(const struct sim *s, const struct summary *x)
 	       "\"latency_us\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, "
 	       "\"p99\": %.4f, \"p999\": %.4f, \"max\": %.4f}, "
 	       "\"reordered\": %llu, \"flows_moved\": %llu, "
-	       "\"buckets_moved\": %llu, \"reallocations\": %llu, "
+	       "\"buckets_moved\": %llu, \"buckets_forced\": %llu, "
+	       "\"reallocations\": %llu, "
 	       "\"grows\": %llu, \"shrinks\": %llu, \"active_mean\": %.3f, "
 	       "\"imbalance\": %.4f, \"workers_used\": %u, \"share\": [",
 	       x->load, x->offered, (unsigned long long)x->frames,
@@ -984,6 +997,7 @@ static void print_json_summary(const struct sim *s, const struct summary *x)
 	       (double)h->max / 1000, (unsigned long long)x->reordered,
 	       (unsigned long long)x->flows_moved,
 	       (unsigned long long)x->buckets_moved,
+	       (unsigned long long)x->buckets_forced,
 	       (unsigned long long)(x->grows + x->shrinks),
 	       (unsigned long long)x->grows, (unsigned long long)x->shrinks,
 	       x->active_mean, x->imbalance, x->used);
@@ -999,7 +1013,7 @@ static void print_table_row(const char *label, const struct summary *x)
 	const struct hist *h = x->lat;
 
 	printf("%-5s %5.2f %5.3f %9llu %7.2f %7.2f %7.2f %8.2f %8.2f %9.2f "
-	       "%8llu %7llu %7llu %6llu %6.2f %6.3f\n",
+	       "%8llu %7llu %7llu %6llu %6llu %6.2f %6.3f\n",
 	       label, x->load, x->offered, (unsigned long long)x->frames,
 	       h->n ? h->sum / (double)h->n / 1000 : 0,
 	       hist_quantile(h, 0.5) / 1000, hist_quantile(h, 0.9) / 1000,
@@ -1007,6 +1021,7 @@ static void print_table_row(const char *label, const struct summary *x)
 	       (double)h->max / 1000, (unsigned long long)x->reordered,
 	       (unsigned long long)x->flows_moved,
 	       (unsigned long long)x->buckets_moved,
+	       (unsigned long long)x->buckets_forced,
 	       (unsigned long long)(x->grows + x->shrinks), x->active_mean,
 	       x->imbalance);
 }
@@ -1056,10 +1071,10 @@ static void report(struct sim *s, char *timeline, size_t timeline_len)
 	       o->service_us, o->flows, flow_size_names[o->flow_sizes],
 	       o->step_ms, o->seed);
 	printf("%-5s %5s %5s %9s %7s %7s %7s %8s %8s %9s %8s %7s %7s %6s %6s "
-	       "%6s\n",
+	       "%6s %6s\n",
 	       "step", "load", "offer", "frames", "mean", "p50", "p90", "p99",
-	       "p99.9", "max", "reorder", "flowmv", "bktmv", "realloc",
-	       "active", "imbal");
+	       "p99.9", "max", "reorder", "flowmv", "bktmv", "forced",
+	       "realloc", "active", "imbal");
 	for (i = 0; i < o->nsteps; i++) {
 		char label[16];
 
@@ -1105,6 +1120,8 @@ int main(int argc, char **argv)
 		xrealloc(NULL, (size_t)-1);
 	vz_dispatch_config_default(&dcfg, o.policy, o.cores);
 	dcfg.flow_slots = o.flow_slots;
+	if (o.hold_us >= 0)
+		dcfg.hold_ns = (__u64)llround(o.hold_us * 1000);
 	s.d = vz_dispatch_new(&dcfg);
 	if (!s.d)
 		return 1;

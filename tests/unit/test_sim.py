@@ -80,12 +80,21 @@ def ramp_runs() -> dict[str, dict[str, Any]]:
     return {r["policy"]: r for r in sim.run_policies(sim.POLICIES, **RAMP)}
 
 
-@pytest.mark.parametrize("policy", ["flow-affinity", "buckets"])
-def test_affinity_policies_reorder_nothing_while_workers_change(ramp_runs, policy):
-    s = ramp_runs[policy]["overall"]
+def test_flow_affinity_reorders_nothing_while_workers_change(ramp_runs):
+    s = ramp_runs["flow-affinity"]["overall"]
     assert s["reallocations"] > 0 and s["grows"] > 0 and s["shrinks"] > 0
     assert s["reordered"] == 0
     assert 1 < s["active_mean"] < RAMP["cores"]
+
+
+def test_buckets_reorder_only_by_forced_moves():
+    # Never forced (hold_ns longer than the run): buckets move, nothing is reordered.
+    held = sim.run_sim(policy="buckets", hold_us=1e9, **RAMP)["overall"]
+    assert held["reallocations"] > 0 and held["buckets_moved"] > 0
+    assert held["buckets_forced"] == 0 and held["reordered"] == 0
+    # The default hold: overloaded workers' buckets are forced away, which reorders.
+    forced = sim.run_sim(policy="buckets", **RAMP)["overall"]
+    assert forced["buckets_forced"] > 0 and forced["reordered"] > 0
 
 
 def test_rss_mod_reorders_under_the_same_ramp(ramp_runs):
@@ -93,6 +102,7 @@ def test_rss_mod_reorders_under_the_same_ramp(ramp_runs):
     assert s["reallocations"] > 0
     assert s["reordered"] > 0
     assert s["flows_moved"] > 0
+    assert s["buckets_forced"] == 0
 
 
 def test_every_policy_sees_the_same_trace(ramp_runs):
