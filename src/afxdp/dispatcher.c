@@ -174,8 +174,9 @@ static void *worker_main(void *arg)
 /* ---- the dispatcher --------------------------------------------------------
  */
 
-static void dispatch_rx(struct vz_afxdp_dispatch *ds, int p, unsigned int q,
-			__u64 now)
+/* Returns the frames taken from the socket's receive ring. */
+static __u32 dispatch_rx(struct vz_afxdp_dispatch *ds, int p, unsigned int q,
+			 __u64 now)
 {
 	struct worker *w = ds->owner;
 	struct vz_us_run *run = ds->run;
@@ -188,7 +189,7 @@ static void dispatch_rx(struct vz_afxdp_dispatch *ds, int p, unsigned int q,
 	if (!n) {
 		if (run->busy_poll || xsk_ring_prod__needs_wakeup(&x->fill))
 			recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
-		return;
+		return 0;
 	}
 	for (i = 0; i < n; i++) {
 		const struct xdp_desc *d =
@@ -219,13 +220,15 @@ static void dispatch_rx(struct vz_afxdp_dispatch *ds, int p, unsigned int q,
 		wake(&ds->workers[to]); /* a parked worker keeping busy flows */
 	}
 	xsk_ring_cons__release(&x->rx, n);
+	return n;
 }
 
-static void collect_results(struct vz_afxdp_dispatch *ds)
+/* Returns the verdicts collected. */
+static unsigned int collect_results(struct vz_afxdp_dispatch *ds)
 {
 	struct worker *w = ds->owner;
 	struct vz_worker_counters *c = &ds->run->dispatcher_counters;
-	unsigned int i, budget;
+	unsigned int i, budget, n = 0;
 	struct result r;
 
 	for (i = 0; i < ds->nworkers; i++) {
@@ -239,8 +242,10 @@ static void collect_results(struct vz_afxdp_dispatch *ds)
 			else
 				afxdp_queue_tx(w, w->xsk[r.out][r.slot], r.addr,
 					       r.len, c);
+			n++;
 		}
 	}
+	return n;
 }
 
 /* The allocator's view: when each worker's oldest waiting frame came. */
@@ -284,7 +289,7 @@ static void *dispatcher_main(void *arg)
 	struct vz_worker_counters *c = &run->dispatcher_counters;
 	__u64 now = now_ns(), last = now, next_publish = now;
 	unsigned long loops = 0;
-	unsigned int q;
+	unsigned int q, idle = 0, work;
 	int p;
 
 	ds->start_ns = now;
@@ -292,10 +297,20 @@ static void *dispatcher_main(void *arg)
 		now = now_ns();
 		ds->active_ns += (now - last) * ds->active;
 		last = now;
+		work = 0;
 		for (q = 0; q < w->nqueues; q++)
 			for (p = 0; p < run->nports; p++)
-				dispatch_rx(ds, p, q, now);
-		collect_results(ds);
+				work += dispatch_rx(ds, p, q, now);
+		work += collect_results(ds);
+		/*
+		 * Idle: let a worker that shares this CPU run (on a machine
+		 * with fewer CPUs than threads, it otherwise waits for the
+		 * scheduler to preempt a spinning dispatcher: milliseconds).
+		 */
+		if (work)
+			idle = 0;
+		else if (++idle % IDLE_SPINS == 0)
+			sched_yield();
 		if (++loops % TAP_POLL_EVERY == 0)
 			afxdp_drain_taps(w, c);
 		for (q = 0; q < w->nqueues; q++)
