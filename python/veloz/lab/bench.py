@@ -31,7 +31,7 @@ from veloz.gen import parse_rate
 # Names only: `veloz gen` and `veloz run` build the same parser, and must not
 # pay for importing scipy and matplotlib (the experiments) each time.
 EXPERIMENTS = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "noisy", "headline",
-               "router", "lb", "ddos")  # fmt: skip
+               "router", "lb", "ddos", "dispatch")  # fmt: skip
 NOISES = ("none", "cpu", "disk", "net")
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")
@@ -47,6 +47,7 @@ DEFAULTS: dict[str, dict] = {
     "latency": {"nf": "tx", "rates": "10k,1M"},
     "cpu": {"rates": "100k,500k,1M,2M,3M"},
     "ddos": {"rates": "1M,4M"},
+    "dispatch": {"rates": "100k,200k,300k,380k", "seconds": 1.0},
 }
 BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
 

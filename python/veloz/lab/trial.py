@@ -108,6 +108,7 @@ def measure(
     gen_extra: list[str] | None = None,
     attach_timeout: float = 15.0,
     arrive: tuple[str, str] | None = None,
+    work: str | None = None,
 ) -> dict:
     """One trial; rate 0 = as fast as the generator goes. Returns a flat record.
 
@@ -147,7 +148,7 @@ def measure(
         bpf1 = _bpf_run_stats(runner)
         time.sleep(SETTLE_S)
         # lb's kernel baseline forwards (DNAT) where the NF transmits back
-        work_key = "redirect" if (nf, backend) == ("lb", "linux") else WORK.get(nf, nf)
+        work_key = work or ("redirect" if (nf, backend) == ("lb", "linux") else WORK.get(nf, nf))
         counted = runner.stop() if runner else {work_key: None, "errors": {}}
         arrived = sink.stop() if sink else None
     wall = t1 - t0
@@ -190,6 +191,9 @@ def measure(
     if bpf0 and bpf1 and bpf1[1] > bpf0[1]:
         # the XDP program's own time per frame, as the kernel measured it live
         record["bpf_ns_per_packet"] = (bpf1[0] - bpf0[0]) / (bpf1[1] - bpf0[1])
+    dispatch = [r for r in getattr(runner, "records", []) if r.get("event") == "dispatch_summary"]
+    if dispatch:  # run --dispatch: what the dispatch stage counted
+        record["dispatch"] = dispatch[-1]
     if arrived is not None:
         record.update(
             duplicates=arrived["duplicates"],

@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from veloz.lab.experiments import cost, cpu, ddos_attack, latency, lb_bench, router, throughput
+from veloz.lab.experiments import (
+    cost,
+    cpu,
+    ddos_attack,
+    dispatch,
+    latency,
+    lb_bench,
+    router,
+    throughput,
+)
 
 EXPERIMENTS: dict[str, object] = {
     "drop": throughput.DROP,
@@ -27,6 +36,7 @@ EXPERIMENTS: dict[str, object] = {
     "router": router.ROUTER,
     "lb": lb_bench.LB,
     "ddos": ddos_attack.DDOS,
+    "dispatch": dispatch.DISPATCH,
 }
 
 
