@@ -477,12 +477,27 @@ static int afxdp_setup(struct vz_us_run *run)
 	return 0;
 }
 
+int afxdp_start_thread(pthread_t *thread, void *(*fn)(void *), void *arg,
+		       int cpu, const char *what, unsigned int id)
+{
+	cpu_set_t cpus;
+	int err = pthread_create(thread, NULL, fn, arg);
+
+	if (err) {
+		vz_err("cannot start %s %u: %s", what, id, strerror(err));
+		return -err;
+	}
+	CPU_ZERO(&cpus);
+	CPU_SET(cpu, &cpus);
+	pthread_setaffinity_np(*thread, sizeof(cpus), &cpus);
+	return 0;
+}
+
 static int afxdp_start(struct vz_us_run *run)
 {
 	struct afxdp *a = run->backend_state;
 	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned int i;
-	cpu_set_t cpus;
 	int err;
 
 	if (a->dispatch)
@@ -490,17 +505,14 @@ static int afxdp_start(struct vz_us_run *run)
 	for (i = 0; i < run->workers; i++) {
 		struct worker *w = &a->workers[i];
 
-		err = pthread_create(&w->thread, NULL, worker_main, w);
-		if (err) {
-			vz_err("cannot start worker %u: %s", i, strerror(err));
-			return -err;
-		}
-		w->running = true;
 		/* one CPU each, from the last one down: CPU 0 takes the rest */
-		CPU_ZERO(&cpus);
-		CPU_SET((int)((ncpus - 1 - (long)i % ncpus + ncpus) % ncpus),
-			&cpus);
-		pthread_setaffinity_np(w->thread, sizeof(cpus), &cpus);
+		err = afxdp_start_thread(
+			&w->thread, worker_main, w,
+			(int)((ncpus - 1 - (long)i % ncpus + ncpus) % ncpus),
+			"worker", i);
+		if (err)
+			return err;
+		w->running = true;
 	}
 	return 0;
 }

@@ -385,33 +385,25 @@ int afxdp_dispatch_start(struct vz_us_run *run, struct afxdp *a)
 	struct vz_afxdp_dispatch *ds = a->dispatch;
 	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned int i;
-	cpu_set_t cpus;
 	int err;
 
 	(void)run;
+	/* Worker i on CPU i; the dispatcher on the last one. */
 	for (i = 0; i < ds->nworkers; i++) {
 		struct nf_worker *nw = &ds->workers[i];
 
-		err = pthread_create(&nw->thread, NULL, worker_main, nw);
-		if (err) {
-			vz_err("cannot start worker %u: %s", i, strerror(err));
-			return -err;
-		}
+		err = afxdp_start_thread(&nw->thread, worker_main, nw,
+					 (int)(i % (unsigned long)ncpus),
+					 "worker", i);
+		if (err)
+			return err;
 		nw->running = true;
-		/* Worker i on CPU i; the dispatcher on the last one. */
-		CPU_ZERO(&cpus);
-		CPU_SET((int)(i % (unsigned long)ncpus), &cpus);
-		pthread_setaffinity_np(nw->thread, sizeof(cpus), &cpus);
 	}
-	err = pthread_create(&ds->owner->thread, NULL, dispatcher_main, ds);
-	if (err) {
-		vz_err("cannot start the dispatcher: %s", strerror(err));
-		return -err;
-	}
+	err = afxdp_start_thread(&ds->owner->thread, dispatcher_main, ds,
+				 (int)(ncpus - 1), "dispatcher", 0);
+	if (err)
+		return err;
 	ds->owner->running = true;
-	CPU_ZERO(&cpus);
-	CPU_SET((int)(ncpus - 1), &cpus);
-	pthread_setaffinity_np(ds->owner->thread, sizeof(cpus), &cpus);
 	return 0;
 }
 
@@ -497,6 +489,7 @@ void afxdp_dispatch_report(struct vz_us_run *run, double t, bool summary)
 		       "%.3f, \"frames\": %llu, \"reordered\": %llu, "
 		       "\"flows_moved\": %llu, \"flows_new\": %llu, "
 		       "\"flows\": %u, \"buckets_moved\": %llu, "
+		       "\"buckets_forced\": %llu, "
 		       "\"reallocations\": %llu, \"grows\": %llu, "
 		       "\"shrinks\": %llu, \"ring_full\": %llu, "
 		       "\"frames_per_worker\": [",
@@ -511,6 +504,8 @@ void afxdp_dispatch_report(struct vz_us_run *run, double t, bool summary)
 		       s.flows,
 		       (unsigned long long)(s.buckets_moved -
 					    base->buckets_moved),
+		       (unsigned long long)(s.buckets_forced -
+					    base->buckets_forced),
 		       (unsigned long long)(as.grows + as.shrinks),
 		       (unsigned long long)as.grows,
 		       (unsigned long long)as.shrinks,

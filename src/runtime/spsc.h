@@ -61,21 +61,6 @@ static inline bool vz_spsc_push(struct vz_spsc *r, const void *entry)
 	return true;
 }
 
-/* Consumer: false when empty. */
-static inline bool vz_spsc_pop(struct vz_spsc *r, void *entry)
-{
-	unsigned int tail = r->tail;
-
-	if (tail == r->head_cache) {
-		r->head_cache = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-		if (tail == r->head_cache)
-			return false;
-	}
-	memcpy(entry, r->slots + (size_t)(tail & r->mask) * r->size, r->size);
-	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
-	return true;
-}
-
 /* Consumer: the oldest entry, left in place; false when empty. */
 static inline bool vz_spsc_peek(struct vz_spsc *r, void *entry)
 {
@@ -87,6 +72,15 @@ static inline bool vz_spsc_peek(struct vz_spsc *r, void *entry)
 			return false;
 	}
 	memcpy(entry, r->slots + (size_t)(tail & r->mask) * r->size, r->size);
+	return true;
+}
+
+/* Consumer: false when empty. */
+static inline bool vz_spsc_pop(struct vz_spsc *r, void *entry)
+{
+	if (!vz_spsc_peek(r, entry))
+		return false;
+	__atomic_store_n(&r->tail, r->tail + 1, __ATOMIC_RELEASE);
 	return true;
 }
 

@@ -46,8 +46,12 @@ def test_dispatch_with_the_core_allocator(testbed, policy):
     if policy == "rss-mod":
         # hash % active: every reallocation moves flows
         assert dispatch["flows_moved"] > 0
-    else:
+    elif policy == "flow-affinity":
         assert dispatch["reordered"] == 0, dispatch
+    else:
+        # buckets reorder only through moves forced off a worker that never
+        # drains them (after 200 us): none forced, none reordered
+        assert dispatch["reordered"] == 0 or dispatch["buckets_forced"] > 0, dispatch
     intervals = [r for r in nf.records if r.get("event") == "dispatch"]
     assert intervals and all(r["policy"] == policy for r in intervals)
 
