@@ -99,6 +99,11 @@ static void futex_wait(int *word, int value)
 	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, &timeout, NULL, 0);
 }
 
+/*
+ * After a push: the exchange is a full barrier, so either the worker sees
+ * the frame before it sleeps or this sees it asleep (a plain load here
+ * could pass the ring's store and both would miss).
+ */
 static void wake(struct nf_worker *w)
 {
 	if (__atomic_exchange_n(&w->sleeping, 0, __ATOMIC_SEQ_CST)) {
