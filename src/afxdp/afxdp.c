@@ -139,6 +139,29 @@ void afxdp_queue_tx(struct worker *w, struct xsk *x, __u64 addr, __u32 len,
 /* ---- receive ---------------------------------------------------------------
  */
 
+__u32 afxdp_rx_peek(struct vz_us_run *run, struct xsk *x, __u32 *idx)
+{
+	__u32 n = xsk_ring_cons__peek(&x->rx, run->batch, idx);
+
+	if (!n && (run->busy_poll || xsk_ring_prod__needs_wakeup(&x->fill)))
+		recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+	return n;
+}
+
+bool afxdp_rx_valid(struct worker *w, const struct xdp_desc *d,
+		    struct vz_worker_counters *c)
+{
+	__u64 base = d->addr & ~(__u64)(FRAME_SIZE - 1);
+
+	if (d->len <= VZ_LINEAR_MAX && d->addr - base >= VZ_HEADROOM)
+		return true;
+	/* not the geometry the NF contract promises */
+	c->rx++;
+	c->rx_invalid++;
+	afxdp_frame_free(w, base);
+	return false;
+}
+
 /* One burst from port p's queue slot q: returns the frames received. */
 static __u32 poll_rx(struct worker *w, int p, unsigned int q,
 		     struct vz_worker_counters *c)
@@ -149,12 +172,9 @@ static __u32 poll_rx(struct worker *w, int p, unsigned int q,
 	__u32 idx, n, i;
 	int action, out;
 
-	n = xsk_ring_cons__peek(&x->rx, run->batch, &idx);
-	if (!n) {
-		if (run->busy_poll || xsk_ring_prod__needs_wakeup(&x->fill))
-			recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+	n = afxdp_rx_peek(run, x, &idx);
+	if (!n)
 		return 0;
-	}
 	for (i = 0; i < n; i++) {
 		const struct xdp_desc *d =
 			xsk_ring_cons__rx_desc(&x->rx, idx + i);
@@ -166,20 +186,10 @@ static __u32 poll_rx(struct worker *w, int p, unsigned int q,
 			.ingress_port = (__u32)p,
 		};
 
-		if (d->len > VZ_LINEAR_MAX || d->addr - base < VZ_HEADROOM) {
-			/* not the geometry the NF contract promises */
-			c->rx++;
-			c->rx_invalid++;
-			afxdp_frame_free(w, base);
+		if (!afxdp_rx_valid(w, d, c))
 			continue;
-		}
 		action = vz_us_process(run, &ctx, c);
-		if (action == VZ_TX)
-			out = p;
-		else if (action == VZ_REDIRECT_VERDICT)
-			out = (int)ctx.redirect_port;
-		else
-			out = -1;
+		out = vz_us_out_port(action, &ctx);
 		if (out < 0) {
 			afxdp_frame_free(w, base);
 			continue;

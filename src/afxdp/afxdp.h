@@ -73,6 +73,11 @@ static inline void afxdp_frame_free(struct worker *w, __u64 addr)
 	w->free_frames[w->nfree++] = addr & ~(__u64)(FRAME_SIZE - 1);
 }
 
+/* A receive burst's descriptors; 0, and a wakeup if needed, when none. */
+__u32 afxdp_rx_peek(struct vz_us_run *run, struct xsk *x, __u32 *idx);
+/* A frame with the NF's geometry; else counted invalid and freed. */
+bool afxdp_rx_valid(struct worker *w, const struct xdp_desc *d,
+		    struct vz_worker_counters *c);
 void afxdp_refill(struct worker *w, struct xsk *x);
 void afxdp_complete(struct worker *w, struct xsk *x);
 void afxdp_kick_tx(struct xsk *x);

@@ -128,13 +128,9 @@ static void run_job(struct nf_worker *nw, const struct job *j)
 		.data_hard_start = area + base,
 		.ingress_port = j->port,
 	};
-	struct result r = { .slot = j->slot, .ticket = j->ticket, .out = -1 };
-	int action = vz_us_process(run, &ctx, c);
+	struct result r = { .slot = j->slot, .ticket = j->ticket };
 
-	if (action == VZ_TX)
-		r.out = (__s16)j->port;
-	else if (action == VZ_REDIRECT_VERDICT)
-		r.out = (__s16)ctx.redirect_port;
+	r.out = (__s16)vz_us_out_port(vz_us_process(run, &ctx, c), &ctx);
 	r.addr = (__u64)(ctx.data - area);
 	r.len = (__u32)(ctx.data_end - ctx.data);
 	if (r.out < 0)
@@ -190,12 +186,9 @@ static __u32 dispatch_rx(struct vz_afxdp_dispatch *ds, int p, unsigned int q,
 	__u8 *area = w->area;
 	__u32 idx, n, i;
 
-	n = xsk_ring_cons__peek(&x->rx, run->batch, &idx);
-	if (!n) {
-		if (run->busy_poll || xsk_ring_prod__needs_wakeup(&x->fill))
-			recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+	n = afxdp_rx_peek(run, x, &idx);
+	if (!n)
 		return 0;
-	}
 	for (i = 0; i < n; i++) {
 		const struct xdp_desc *d =
 			xsk_ring_cons__rx_desc(&x->rx, idx + i);
@@ -207,12 +200,8 @@ static __u32 dispatch_rx(struct vz_afxdp_dispatch *ds, int p, unsigned int q,
 				 .enqueued_ns = now };
 		unsigned int to;
 
-		if (d->len > VZ_LINEAR_MAX || d->addr - base < VZ_HEADROOM) {
-			c->rx++;
-			c->rx_invalid++;
-			afxdp_frame_free(w, base);
+		if (!afxdp_rx_valid(w, d, c))
 			continue;
-		}
 		to = vz_dispatch_pick(ds->policy,
 				      vz_rss_hash_frame(area + d->addr, d->len),
 				      now, &j.ticket);

@@ -142,4 +142,14 @@ static inline int vz_us_process(struct vz_us_run *run, struct vz_ctx *ctx,
 	return action;
 }
 
+/* The port a frame leaves by after the NF's action; -1: it does not. */
+static inline int vz_us_out_port(int action, const struct vz_ctx *ctx)
+{
+	if (action == VZ_TX)
+		return (int)ctx->ingress_port;
+	if (action == VZ_REDIRECT_VERDICT)
+		return (int)ctx->redirect_port;
+	return -1;
+}
+
 #endif
