@@ -17,7 +17,7 @@ VZ_CONFIG(struct vz_memaccess_config) = { .accesses = 0, .reflect = 0 };
 VZ_CONFIG_CHECK(struct vz_memaccess_config, cfg)
 {
 	if (cfg->accesses > VZ_MEMACCESS_MAX)
-		return "accesses must be between 0 and 4096";
+		return "accesses must be between 0 and 16384";
 	if (cfg->reflect > 1)
 		return "reflect must be 0 or 1";
 	return 0;

@@ -55,7 +55,7 @@ struct vz_redirect_config {
 };
 
 /* nf/memaccess.c: the eBPF cost study's synthetic load. */
-#define VZ_MEMACCESS_MAX 4096
+#define VZ_MEMACCESS_MAX 16384
 #define VZ_MEMACCESS_SLOTS 4096
 struct vz_memaccess_config {
 	__u32 accesses; /* reads+writes of the table per packet */

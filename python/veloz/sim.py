@@ -66,6 +66,7 @@ def command(
     alloc: bool = False,
     wake_us: float | None = None,
     hold_us: float | None = None,
+    queue_cap: int | None = None,
     prepopulate: bool = False,
     seed: int | None = None,
     timeline_us: int | None = None,
@@ -78,7 +79,7 @@ def command(
         "--step-ms": step_ms, "--arrivals": arrivals, "--burst-us": burst_us,
         "--service": service, "--service-us": service_us, "--flows": flows,
         "--flow-sizes": flow_sizes, "--zipf-s": zipf_s, "--flow-slots": flow_slots,
-        "--wake-us": wake_us, "--hold-us": hold_us, "--seed": seed,
+        "--wake-us": wake_us, "--hold-us": hold_us, "--queue-cap": queue_cap, "--seed": seed,
         "--timeline-us": timeline_us,
     }  # fmt: skip
     for flag, value in valued.items():
@@ -95,7 +96,9 @@ def run_sim(**kw: Any) -> dict[str, Any]:
     """One simulation: keyword arguments as command() takes them, vz-sim's JSON back.
 
     The result has the run's parameters, "steps" (one dict per load step:
-    load, offered, frames, latency_us {mean, p50, p90, p99, p999, max},
+    load, offered, frames, lost, latency_us {mean, p50, p90, p99, p999, max} of the
+    frames served, tail_us {p99, p999} of every frame offered (a lost one counting as
+    slower than any served: None when the percentile falls among the lost),
     reordered, flows_moved, buckets_moved, buckets_forced, reallocations, grows, shrinks,
     active_mean, imbalance, share), "overall" (the same over every step) and,
     with timeline_us, "timeline". Bad input raises VelozError (code 2).
@@ -169,6 +172,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="buckets: longest wait for a bucket to drain before a forced move (200)",
     )
     p.add_argument(
+        "--queue-cap",
+        type=int,
+        help="frames a worker's queue holds; beyond, a frame is lost (0, the default: no bound)",
+    )
+    p.add_argument(
         "--prepopulate",
         action="store_true",
         help="fill the flow table with the trace's flows first",
@@ -188,7 +196,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     names = ("cores", "load", "ramp", "step_ms", "arrivals", "burst_us", "service",
              "service_us", "flows", "flow_sizes", "zipf_s", "flow_slots", "alloc",
-             "wake_us", "hold_us", "prepopulate", "seed", "timeline_us")  # fmt: skip
+             "wake_us", "hold_us", "queue_cap", "prepopulate", "seed", "timeline_us")  # fmt: skip
     return {n: getattr(args, n) for n in names}
 
 
@@ -198,7 +206,8 @@ def _fmt(x: float) -> str:
 
 def _row(policy: str, label: str, s: dict[str, Any]) -> list[str]:
     lat = s["latency_us"]
-    return [policy, label, f"{s['load']:.2f}", f"{s['frames']:,}", _fmt(lat["mean"]),
+    return [policy, label, f"{s['load']:.2f}", f"{s['frames']:,}", f"{s['lost']:,}",
+            _fmt(lat["mean"]),
             _fmt(lat["p50"]), _fmt(lat["p99"]), _fmt(lat["p999"]), _fmt(lat["max"]),
             f"{s['reordered']:,}", f"{s['flows_moved']:,}", f"{s['buckets_moved']:,}",
             f"{s['buckets_forced']:,}", f"{s['reallocations']:,}", f"{s['active_mean']:.1f}",
@@ -215,10 +224,13 @@ def print_table(runs: list[dict[str, Any]], console: Console) -> None:
     )
     caption = "latency in us; imbal: the busiest worker's frames / frames per active worker"
     table = Table(title=title, caption=caption)
-    for col in ("policy", "step", "load", "frames", "mean", "p50", "p99", "p99.9", "max",
+    for col in ("policy", "step", "load", "frames", "lost", "mean", "p50", "p99", "p99.9", "max",
                 "reordered", "flows moved", "buckets moved", "forced", "realloc", "active",
                 "imbal"):  # fmt: skip
-        table.add_column(col, justify="left" if col == "policy" else "right")
+        if col == "policy":  # never cut a policy's name to fit the terminal
+            table.add_column(col, justify="left", no_wrap=True, min_width=13)
+        else:
+            table.add_column(col, justify="right")
     for r in runs:
         steps = r["steps"]
         for i, s in enumerate(steps):
@@ -247,5 +259,5 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(runs[0] if len(runs) == 1 else {"runs": runs}))
         return 0
     # Not a terminal (a pipe, a test): rich would squeeze the table to 80 columns.
-    print_table(runs, Console() if sys.stdout.isatty() else Console(width=160))
+    print_table(runs, Console() if sys.stdout.isatty() else Console(width=200))
     return 0

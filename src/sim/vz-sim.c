@@ -68,6 +68,7 @@ struct opts {
 	bool alloc, prepopulate, json, verbose;
 	double wake_us;
 	double hold_us; /* buckets: < 0 for the library's default */
+	unsigned long long queue_cap; /* frames a worker queues; 0: no bound */
 	unsigned long long seed;
 	unsigned long long timeline_us;
 };
@@ -302,6 +303,7 @@ struct snapshot {
 struct step_result {
 	struct hist lat;
 	double work_ns; /* service time that arrived */
+	__u64 lost; /* arrivals that found their worker's queue full */
 	double active_ns; /* integral of active workers over time */
 	struct snapshot begin, end;
 };
@@ -412,14 +414,17 @@ static const char help[] =
 	"[--flow-slots N]\n"
 	"  [--alloc] [--wake-us US] [--hold-us US] [--prepopulate] "
 	"[--seed N]\n"
-	"  [--timeline-us US] [--json] [--verbose]\n"
+	"  [--queue-cap N] [--timeline-us US] [--json] [--verbose]\n"
 	"Simulates the dispatch policy code on a generated trace: per-worker\n"
 	"FIFO queues, service one frame at a time, latency = completion -\n"
 	"arrival. --service heavy is bimodal: 90% short, 10% ten times as\n"
 	"long, each constant, same mean. --flow-sizes heavy is Zipf (--zipf-s,\n"
 	"default 1.1: the biggest flow carries 1/H(N,s) of the frames).\n"
 	"--hold-us: how long buckets waits for a bucket to drain before a\n"
-	"forced move (the policy's hold_ns).\n";
+	"forced move (the policy's hold_ns).\n"
+	"--queue-cap: frames a worker's queue holds (the afxdp dispatcher's\n"
+	"rings hold 4096); a frame that finds it full is lost, as there.\n"
+	"0 (the default) never loses one.\n";
 
 static void parse_args(struct opts *o, int argc, char **argv)
 {
@@ -440,6 +445,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		O_ALLOC,
 		O_WAKE,
 		O_HOLD,
+		O_QCAP,
 		O_PREPOP,
 		O_SEED,
 		O_TL,
@@ -464,6 +470,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "alloc", no_argument, NULL, O_ALLOC },
 		{ "wake-us", required_argument, NULL, O_WAKE },
 		{ "hold-us", required_argument, NULL, O_HOLD },
+		{ "queue-cap", required_argument, NULL, O_QCAP },
 		{ "prepopulate", no_argument, NULL, O_PREPOP },
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "timeline-us", required_argument, NULL, O_TL },
@@ -566,6 +573,10 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case O_HOLD:
 			o->hold_us = parse_double("--hold-us", optarg, 0, 1e9);
+			break;
+		case O_QCAP:
+			o->queue_cap =
+				parse_u64("--queue-cap", optarg, 0, MAX_QUEUED);
 			break;
 		case O_PREPOP:
 			o->prepopulate = true;
@@ -827,14 +838,20 @@ static void on_arrival(struct sim *s)
 	f.service = trace_service(&s->tr, s->o);
 	i = vz_dispatch_pick(s->d, s->tr.hashes[flow], s->now, &f.ticket);
 	s->steps[step_of(s, s->now)].work_ns += (double)f.service;
-	if (++s->in_system > MAX_QUEUED) {
+	if (s->o->queue_cap && s->w[i].len >= s->o->queue_cap) {
+		/* As the dispatcher does with a full ring: the frame is lost.
+		 */
+		vz_dispatch_cancel(s->d, i, &f.ticket);
+		s->steps[step_of(s, s->now)].lost++;
+	} else if (++s->in_system > MAX_QUEUED) {
 		fprintf(stderr,
 			"veloz: sim: more than %llu frames queued: the "
 			"workers cannot keep up with this load\n",
 			MAX_QUEUED);
 		exit(1);
+	} else {
+		enqueue(s, i, &f);
 	}
-	enqueue(s, i, &f);
 	if (trace_next(&s->tr, s->o, &next))
 		heap_push(&s->heap, (__u64)llround(next), EV_ARRIVAL, 0);
 }
@@ -928,7 +945,8 @@ struct summary {
 	double load, offered, active_mean, imbalance;
 	unsigned int used; /* workers that got frames */
 	struct hist *lat;
-	__u64 frames, reordered, flows_moved, buckets_moved, buckets_forced;
+	__u64 frames, lost, reordered, flows_moved, buckets_moved,
+		buckets_forced;
 	__u64 grows, shrinks;
 	__u64 per_worker[VZ_DISPATCH_MAX_WORKERS];
 };
@@ -941,11 +959,12 @@ static void summarise(const struct sim *s, unsigned int from, unsigned int to,
 			      *e = &s->steps[to - 1].end;
 	double work = 0, active = 0, load = 0, mean;
 	unsigned int i;
-	__u64 most = 0;
+	__u64 most = 0, lost = 0;
 
 	memset(lat, 0, sizeof(*lat));
 	for (i = from; i < to; i++) {
 		hist_merge(lat, &s->steps[i].lat);
+		lost += s->steps[i].lost;
 		work += s->steps[i].work_ns;
 		active += s->steps[i].active_ns;
 		load += o->loads[i];
@@ -956,6 +975,7 @@ static void summarise(const struct sim *s, unsigned int from, unsigned int to,
 		.active_mean = active / ((double)s->step_ns * (to - from)),
 		.lat = lat,
 		.frames = e->d.frames - b->d.frames,
+		.lost = lost,
 		.reordered = e->d.reordered - b->d.reordered,
 		.flows_moved = e->d.flows_moved - b->d.flows_moved,
 		.buckets_moved = e->d.buckets_moved - b->d.buckets_moved,
@@ -977,13 +997,28 @@ static void summarise(const struct sim *s, unsigned int from, unsigned int to,
 	out->imbalance = mean ? (double)most / mean : 0;
 }
 
+/*
+ * The q-quantile of every frame offered, a lost one counting as slower
+ * than any that completed, so a policy cannot hide its overload as loss.
+ * JSON null when the quantile falls among the lost frames.
+ */
+static void print_tail(const struct hist *h, __u64 lost, double q)
+{
+	double rank = ceil(q * (double)(h->n + lost));
+
+	if (rank > (double)h->n)
+		printf("null");
+	else
+		printf("%.4f", hist_quantile(h, rank / (double)h->n) / 1000);
+}
+
 static void print_json_summary(const struct sim *s, const struct summary *x)
 {
 	const struct hist *h = x->lat;
 	unsigned int i;
 
 	printf("{\"load\": %.4f, \"offered\": %.4f, \"frames\": %llu, "
-	       "\"latency_us\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, "
+	       "\"lost\": %llu, \"latency_us\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, "
 	       "\"p99\": %.4f, \"p999\": %.4f, \"max\": %.4f}, "
 	       "\"reordered\": %llu, \"flows_moved\": %llu, "
 	       "\"buckets_moved\": %llu, \"buckets_forced\": %llu, "
@@ -991,6 +1026,7 @@ static void print_json_summary(const struct sim *s, const struct summary *x)
 	       "\"grows\": %llu, \"shrinks\": %llu, \"active_mean\": %.3f, "
 	       "\"imbalance\": %.4f, \"workers_used\": %u, \"share\": [",
 	       x->load, x->offered, (unsigned long long)x->frames,
+	       (unsigned long long)x->lost,
 	       h->n ? h->sum / (double)h->n / 1000 : 0,
 	       hist_quantile(h, 0.5) / 1000, hist_quantile(h, 0.9) / 1000,
 	       hist_quantile(h, 0.99) / 1000, hist_quantile(h, 0.999) / 1000,
@@ -1005,16 +1041,21 @@ static void print_json_summary(const struct sim *s, const struct summary *x)
 		printf("%s%.5f", i ? ", " : "",
 		       x->frames ? (double)x->per_worker[i] / (double)x->frames
 				 : 0);
-	printf("]}");
+	printf("], \"tail_us\": {\"p99\": ");
+	print_tail(h, x->lost, 0.99);
+	printf(", \"p999\": ");
+	print_tail(h, x->lost, 0.999);
+	printf("}}");
 }
 
 static void print_table_row(const char *label, const struct summary *x)
 {
 	const struct hist *h = x->lat;
 
-	printf("%-5s %5.2f %5.3f %9llu %7.2f %7.2f %7.2f %8.2f %8.2f %9.2f "
-	       "%8llu %7llu %7llu %6llu %6llu %6.2f %6.3f\n",
+	printf("%-5s %5.2f %5.3f %9llu %8llu %7.2f %7.2f %7.2f %8.2f %8.2f "
+	       "%9.2f %8llu %7llu %7llu %6llu %6llu %6.2f %6.3f\n",
 	       label, x->load, x->offered, (unsigned long long)x->frames,
+	       (unsigned long long)x->lost,
 	       h->n ? h->sum / (double)h->n / 1000 : 0,
 	       hist_quantile(h, 0.5) / 1000, hist_quantile(h, 0.9) / 1000,
 	       hist_quantile(h, 0.99) / 1000, hist_quantile(h, 0.999) / 1000,
@@ -1070,10 +1111,10 @@ static void report(struct sim *s, char *timeline, size_t timeline_len)
 	       arrival_names[o->arrivals], service_names[o->service],
 	       o->service_us, o->flows, flow_size_names[o->flow_sizes],
 	       o->step_ms, o->seed);
-	printf("%-5s %5s %5s %9s %7s %7s %7s %8s %8s %9s %8s %7s %7s %6s %6s "
-	       "%6s %6s\n",
-	       "step", "load", "offer", "frames", "mean", "p50", "p90", "p99",
-	       "p99.9", "max", "reorder", "flowmv", "bktmv", "forced",
+	printf("%-5s %5s %5s %9s %8s %7s %7s %7s %8s %8s %9s %8s %7s %7s %6s "
+	       "%6s %6s %6s\n",
+	       "step", "load", "offer", "frames", "lost", "mean", "p50", "p90",
+	       "p99", "p99.9", "max", "reorder", "flowmv", "bktmv", "forced",
 	       "realloc", "active", "imbal");
 	for (i = 0; i < o->nsteps; i++) {
 		char label[16];

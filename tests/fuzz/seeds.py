@@ -11,7 +11,7 @@ from scapy.all import rdpcap
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 CONFIG_SEEDS = [
-    "accesses=0", "accesses=4096", "accesses=4097", "accesses=-1", "accesses=0x10",
+    "accesses=0", "accesses=16384", "accesses=16385", "accesses=-1", "accesses=0x10",
     "port=1", "port=63", "port=64", "port=", "=1", "port", "nosuch=1", "port=1=2",
     "accesses=99999999999999999999", "port= 1",
 ]  # fmt: skip

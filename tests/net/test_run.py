@@ -249,9 +249,9 @@ def test_foreign_program_is_refused_and_left_alone(testbed):
                 "--iface",
                 "dut-gen",
                 "--set",
-                "accesses=5000",
+                "accesses=20000",
             ],
-            "accesses must be between 0 and 4096",
+            "accesses must be between 0 and 16384",
         ),
         (
             [

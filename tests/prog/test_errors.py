@@ -63,7 +63,7 @@ def test_unknown_nf(out: Path, backend: str):
         pytest.param("drop", "port=1", "port", id="drop-takes-no-config"),
         pytest.param("redirect", "port=64", "64", id="redirect-port=64"),
         pytest.param("redirect", "port=-1", "port", id="redirect-port=-1"),
-        pytest.param("memaccess", "accesses=4097", "4096", id="memaccess-accesses=4097"),
+        pytest.param("memaccess", "accesses=16385", "16384", id="memaccess-accesses=16385"),
         pytest.param("memaccess", "accesses=-1", "accesses", id="memaccess-accesses=-1"),
         pytest.param("memaccess", "accesses=abc", "abc", id="memaccess-accesses=abc"),
         pytest.param("memaccess", "accesses=", "accesses", id="memaccess-accesses-empty"),
@@ -83,7 +83,7 @@ def test_bad_config_set(out: Path, nf: str, setting: str, mentions: str, backend
     [
         pytest.param("redirect", "port = 64\n", "64", id="redirect-port=64"),
         pytest.param("redirect", "nosuch = 1\n", "nosuch", id="redirect-unknown-key"),
-        pytest.param("memaccess", "accesses = 4097\n", "4096", id="memaccess-accesses=4097"),
+        pytest.param("memaccess", "accesses = 16385\n", "16384", id="memaccess-accesses=16385"),
         pytest.param("memaccess", 'accesses = "abc"\n', "abc", id="memaccess-accesses=abc"),
     ],
 )

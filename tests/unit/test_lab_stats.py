@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -83,3 +85,16 @@ def test_histograms_merge_by_bucket():
     merged = stats.merge_histograms([[[10, 1], [64, 2]], [[64, 3], [128, 1]]])
     assert merged == [[10, 1], [64, 5], [128, 1]]
     assert stats.histogram_percentiles([])["p50"] is None
+
+
+def test_lost_frames_count_as_slower_than_any_that_arrived():
+    hist = [[10, 990], [40, 10]]  # 990 frames took 10 ns, 10 took 40 ns
+    assert stats.histogram_percentiles(hist, (0.99,))["p99"] == 10
+    # 5 lost of 1005: the 99th percentile's rank, 995, is now among the
+    # slow ones that arrived
+    assert stats.histogram_percentiles(hist, (0.99,), lost=5)["p99"] == 40
+    # 20 lost of 1020: rank 1010 is beyond every frame that arrived
+    got = stats.histogram_percentiles(hist, (0.5, 0.99), lost=20)
+    assert got["p50"] == 10 and got["p99"] == math.inf
+    assert got["mean"] == pytest.approx(10.3)  # of what arrived
+    assert stats.histogram_percentiles([], (0.99,), lost=3)["p99"] == math.inf

@@ -49,6 +49,23 @@ def test_md1_pollaczek_khinchine():
     assert r["overall"]["latency_us"]["p50"] >= svc
 
 
+def test_a_full_queue_loses_frames_and_the_tail_counts_them():
+    # 1.5x what one worker serves, its queue bounded at 100 frames: a third
+    # is lost, nothing waits more than 101 service times, and the p99 of
+    # every frame offered falls among the lost ones
+    r = sim.run_sim(cores=1, load=1.5, step_ms=50, service="const", service_us=1,
+                    queue_cap=100, seed=5)  # fmt: skip
+    s = r["overall"]
+    assert s["lost"] / s["frames"] == pytest.approx(1 / 3, abs=0.02)
+    assert s["latency_us"]["max"] <= 101.5
+    assert s["tail_us"]["p99"] is None
+    # below capacity nothing is lost, and the two p99s are the same
+    r = sim.run_sim(cores=1, load=0.5, step_ms=50, service="const", service_us=1,
+                    queue_cap=100, seed=5)  # fmt: skip
+    s = r["overall"]
+    assert s["lost"] == 0 and s["tail_us"]["p99"] == s["latency_us"]["p99"]
+
+
 def erlang_c_sojourn(c: int, rho: float, svc: float) -> float:
     """Mean time in an M/M/c system (Erlang C) at per-server load rho."""
     a = c * rho

@@ -47,7 +47,7 @@ DEFAULTS: dict[str, dict] = {
     "latency": {"nf": "tx", "rates": "10k,1M"},
     "cpu": {"rates": "100k,500k,1M,2M,3M"},
     "ddos": {"rates": "1M,4M"},
-    "dispatch": {"rates": "100k,200k,300k,380k", "seconds": 1.0},
+    "dispatch": {"rates": "25k,50k,65k,80k,100k", "seconds": 2.0},
 }
 BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
 

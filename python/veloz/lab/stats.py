@@ -9,6 +9,7 @@ rank tests say what such samples can support, means and t-tests do not.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -124,14 +125,25 @@ def merge_histograms(histograms: Iterable[Sequence[Sequence[int]]]) -> list[list
 
 
 def histogram_percentiles(
-    histogram: Sequence[Sequence[int]], quantiles: Sequence[float] = (0.5, 0.9, 0.99, 0.999)
+    histogram: Sequence[Sequence[int]],
+    quantiles: Sequence[float] = (0.5, 0.9, 0.99, 0.999),
+    lost: int = 0,
 ) -> dict:
     """Percentiles, mean and standard deviation of a sink histogram.
 
     Each bucket is [low, next bucket's low); a percentile is reported as the
     highest value of its bucket (HdrHistogram's convention: never optimistic),
     the mean and deviation from bucket midpoints. Buckets are about 3% wide.
+
+    lost: frames sent that never arrived. They count as slower than any that
+    did, so a percentile that falls among them is infinite: an overloaded
+    system cannot show a good tail by dropping what would have been slow.
+    The mean and deviation stay those of the frames that arrived.
     """
+    lost = max(int(lost), 0)
+    if not histogram and lost:
+        return {f"p{_qname(q)}": math.inf for q in quantiles} | {"mean": None, "stddev": None,
+                                                                  "count": 0}  # fmt: skip
     if not histogram:
         return {f"p{_qname(q)}": None for q in quantiles} | {"mean": None, "stddev": None,
                                                               "count": 0}  # fmt: skip
@@ -147,8 +159,9 @@ def histogram_percentiles(
     cum = np.cumsum(counts)
     out = {"count": int(n)}
     for q in quantiles:
-        i = int(np.searchsorted(cum, np.ceil(q * n)))
-        out[f"p{_qname(q)}"] = float(highs[min(i, len(highs) - 1)])
+        rank = np.ceil(q * (n + lost))
+        i = int(np.searchsorted(cum, rank))
+        out[f"p{_qname(q)}"] = math.inf if rank > n else float(highs[min(i, len(highs) - 1)])
     mean = float((mids * counts).sum() / n)
     out["mean"] = mean
     out["stddev"] = float(np.sqrt(((mids - mean) ** 2 * counts).sum() / max(n - 1, 1)))

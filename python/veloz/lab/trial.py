@@ -18,7 +18,7 @@ import os
 import resource
 import subprocess
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack
 
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
 
@@ -126,17 +126,20 @@ def measure(
     sink_argv = ["gen", "--sink", "--replace", "--iface", arrive[1], "--json"] if arrive else []
     if backend == "generator":
         sink_argv.append("--count-only")
-    sink_cm = (
-        Runner(in_netns(arrive[0], veloz_argv(*sink_argv)), what="the sink")
-        if arrive
-        else nullcontext()
-    )
-    nf_cm = (
-        nullcontext()
-        if backend == "generator"
-        else Runner(in_netns("vz-dut", run_argv), attach_timeout=attach_timeout)
-    )
-    with sink_cm as sink, nf_cm as runner:
+    with ExitStack() as started:
+        # entered one by one: an NF that fails to start still stops the sink
+        sink = (
+            started.enter_context(Runner(in_netns(arrive[0], veloz_argv(*sink_argv)),
+                                         what="the sink"))
+            if arrive
+            else None
+        )  # fmt: skip
+        runner = (
+            None
+            if backend == "generator"
+            else started.enter_context(Runner(in_netns("vz-dut", run_argv),
+                                              attach_timeout=attach_timeout))
+        )  # fmt: skip
         cpu0, t0 = _cpu_jiffies(), time.monotonic()
         children0, nf0 = _children_cpu_s(), _process_cpu_s(runner)
         bpf0 = _bpf_run_stats(runner)
