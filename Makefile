@@ -95,6 +95,13 @@ fuzz: build-fuzz
 			|| { tail -40 $$log; echo "fuzz-ctl $$nf FAILED"; exit 1; }; \
 		echo "fuzz-ctl $$nf: $$(grep -o 'number_of_executed_units: [0-9]*' $$log) sessions, all rolled back"; \
 	done
+	$(PY) tests/fuzz/stack_seeds.py $(FUZZ_BUILD)/seeds/stack
+	mkdir -p $(FUZZ_BUILD)/corpus/stack
+	$(FUZZ_BUILD)/tests/fuzz/fuzz-stack -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
+		-artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
+		$(FUZZ_BUILD)/corpus/stack $(FUZZ_BUILD)/seeds/stack > $(FUZZ_BUILD)/fuzz-stack.log 2>&1 \
+		|| { tail -40 $(FUZZ_BUILD)/fuzz-stack.log; echo "fuzz-stack FAILED"; exit 1; }
+	@echo "fuzz-stack: $$(grep -o 'number_of_executed_units: [0-9]*' $(FUZZ_BUILD)/fuzz-stack.log) inputs, every frame in one outcome"
 
 
 demo: build

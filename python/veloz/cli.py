@@ -17,7 +17,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from veloz import demo, gen, nfs, replay, run, sim, testbed_cli
+    from veloz import demo, gen, nfs, replay, run, sim, testbed_cli, udpd
     from veloz.control import cli as ctl
     from veloz.lab import bench, report, route_table
 
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     route_table.add_parser(sub)
     ctl.add_parser(sub)
     sim.add_parser(sub)
+    udpd.add_parser(sub)
     return parser
 
 

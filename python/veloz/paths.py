@@ -19,7 +19,7 @@ def build_dir() -> Path:
 
 def tool(name: str) -> Path:
     """A C tool of the build, e.g. tool("vz-replay")."""
-    for sub in ("src/cli", "src/gen", "src/afxdp", "src/dpdk"):
+    for sub in ("src/cli", "src/gen", "src/afxdp", "src/dpdk", "src/sock/udpd", "src/sock/apps"):
         path = build_dir() / sub / name
         if path.exists():
             return path

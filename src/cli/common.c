@@ -32,6 +32,13 @@ static int quiet_libbpf(enum libbpf_print_level level, const char *fmt,
 	return 0;
 }
 
+void vz_quiet_bpf_logs(void)
+{
+	libbpf_set_print(quiet_libbpf);
+	/* e.g. its dispatcher fallback notice: say it only when debugging */
+	libxdp_set_print((libxdp_print_fn_t)quiet_libbpf);
+}
+
 int vz_nf_open(struct vz_nf *nf, const char *bpf_path, const char *native_path,
 	       char **sets, int nsets, __u32 nworkers)
 {
@@ -39,9 +46,7 @@ int vz_nf_open(struct vz_nf *nf, const char *bpf_path, const char *native_path,
 	int i, ret;
 
 	memset(nf, 0, sizeof(*nf));
-	libbpf_set_print(quiet_libbpf);
-	/* e.g. its dispatcher fallback notice: say it only when debugging */
-	libxdp_set_print((libxdp_print_fn_t)quiet_libbpf);
+	vz_quiet_bpf_logs();
 	nf->obj = bpf_object__open_file(bpf_path, NULL);
 	if (!nf->obj) {
 		ret = -errno;

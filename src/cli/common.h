@@ -13,6 +13,9 @@
 /* One line on stderr, prefixed "veloz: ". */
 void vz_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* libbpf's and libxdp's messages only with VELOZ_DEBUG set (2: debug too). */
+void vz_quiet_bpf_logs(void);
+
 /* An NF as the control plane holds it: both builds and one configuration. */
 struct vz_nf {
 	const char *name;

@@ -31,7 +31,8 @@ from veloz.gen import parse_rate
 # Names only: `veloz gen` and `veloz run` build the same parser, and must not
 # pay for importing scipy and matplotlib (the experiments) each time.
 EXPERIMENTS = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "noisy", "headline",
-               "router", "lb", "ddos", "dispatch")  # fmt: skip
+               "router", "lb", "ddos", "dispatch", "udp-latency",
+               "udp-throughput")  # fmt: skip
 NOISES = ("none", "cpu", "disk", "net")
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")

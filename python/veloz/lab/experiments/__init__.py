@@ -21,6 +21,7 @@ from veloz.lab.experiments import (
     lb_bench,
     router,
     throughput,
+    udp,
 )
 
 EXPERIMENTS: dict[str, object] = {
@@ -37,6 +38,8 @@ EXPERIMENTS: dict[str, object] = {
     "lb": lb_bench.LB,
     "ddos": ddos_attack.DDOS,
     "dispatch": dispatch.DISPATCH,
+    "udp-latency": udp.UDP_LATENCY,
+    "udp-throughput": udp.UDP_THROUGHPUT,
 }
 
 

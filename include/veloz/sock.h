@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * veloz/sock.h: libveloz-sock, POSIX-like datagram sockets on veloz's
+ * userspace UDP/IP stack. The calls mirror their BSD namesakes (same
+ * arguments, same return values, errno set on failure).
+ *
+ * A veloz descriptor is a real file descriptor of the process: an eventfd
+ * the poller signals when a socket that an application waits on becomes
+ * readable or writable. So it never collides with the process's other
+ * files, and poll/select can wait on veloz and kernel descriptors together
+ * (vz_poll and vz_select accept both); the LD_PRELOAD shim tells them apart
+ * with vz_is_socket().
+ *
+ * The stack runs in a poller process (`veloz udpd`) that owns the port. An
+ * application connects to it once (vz_sock_init, or lazily on the first
+ * call) and gets, for each socket, a pair of shared-memory rings mapped
+ * from a memfd that only it and the poller hold.
+ */
+#ifndef VELOZ_SOCK_H
+#define VELOZ_SOCK_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where the poller listens unless VZ_UDPD_SOCKET says otherwise. */
+#define VZ_UDPD_DEFAULT_SOCKET "/run/veloz/udpd/udpd.sock"
+
+/*
+ * Connect to the poller at `path` (NULL: $VZ_UDPD_SOCKET, else the
+ * default). Called implicitly by the first vz_socket(); explicit calls
+ * report the failure: -1 with errno (ENOENT, ECONNREFUSED, EACCES...).
+ */
+int vz_sock_init(const char *path);
+/* Close every socket and the link to the poller. */
+void vz_sock_exit(void);
+
+/* AF_INET (and AF_INET6 once the stack has it), SOCK_DGRAM, protocol 0 or
+ * IPPROTO_UDP; SOCK_NONBLOCK and SOCK_CLOEXEC may be or-ed into type. */
+int vz_socket(int domain, int type, int protocol);
+int vz_bind(int fd, const struct sockaddr *addr, socklen_t len);
+int vz_connect(int fd, const struct sockaddr *addr, socklen_t len);
+ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
+		  const struct sockaddr *to, socklen_t tolen);
+ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
+		    struct sockaddr *from, socklen_t *fromlen);
+ssize_t vz_send(int fd, const void *buf, size_t len, int flags);
+ssize_t vz_recv(int fd, void *buf, size_t len, int flags);
+int vz_close(int fd);
+int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
+int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
+/* SOL_SOCKET: SO_RCVBUF, SO_SNDBUF, SO_REUSEADDR, SO_REUSEPORT,
+ * SO_RCVTIMEO, SO_SNDTIMEO, SO_TYPE, SO_ERROR, SO_DOMAIN. */
+int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
+int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
+/* F_GETFL / F_SETFL with O_NONBLOCK. */
+int vz_fcntl(int fd, int cmd, int arg);
+/* POLLIN / POLLOUT; veloz and kernel descriptors may be mixed. */
+int vz_poll(struct pollfd *fds, nfds_t n, int timeout_ms);
+int vz_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
+	      struct timeval *timeout);
+/* True when fd is a veloz descriptor (the LD_PRELOAD shim's question). */
+int vz_is_socket(int fd);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,242 @@
+"""`veloz udpd --config FILE`: the poller of veloz's userspace UDP/IP stack.
+
+The config file (TOML, or INI with the same keys in a [udpd] section) is
+checked here, whole, before anything touches the interface; then vz-udpd
+runs in this process's place, so SIGINT and SIGTERM reach the program that
+detaches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import ipaddress
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from veloz import paths
+from veloz.errors import VelozError
+
+DEFAULT_SOCKET = "/run/veloz/udpd/udpd.sock"  # include/veloz/sock.h
+
+DESCRIPTION = """\
+Run the UDP/IP stack's poller on one interface. It takes an IPv4 address of
+its own beside the kernel's: a small XDP program hands it the frames for that
+address (ARP, ICMP echo, UDP), and everything else stays with the kernel.
+Applications link libveloz-sock (or run under LD_PRELOAD=libveloz-preload.so)
+and connect to its control socket.
+
+Config (TOML; INI: the same keys under [udpd], neighbours as
+"neighbours = IP=MAC, IP=MAC"):
+
+  interface = "dut-gen"            # required
+  ipv4 = "198.18.0.3/24"           # required: the stack's address and prefix
+  mac = "02:00:00:00:00:03"        # default: the interface's
+  gateway = "198.18.0.254"         # for off-link destinations
+  mtu = 1500                       # 576..9000
+  socket = "/run/veloz/udpd/udpd.sock"
+  group = "veloz"                  # may connect besides root
+  cpu = 1                          # pin the poller
+  skb_mode = false                 # generic XDP (any interface)
+  copy = false                     # force AF_XDP copy mode
+  rcvbuf = 262144                  # default ring bytes per socket
+  sndbuf = 262144
+  max_apps = 64
+  max_sockets = 1024
+  arp_timeout_ms = 60000
+  reasm_timeout_ms = 30000
+  reasm_max_bytes = 4194304
+  [[neighbour]]                    # static ARP entries
+  ip = "198.18.0.1"
+  mac = "c6:12:00:00:00:01"
+"""
+
+_MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+# key -> (type, vz-udpd flag, bounds for integers)
+_INTS = {
+    "mtu": ("--mtu", 576, 9000),
+    "cpu": ("--cpu", 0, 1023),
+    "rcvbuf": ("--rcvbuf", 4096, 1 << 30),
+    "sndbuf": ("--sndbuf", 4096, 1 << 30),
+    "max_apps": ("--max-apps", 1, 4096),
+    "max_sockets": ("--max-sockets", 1, 65536),
+    "arp_timeout_ms": ("--arp-timeout-ms", 100, 86_400_000),
+    "reasm_timeout_ms": ("--reasm-timeout-ms", 10, 60_000),
+    "reasm_max_bytes": ("--reasm-max-bytes", 65536, 1 << 30),
+}
+_BOOLS = {"skb_mode": "--skb-mode", "copy": "--copy"}
+_STRS = {"interface", "ipv4", "mac", "gateway", "socket", "group"}
+KEYS = set(_INTS) | set(_BOOLS) | _STRS | {"neighbour"}
+
+
+def load(path: str) -> dict[str, Any]:
+    """The config file as a dict: TOML, or INI with a [udpd] section."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise VelozError(f"cannot read {path}: {e.strerror}", code=2) from None
+    if p.suffix in (".ini", ".conf", ".cfg"):
+        return _load_ini(text, path)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise VelozError(f"{path}: not valid TOML: {e}", code=2) from None
+
+
+def _load_ini(text: str, path: str) -> dict[str, Any]:
+    cp = configparser.ConfigParser(interpolation=None)
+    try:
+        cp.read_string(text, source=path)
+    except configparser.Error as e:
+        raise VelozError(f"{path}: not valid INI: {str(e).splitlines()[0]}", code=2) from None
+    if cp.sections() != ["udpd"]:
+        raise VelozError(f"{path}: an INI config has one section, [udpd]", code=2)
+    out: dict[str, Any] = {}
+    for key, value in cp["udpd"].items():
+        if key == "neighbours":
+            out["neighbour"] = [_ini_neigh(item.strip(), path)
+                                for item in value.split(",") if item.strip()]  # fmt: skip
+        elif key in _INTS:
+            out[key] = _int(key, value, path)
+        elif key in _BOOLS:
+            if value.lower() not in ("true", "false", "yes", "no", "1", "0"):
+                raise VelozError(f"{path}: {key} must be true or false, not {value!r}", code=2)
+            out[key] = value.lower() in ("true", "yes", "1")
+        else:
+            out[key] = value
+    return out
+
+
+def _ini_neigh(item: str, path: str) -> dict[str, str]:
+    ip, sep, mac = item.partition("=")
+    if not sep:
+        raise VelozError(f"{path}: neighbours: expected IP=MAC, not {item!r}", code=2)
+    return {"ip": ip.strip(), "mac": mac.strip()}
+
+
+def _int(key: str, value: str, path: str) -> int:
+    try:
+        return int(value, 10)
+    except ValueError:
+        raise VelozError(f"{path}: {key} must be a whole number, not {value!r}", code=2) from None
+
+
+def _unicast(key: str, text: Any, path: str) -> ipaddress.IPv4Address:
+    try:
+        addr = ipaddress.IPv4Address(str(text))
+    except ValueError:
+        raise VelozError(f"{path}: {key}: not an IPv4 address: {text!r}", code=2) from None
+    if addr.is_multicast or addr.is_loopback or addr.is_unspecified or int(addr) == 0xFFFFFFFF:
+        raise VelozError(f"{path}: {key}: {addr} is not a unicast address", code=2)
+    return addr
+
+
+def _mac(key: str, text: Any, path: str) -> str:
+    if not isinstance(text, str) or not _MAC.match(text):
+        raise VelozError(f"{path}: {key}: not a MAC address: {text!r}", code=2)
+    if int(text[:2], 16) & 1:
+        raise VelozError(f"{path}: {key}: {text} is a multicast MAC address", code=2)
+    return text.lower()
+
+
+def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
+    """vz-udpd's arguments for a config, every value checked first."""
+    unknown = sorted(set(cfg) - KEYS)
+    if unknown:
+        raise VelozError(f"{path}: unknown key {unknown[0]!r} (see `veloz udpd --help`)", code=2)
+    for key in ("interface", "ipv4"):
+        if key not in cfg:
+            raise VelozError(f"{path}: {key} is required", code=2)
+    argv: list[str] = []
+    for key in _STRS & set(cfg):
+        if not isinstance(cfg[key], str):
+            raise VelozError(f"{path}: {key} must be a string", code=2)
+    if not _IFNAME.match(cfg["interface"]):
+        raise VelozError(f"{path}: interface: not an interface name: {cfg['interface']!r}",
+                         code=2)  # fmt: skip
+    argv += ["--iface", cfg["interface"]]
+    try:
+        iface = ipaddress.IPv4Interface(cfg["ipv4"])
+    except ValueError:
+        raise VelozError(f"{path}: ipv4: expected an address and prefix, as 198.18.0.3/24: "
+                         f"{cfg['ipv4']!r}", code=2) from None  # fmt: skip
+    if "/" not in cfg["ipv4"]:
+        raise VelozError(f"{path}: ipv4: give the prefix length too, as {iface.ip}/24", code=2)
+    _unicast("ipv4", iface.ip, path)
+    argv += ["--ip", str(iface)]
+    if "mac" in cfg:
+        argv += ["--mac", _mac("mac", cfg["mac"], path)]
+    if "gateway" in cfg:
+        gw = _unicast("gateway", cfg["gateway"], path)
+        if gw not in iface.network:
+            raise VelozError(f"{path}: gateway {gw} is not on {iface.network}", code=2)
+        argv += ["--gateway", str(gw)]
+    if "socket" in cfg:
+        if not cfg["socket"].startswith("/") or len(cfg["socket"]) > 107:
+            raise VelozError(f"{path}: socket: an absolute path of at most 107 bytes", code=2)
+        argv += ["--socket", cfg["socket"]]
+    if "group" in cfg:
+        argv += ["--group", cfg["group"]]
+    for key, (flag, low, high) in _INTS.items():
+        if key in cfg:
+            v = cfg[key]
+            if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
+                raise VelozError(f"{path}: {key} must be a whole number in {low}..{high}",
+                                 code=2)  # fmt: skip
+            argv += [flag, str(v)]
+    for key, flag in _BOOLS.items():
+        if key in cfg:
+            if not isinstance(cfg[key], bool):
+                raise VelozError(f"{path}: {key} must be true or false", code=2)
+            if cfg[key]:
+                argv.append(flag)
+    neighbours = cfg.get("neighbour", [])
+    if not isinstance(neighbours, list) or len(neighbours) > 64:
+        raise VelozError(f"{path}: neighbour: a list of at most 64 [[neighbour]] tables", code=2)
+    for n in neighbours:
+        if not isinstance(n, dict) or set(n) != {"ip", "mac"}:
+            raise VelozError(f"{path}: each [[neighbour]] has ip and mac, nothing else", code=2)
+        ip = _unicast("neighbour ip", n["ip"], path)
+        argv += ["--neigh", f"{ip}={_mac('neighbour mac', n['mac'], path)}"]
+    return argv
+
+
+def command(config_path: str, json_out: bool = False, interval_ms: int | None = None) -> list[str]:
+    """vz-udpd's command line for a config file (checked first)."""
+    argv = to_argv(load(config_path), config_path)
+    cmd = [str(paths.tool("vz-udpd")), *argv]
+    if json_out:
+        cmd.append("--json")
+    if interval_ms is not None:
+        cmd += ["--interval-ms", str(interval_ms)]
+    return cmd
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("udpd", help="the UDP/IP stack's poller (libveloz-sock)",
+                       description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--config", required=True, metavar="FILE", help="TOML or INI config")
+    p.add_argument("--check", action="store_true", help="check the config and stop")
+    p.add_argument("--interval-ms", type=int, metavar="MS", help="counters every MS (1000)")
+    p.add_argument("--json", action="store_true", help="JSON lines: ready, stats, summary")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.interval_ms is not None and not 1 <= args.interval_ms <= 3_600_000:
+        raise VelozError("--interval-ms must be in 1..3600000", code=2)
+    if args.check:
+        to_argv(load(args.config), args.config)
+        print(f"{args.config}: ok")
+        return 0
+    cmd = command(args.config, args.json, args.interval_ms)
+    if os.geteuid() != 0:
+        raise VelozError("udpd needs root (it attaches an XDP program)", code=1)
+    os.execv(cmd[0], cmd)
+    return 1  # not reached

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * ARP (RFC 826) for Ethernet and IPv4: answer requests for our address,
+ * resolve next hops for vz_stack_send (queueing a few datagrams meanwhile),
+ * and keep a cache whose learned entries expire; static ones never do and
+ * ARP never overwrites them (that is what they are for).
+ *
+ * The table is a fixed array: a flood of ARP can evict learned entries but
+ * cannot grow memory. New entries are made only for those who talk to us
+ * (a request for our address, a reply to us) or whom we resolve; any other
+ * ARP merely refreshes an entry we already have (gratuitous ARP).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "sock/stack/priv.h"
+
+#define ARP_LEN 28
+#define ARP_OP_REQUEST 1
+#define ARP_OP_REPLY 2
+
+static const __u8 bcast_mac[VZ_ETH_ALEN] = {
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff
+};
+
+static unsigned int arp_hash(__be32 ip)
+{
+	return (ntohl(ip) * 2654435761u) >> 23; /* 9 bits: 512 buckets */
+}
+
+static struct vz_arp_entry *arp_find(struct vz_arp_table *t, __be32 ip)
+{
+	int i;
+
+	for (i = t->bucket[arp_hash(ip)]; i >= 0; i = t->e[i].next)
+		if (t->e[i].ip == ip)
+			return &t->e[i];
+	return NULL;
+}
+
+static void arp_deadline(struct vz_arp_table *t, struct vz_arp_entry *e,
+			 __u64 when)
+{
+	e->deadline_ns = when;
+	if (when < t->next_ns)
+		t->next_ns = when;
+}
+
+/* Free what waits on e; counted as dropped unless it was sent. */
+static void arp_drop_queue(struct vz_stack *s, struct vz_arp_entry *e)
+{
+	struct vz_arp_pkt *p, *next;
+
+	for (p = e->q_head; p; p = next) {
+		next = p->next;
+		s->arp.queued_bytes -= p->len;
+		s->st.arp_queued--;
+		s->st.arp_unresolved_drops++;
+		free(p);
+	}
+	e->q_head = e->q_tail = NULL;
+	e->qlen = 0;
+}
+
+static void arp_remove(struct vz_stack *s, struct vz_arp_entry *e)
+{
+	struct vz_arp_table *t = &s->arp;
+	int idx = (int)(e - t->e), *link = &t->bucket[arp_hash(e->ip)];
+
+	while (*link != idx)
+		link = &t->e[*link].next;
+	*link = e->next;
+	arp_drop_queue(s, e);
+	e->state = VZ_ARP_FREE;
+	e->next = t->free_head;
+	t->free_head = idx;
+}
+
+/* A free slot, or the learned entry closest to expiry: never a pending
+ * or static one. */
+static struct vz_arp_entry *arp_alloc(struct vz_stack *s, __be32 ip)
+{
+	struct vz_arp_table *t = &s->arp;
+	struct vz_arp_entry *e, *victim = NULL;
+	unsigned int i, b;
+
+	if (t->free_head < 0) {
+		for (i = 0; i < VZ_ARP_SLOTS; i++) {
+			e = &t->e[i];
+			if (e->state == VZ_ARP_REACHABLE &&
+			    (!victim || e->deadline_ns < victim->deadline_ns))
+				victim = e;
+		}
+		if (!victim)
+			return NULL;
+		arp_remove(s, victim);
+	}
+	e = &t->e[t->free_head];
+	t->free_head = e->next;
+	memset(e, 0, sizeof(*e));
+	e->ip = ip;
+	b = arp_hash(ip);
+	e->next = t->bucket[b];
+	t->bucket[b] = (int)(e - t->e);
+	return e;
+}
+
+int vz_arp_init(struct vz_stack *s)
+{
+	struct vz_arp_table *t = &s->arp;
+	struct vz_arp_entry *e;
+	unsigned int i;
+
+	for (i = 0; i < VZ_ARP_BUCKETS; i++)
+		t->bucket[i] = -1;
+	for (i = 0; i < VZ_ARP_SLOTS; i++)
+		t->e[i].next = i + 1 < VZ_ARP_SLOTS ? (int)i + 1 : -1;
+	t->free_head = 0;
+	t->next_ns = ~0ull;
+	for (i = 0; i < s->cfg.nneigh; i++) {
+		e = arp_alloc(s, s->cfg.neigh[i].ip4);
+		memcpy(e->mac, s->cfg.neigh[i].mac, VZ_ETH_ALEN);
+		e->state = VZ_ARP_STATIC;
+	}
+	return 0;
+}
+
+void vz_arp_fini(struct vz_stack *s)
+{
+	unsigned int i;
+
+	for (i = 0; i < VZ_ARP_SLOTS; i++)
+		if (s->arp.e[i].state == VZ_ARP_PENDING)
+			arp_drop_queue(s, &s->arp.e[i]);
+}
+
+static int arp_send(struct vz_stack *s, __u16 op, const __u8 *eth_dst,
+		    const __u8 *tha, __be32 tpa)
+{
+	__u8 *a = s->frame + VZ_ETH_HLEN;
+
+	vz_eth_header(s, eth_dst, VZ_ETH_P_ARP);
+	vz_put16(a, 1); /* Ethernet */
+	vz_put16(a + 2, VZ_ETH_P_IP);
+	a[4] = VZ_ETH_ALEN;
+	a[5] = 4;
+	vz_put16(a + 6, op);
+	memcpy(a + 8, s->cfg.mac, VZ_ETH_ALEN);
+	memcpy(a + 14, &s->cfg.ip4, 4);
+	memcpy(a + 18, tha, VZ_ETH_ALEN);
+	memcpy(a + 24, &tpa, 4);
+	return vz_stack_tx(s, VZ_ETH_HLEN + ARP_LEN);
+}
+
+static void arp_request(struct vz_stack *s, struct vz_arp_entry *e,
+			__u64 now_ns)
+{
+	static const __u8 unknown[VZ_ETH_ALEN];
+
+	if (!arp_send(s, ARP_OP_REQUEST, bcast_mac, unknown, e->ip))
+		s->st.arp_requests_out++;
+	e->tries++;
+	arp_deadline(&s->arp, e, now_ns + s->cfg.arp_retry_ms * VZ_NS_PER_MS);
+}
+
+/* The next hop answered: send what waited for it, in order. */
+static void arp_flush(struct vz_stack *s, struct vz_arp_entry *e)
+{
+	struct vz_arp_pkt *p = e->q_head, *next;
+
+	e->q_head = e->q_tail = NULL;
+	e->qlen = 0;
+	for (; p; p = next) {
+		next = p->next;
+		s->arp.queued_bytes -= p->len;
+		s->st.arp_queued--;
+		vz_udp_output(s, e->mac, &p->m, p->data, p->len);
+		free(p);
+	}
+}
+
+/* Learn or refresh ip -> mac; create an entry only when asked to. */
+static void arp_learn(struct vz_stack *s, __be32 ip, const __u8 *mac,
+		      bool create, __u64 now_ns)
+{
+	struct vz_arp_entry *e = arp_find(&s->arp, ip);
+	bool was_pending;
+
+	if (e && e->state == VZ_ARP_STATIC)
+		return;
+	if (!e && (!create || !(e = arp_alloc(s, ip))))
+		return;
+	was_pending = e->state == VZ_ARP_PENDING;
+	memcpy(e->mac, mac, VZ_ETH_ALEN);
+	e->state = VZ_ARP_REACHABLE;
+	arp_deadline(&s->arp, e, now_ns + s->cfg.arp_timeout_ms * VZ_NS_PER_MS);
+	if (was_pending)
+		arp_flush(s, e);
+}
+
+void vz_arp_input(struct vz_stack *s, const __u8 *frame, size_t len,
+		  __u64 now_ns)
+{
+	const __u8 *a = frame + VZ_ETH_HLEN, *sha = a + 8;
+	__be32 spa, tpa;
+	__u16 op;
+
+	if (len < VZ_ETH_HLEN + ARP_LEN || vz_get16(a) != 1 ||
+	    vz_get16(a + 2) != VZ_ETH_P_IP || a[4] != VZ_ETH_ALEN || a[5] != 4)
+		goto bad;
+	op = vz_get16(a + 6);
+	spa = vz_get_be32(a + 14);
+	tpa = vz_get_be32(a + 24);
+	if ((op != ARP_OP_REQUEST && op != ARP_OP_REPLY) ||
+	    vz_mac_is_multicast(sha) || vz_mac_is_zero(sha))
+		goto bad;
+	/* A sender of 0.0.0.0 is a probe (RFC 5227): only a request. */
+	if (spa ? vz_ip4_martian(s, spa) : op != ARP_OP_REQUEST)
+		goto bad;
+	if (spa)
+		arp_learn(s, spa, sha, tpa == s->cfg.ip4, now_ns);
+	if (op == ARP_OP_REPLY) {
+		s->st.arp_replies_in++;
+		return;
+	}
+	if (tpa != s->cfg.ip4) {
+		s->st.rx_not_for_us++;
+		return;
+	}
+	s->st.arp_requests_in++;
+	if (!arp_send(s, ARP_OP_REPLY, sha, sha, spa))
+		s->st.arp_replies_out++;
+	return;
+bad:
+	s->st.arp_bad++;
+}
+
+static int arp_enqueue(struct vz_stack *s, struct vz_arp_entry *e,
+		       const struct vz_dgram_meta *m, const void *payload,
+		       size_t len)
+{
+	struct vz_arp_pkt *p = malloc(sizeof(*p) + len);
+
+	if (!p)
+		return -ENOMEM;
+	p->next = NULL;
+	p->m = *m;
+	p->len = len;
+	if (len)
+		memcpy(p->data, payload, len);
+	if (e->q_tail)
+		e->q_tail->next = p;
+	else
+		e->q_head = p;
+	e->q_tail = p;
+	e->qlen++;
+	s->arp.queued_bytes += len;
+	s->st.arp_queued++;
+	return 0;
+}
+
+int vz_arp_output(struct vz_stack *s, __be32 nexthop,
+		  const struct vz_dgram_meta *m, const void *payload,
+		  size_t len, __u64 now_ns)
+{
+	struct vz_arp_entry *e = arp_find(&s->arp, nexthop);
+	int ret;
+
+	if (e && e->state == VZ_ARP_REACHABLE && now_ns >= e->deadline_ns) {
+		arp_remove(s, e); /* expired, the timer has not run yet */
+		e = NULL;
+	}
+	if (e && e->state != VZ_ARP_PENDING)
+		return vz_udp_output(s, e->mac, m, payload, len);
+	if ((e && e->qlen >= VZ_ARP_QUEUE_MAX) ||
+	    s->arp.queued_bytes + len > VZ_ARP_QUEUE_BYTES)
+		return -EAGAIN;
+	if (!e) {
+		e = arp_alloc(s, nexthop);
+		if (!e)
+			return -EAGAIN; /* every slot pending or static */
+		e->state = VZ_ARP_PENDING;
+	}
+	ret = arp_enqueue(s, e, m, payload, len);
+	if (ret) {
+		if (!e->qlen)
+			arp_remove(s, e);
+		return ret;
+	}
+	if (!e->tries)
+		arp_request(s, e, now_ns);
+	return 0;
+}
+
+void vz_arp_tick(struct vz_stack *s, __u64 now_ns)
+{
+	struct vz_arp_table *t = &s->arp;
+	struct vz_arp_entry *e;
+	unsigned int i;
+
+	if (now_ns < t->next_ns)
+		return;
+	t->next_ns = ~0ull;
+	for (i = 0; i < VZ_ARP_SLOTS; i++) {
+		e = &t->e[i];
+		if (e->state != VZ_ARP_PENDING && e->state != VZ_ARP_REACHABLE)
+			continue;
+		if (now_ns < e->deadline_ns) {
+			arp_deadline(t, e, e->deadline_ns);
+			continue;
+		}
+		if (e->state == VZ_ARP_PENDING && e->tries < VZ_ARP_TRIES)
+			arp_request(s, e, now_ns);
+		else
+			arp_remove(s, e); /* expired, or gave up */
+	}
+}

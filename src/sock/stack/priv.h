@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The engine's insides, shared by its files: stack.c (config, Ethernet,
+ * timers), arp.c (cache and resolution), ipv4.c (input checks, output and
+ * fragmentation), reasm.c (reassembly), icmp.c and udp.c.
+ */
+#ifndef VZ_SOCK_STACK_PRIV_H
+#define VZ_SOCK_STACK_PRIV_H
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "sock/stack/stack.h"
+
+#define VZ_ETH_ALEN 6
+#define VZ_ETH_HLEN 14
+#define VZ_ETH_ZLEN 60 /* shortest frame without FCS: we pad to it */
+#define VZ_ETH_P_IP 0x0800
+#define VZ_ETH_P_ARP 0x0806
+#define VZ_ETH_P_8021Q 0x8100
+#define VZ_ETH_P_8021AD 0x88a8
+
+#define VZ_IP_HLEN 20
+#define VZ_IP_MAXLEN 65535
+#define VZ_IP_MF 0x2000
+#define VZ_IP_OFFMASK 0x1fff
+#define VZ_IP_TTL 64
+#define VZ_IPPROTO_ICMP 1
+#define VZ_IPPROTO_UDP 17
+#define VZ_UDP_HLEN 8
+#define VZ_ICMP_HLEN 8
+
+#define VZ_MTU_MIN 68 /* RFC 791: every host takes 68-byte datagrams */
+#define VZ_MTU_MAX 9216 /* jumbo frames; also sizes the transmit buffer */
+
+/* ARP: 64 static neighbours plus 256 learned or pending ones. */
+#define VZ_ARP_SLOTS (VZ_STACK_MAX_NEIGH + 256)
+#define VZ_ARP_BUCKETS 512
+#define VZ_ARP_TRIES 3
+#define VZ_ARP_QUEUE_MAX 8 /* datagrams waiting per next hop */
+#define VZ_ARP_QUEUE_BYTES (1u << 20) /* ... and in all */
+
+/* Reassembly: more pieces than this in one datagram is an attack. */
+#define VZ_REASM_MAX_FRAGS 1024
+#define VZ_REASM_MAX_DATAGRAMS 65536
+
+/* ICMP errors: a token bucket of 100 per second, bursts of 100. */
+#define VZ_ICMP_RATE 100
+#define VZ_ICMP_BURST 100
+
+#define VZ_NS_PER_MS 1000000ull
+
+enum vz_arp_state {
+	VZ_ARP_FREE,
+	VZ_ARP_PENDING,
+	VZ_ARP_REACHABLE,
+	VZ_ARP_STATIC,
+};
+
+/* A datagram waiting for its next hop's address. */
+struct vz_arp_pkt {
+	struct vz_arp_pkt *next;
+	struct vz_dgram_meta m;
+	size_t len;
+	__u8 data[];
+};
+
+struct vz_arp_entry {
+	__be32 ip;
+	__u8 mac[VZ_ETH_ALEN];
+	__u8 state; /* enum vz_arp_state */
+	__u8 tries; /* requests sent while pending */
+	int next; /* in the bucket's chain, or the free list; -1 ends */
+	__u64 deadline_ns; /* reachable: expiry; pending: next retry */
+	struct vz_arp_pkt *q_head, *q_tail;
+	unsigned int qlen;
+};
+
+struct vz_arp_table {
+	struct vz_arp_entry e[VZ_ARP_SLOTS];
+	int bucket[VZ_ARP_BUCKETS];
+	int free_head;
+	size_t queued_bytes;
+	__u64 next_ns; /* no deadline falls before this */
+};
+
+/* One piece of a datagram being reassembled, in offset order. */
+struct vz_frag {
+	struct vz_frag *prev, *next;
+	__u32 off, len;
+	__u8 data[];
+};
+
+struct vz_reasm {
+	struct vz_reasm *hnext; /* hash chain */
+	struct vz_reasm *older, *newer; /* by arrival: timeouts in order */
+	__be32 src, dst;
+	__be16 id;
+	__u8 proto;
+	__u8 hlen; /* of hdr, 0 until the first fragment came */
+	__u64 expires_ns;
+	struct vz_frag *head, *tail;
+	unsigned int nfrags;
+	__u32 have; /* payload bytes received */
+	__u32 total; /* payload length, once the last fragment came */
+	bool seen_last;
+	size_t mem; /* counted against reasm_max_bytes */
+	__u8 hdr[60]; /* the first fragment's header, options and all */
+};
+
+struct vz_reasm_table {
+	struct vz_reasm **bucket;
+	unsigned int nbuckets; /* a power of two */
+	unsigned int count;
+	size_t bytes;
+	struct vz_reasm *oldest, *newest;
+};
+
+struct vz_stack {
+	struct vz_stack_config cfg; /* defaults filled in */
+	struct vz_stack_ops ops;
+	struct vz_stack_stats st;
+	__be32 mask; /* of the on-link prefix */
+	__u16 ip_id;
+	unsigned int icmp_tokens;
+	__u64 icmp_refill_ns;
+	struct vz_arp_table arp;
+	struct vz_reasm_table reasm;
+	/* what we transmit (aligned: csum.h reads the IP header by words) */
+	__u8 frame[VZ_ETH_HLEN + VZ_MTU_MAX] __attribute__((aligned(8)));
+};
+
+/* A received IPv4 datagram (whole or reassembled), checked up to L4. */
+struct vz_ip_pkt {
+	const __u8 *src_mac; /* the frame's sender: where replies go */
+	const __u8 *iph;
+	size_t hlen;
+	const __u8 *l4;
+	size_t l4len;
+	__be32 src, dst;
+};
+
+/* stack.c */
+int vz_stack_tx(struct vz_stack *s, size_t len);
+void vz_eth_header(struct vz_stack *s, const __u8 *dst_mac, __u16 type);
+bool vz_ip4_martian(const struct vz_stack *s, __be32 ip);
+
+/* arp.c */
+int vz_arp_init(struct vz_stack *s);
+void vz_arp_fini(struct vz_stack *s);
+void vz_arp_input(struct vz_stack *s, const __u8 *frame, size_t len,
+		  __u64 now_ns);
+int vz_arp_output(struct vz_stack *s, __be32 nexthop,
+		  const struct vz_dgram_meta *m, const void *payload,
+		  size_t len, __u64 now_ns);
+void vz_arp_tick(struct vz_stack *s, __u64 now_ns);
+
+/* ipv4.c */
+void vz_ip_input(struct vz_stack *s, const __u8 *frame, size_t len,
+		 __u64 now_ns);
+int vz_ip_output(struct vz_stack *s, const __u8 *dst_mac, __u8 proto,
+		 __be32 dst, const void *hdr, size_t hlen, const void *body,
+		 size_t blen);
+
+/* reasm.c */
+int vz_reasm_init(struct vz_stack *s);
+void vz_reasm_fini(struct vz_stack *s);
+int vz_reasm_input(struct vz_stack *s, const __u8 *iph, size_t hlen,
+		   const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
+		   size_t *outlen);
+void vz_reasm_tick(struct vz_stack *s, __u64 now_ns);
+
+/* icmp.c */
+void vz_icmp_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u64 now_ns);
+void vz_icmp_port_unreach(struct vz_stack *s, const struct vz_ip_pkt *p,
+			  __u64 now_ns);
+
+/* udp.c */
+void vz_udp_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u64 now_ns);
+int vz_udp_output(struct vz_stack *s, const __u8 *dst_mac,
+		  const struct vz_dgram_meta *m, const void *payload,
+		  size_t len);
+
+/* One's-complement sum of a buffer starting at an even offset of the
+ * checksummed data, in memory order (as csum.h's helpers). */
+static inline __u64 vz_sum(__u64 sum, const void *buf, size_t len)
+{
+	const __u8 *b = buf;
+	__u32 w32;
+	__u16 w16;
+
+	for (; len >= 4; b += 4, len -= 4) {
+		memcpy(&w32, b, 4);
+		sum += w32;
+	}
+	if (len >= 2) {
+		memcpy(&w16, b, 2);
+		sum += w16;
+		b += 2;
+		len -= 2;
+	}
+	if (len) {
+		__u8 last[2] = { b[0], 0 };
+
+		memcpy(&w16, last, 2);
+		sum += w16;
+	}
+	return sum;
+}
+
+/* Fold a 64-bit sum to the 32 bits vz_csum_fold() takes. */
+static inline __u32 vz_sum32(__u64 sum)
+{
+	sum = (sum & 0xffffffffu) + (sum >> 32);
+	sum = (sum & 0xffffffffu) + (sum >> 32);
+	return (__u32)sum;
+}
+
+/* The UDP/TCP pseudo-header, in memory order. */
+static inline __u64 vz_sum_pseudo(__be32 src, __be32 dst, __u8 proto, __u16 len)
+{
+	__u8 tail[4] = { 0, proto, (__u8)(len >> 8), (__u8)len };
+
+	return vz_sum(vz_sum(vz_sum(0, &src, 4), &dst, 4), tail, 4);
+}
+
+static inline __u16 vz_get16(const __u8 *p)
+{
+	return (__u16)(p[0] << 8 | p[1]);
+}
+
+static inline void vz_put16(__u8 *p, __u16 v)
+{
+	p[0] = (__u8)(v >> 8);
+	p[1] = (__u8)v;
+}
+
+static inline __be32 vz_get_be32(const __u8 *p)
+{
+	__be32 v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static inline bool vz_mac_is_multicast(const __u8 *mac)
+{
+	return mac[0] & 1; /* broadcast included */
+}
+
+static inline bool vz_mac_is_zero(const __u8 *mac)
+{
+	static const __u8 zero[VZ_ETH_ALEN];
+
+	return !memcmp(mac, zero, VZ_ETH_ALEN);
+}
+
+#endif

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * IPv4 reassembly (RFC 791), as strict as RFC 5722 is for IPv6: a fragment
+ * that overlaps another (or repeats it) drops the whole datagram, which
+ * also defeats teardrop-style attacks and overlapping rewrites.
+ *
+ * Memory follows what arrived, not what a fragment claims: each fragment is
+ * kept as its own piece (sorted by offset, so overlaps show at insertion)
+ * and copied once into the whole datagram when the last hole fills. Every
+ * byte held, bookkeeping included, counts against reasm_max_bytes; at
+ * reasm_max_datagrams a new datagram is refused rather than an old one
+ * evicted, so a flood cannot push out datagrams about to complete.
+ */
+#include <arpa/inet.h>
+#include <stdlib.h>
+
+#include <veloz/csum.h>
+
+#include "sock/stack/priv.h"
+
+int vz_reasm_init(struct vz_stack *s)
+{
+	struct vz_reasm_table *t = &s->reasm;
+
+	t->nbuckets = 16;
+	while (t->nbuckets < s->cfg.reasm_max_datagrams)
+		t->nbuckets <<= 1;
+	t->bucket = calloc(t->nbuckets, sizeof(*t->bucket));
+	return t->bucket ? 0 : -1;
+}
+
+static unsigned int reasm_hash(const struct vz_reasm_table *t, __be32 src,
+			       __be32 dst, __be16 id, __u8 proto)
+{
+	__u32 h = src * 0x9e3779b1u;
+
+	h ^= dst * 0x85ebca77u;
+	h ^= ((__u32)id << 8 | proto) * 0xc2b2ae3du;
+	h ^= h >> 15;
+	return h & (t->nbuckets - 1);
+}
+
+static struct vz_reasm **reasm_link(struct vz_reasm_table *t, __be32 src,
+				    __be32 dst, __be16 id, __u8 proto)
+{
+	struct vz_reasm **link = &t->bucket[reasm_hash(t, src, dst, id, proto)];
+
+	for (; *link; link = &(*link)->hnext)
+		if ((*link)->src == src && (*link)->dst == dst &&
+		    (*link)->id == id && (*link)->proto == proto)
+			break;
+	return link;
+}
+
+static void reasm_account(struct vz_stack *s, long delta)
+{
+	s->reasm.bytes += delta;
+	s->st.reasm_bytes = s->reasm.bytes;
+}
+
+static void reasm_free(struct vz_stack *s, struct vz_reasm *r)
+{
+	struct vz_reasm_table *t = &s->reasm;
+	struct vz_reasm **link = reasm_link(t, r->src, r->dst, r->id, r->proto);
+	struct vz_frag *f, *next;
+
+	*link = r->hnext;
+	if (r->older)
+		r->older->newer = r->newer;
+	else
+		t->oldest = r->newer;
+	if (r->newer)
+		r->newer->older = r->older;
+	else
+		t->newest = r->older;
+	for (f = r->head; f; f = next) {
+		next = f->next;
+		free(f);
+	}
+	reasm_account(s, -(long)r->mem);
+	t->count--;
+	s->st.reasm_datagrams = t->count;
+	free(r);
+}
+
+void vz_reasm_fini(struct vz_stack *s)
+{
+	while (s->reasm.oldest)
+		reasm_free(s, s->reasm.oldest);
+	free(s->reasm.bucket);
+}
+
+static struct vz_reasm *reasm_new(struct vz_stack *s, struct vz_reasm **link,
+				  const __u8 *iph, __u64 now_ns)
+{
+	struct vz_reasm_table *t = &s->reasm;
+	struct vz_reasm *r;
+
+	if (t->count >= s->cfg.reasm_max_datagrams ||
+	    t->bytes + sizeof(*r) > s->cfg.reasm_max_bytes)
+		return NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->src = vz_get_be32(iph + 12);
+	r->dst = vz_get_be32(iph + 16);
+	memcpy(&r->id, iph + 4, 2);
+	r->proto = iph[9];
+	r->expires_ns = now_ns + s->cfg.reasm_timeout_ms * VZ_NS_PER_MS;
+	r->mem = sizeof(*r);
+	r->hnext = *link; /* a chain's end, or what an expired entry left */
+	*link = r;
+	r->older = t->newest;
+	if (t->newest)
+		t->newest->newer = r;
+	else
+		t->oldest = r;
+	t->newest = r;
+	t->count++;
+	s->st.reasm_datagrams = t->count;
+	reasm_account(s, (long)r->mem);
+	return r;
+}
+
+/*
+ * A new datagram and the table is full: the oldest partial datagrams make
+ * room (frag_evicted). Refusing the new one instead would let a fragment
+ * flood hold every slot until the timeout and starve all fragmented
+ * traffic; evicting the oldest leaves a flood only its own slots. Returns
+ * how many were evicted.
+ */
+static unsigned int reasm_make_room(struct vz_stack *s)
+{
+	struct vz_reasm_table *t = &s->reasm;
+	unsigned int n = 0;
+
+	while (t->oldest &&
+	       (t->count >= s->cfg.reasm_max_datagrams ||
+		t->bytes + sizeof(struct vz_reasm) > s->cfg.reasm_max_bytes)) {
+		s->st.frag_evicted++;
+		reasm_free(s, t->oldest);
+		n++;
+	}
+	return n;
+}
+
+/* The piece after which [off, end) goes, NULL for the head; overlaps of
+ * its neighbours are the caller's to check. Scans from the tail: fragments
+ * mostly come in order. */
+static struct vz_frag *frag_before(const struct vz_reasm *r, __u32 off)
+{
+	struct vz_frag *f = r->tail;
+
+	while (f && f->off >= off)
+		f = f->prev;
+	return f;
+}
+
+/* Add one fragment: 0, or the counter of the reason the datagram dies. */
+static __u64 *reasm_add(struct vz_stack *s, struct vz_reasm *r, __u32 off,
+			const __u8 *data, __u32 len, bool more, const __u8 *iph,
+			size_t hlen)
+{
+	__u32 end = off + len;
+	struct vz_frag *prev, *next, *f;
+	size_t need = sizeof(*f) + len;
+
+	/* one last fragment, nothing past it */
+	if ((!more && r->seen_last) || (r->seen_last && end > r->total) ||
+	    (!more && r->tail && r->tail->off + r->tail->len > end))
+		return &s->st.frag_bad;
+	prev = frag_before(r, off);
+	next = prev ? prev->next : r->head;
+	if ((prev && prev->off + prev->len > off) || (next && end > next->off))
+		return &s->st.frag_overlap;
+	if (r->nfrags >= VZ_REASM_MAX_FRAGS ||
+	    s->reasm.bytes + need > s->cfg.reasm_max_bytes)
+		return &s->st.frag_no_memory;
+	f = malloc(need);
+	if (!f)
+		return &s->st.frag_no_memory;
+	f->off = off;
+	f->len = len;
+	memcpy(f->data, data, len);
+	f->prev = prev;
+	f->next = next;
+	*(prev ? &prev->next : &r->head) = f;
+	*(next ? &next->prev : &r->tail) = f;
+	r->nfrags++;
+	r->have += len;
+	r->mem += need;
+	reasm_account(s, (long)need);
+	if (!off) {
+		r->hlen = (__u8)hlen;
+		memcpy(r->hdr, iph, hlen);
+	}
+	if (!more) {
+		r->seen_last = true;
+		r->total = end;
+	}
+	return NULL;
+}
+
+/* The whole datagram: the first fragment's header (options and all), made
+ * to describe the whole, then the pieces. */
+static __u8 *reasm_build(const struct vz_reasm *r, size_t *len)
+{
+	const struct vz_frag *f;
+	__u16 check = 0;
+	__u8 *buf;
+
+	*len = r->hlen + (size_t)r->total;
+	buf = malloc(*len);
+	if (!buf)
+		return NULL;
+	memcpy(buf, r->hdr, r->hlen);
+	vz_put16(buf + 2, (__u16)*len);
+	vz_put16(buf + 6, 0);
+	memcpy(buf + 10, &check, 2);
+	check = vz_csum_fold(vz_sum32(vz_sum(0, buf, r->hlen)));
+	memcpy(buf + 10, &check, 2);
+	for (f = r->head; f; f = f->next)
+		memcpy(buf + r->hlen + f->off, f->data, f->len);
+	return buf;
+}
+
+/*
+ * One fragment of a datagram for us (header checked). 1: it completed the
+ * datagram, now in *out (malloc'd, header and all; the caller counts its
+ * outcome). 0: held. -1: refused. Both counted here.
+ */
+int vz_reasm_input(struct vz_stack *s, const __u8 *iph, size_t hlen,
+		   const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
+		   size_t *outlen)
+{
+	__u16 frag = vz_get16(iph + 6);
+	__u32 off = (__u32)(frag & VZ_IP_OFFMASK) * 8;
+	bool more = frag & VZ_IP_MF;
+	struct vz_reasm **link, *r;
+	__u64 *why;
+	__be16 id;
+
+	s->st.frag_in++;
+	/* all but the last carry multiples of 8, none is empty, none ends
+	 * past the largest datagram */
+	if (!plen || (more && plen % 8) || hlen + off + plen > VZ_IP_MAXLEN) {
+		s->st.frag_bad++;
+		return -1;
+	}
+	memcpy(&id, iph + 4, 2);
+	link = reasm_link(&s->reasm, vz_get_be32(iph + 12),
+			  vz_get_be32(iph + 16), id, iph[9]);
+	r = *link;
+	if (r && now_ns >= r->expires_ns) { /* the timer has not run yet */
+		s->st.frag_timeout++;
+		reasm_free(s, r);
+		r = NULL; /* *link now holds the next in the chain */
+	}
+	if (!r && reasm_make_room(s)) /* the eviction may have changed *link */
+		link = reasm_link(&s->reasm, vz_get_be32(iph + 12),
+				  vz_get_be32(iph + 16), id, iph[9]);
+	if (!r)
+		r = reasm_new(s, link, iph, now_ns);
+	if (!r) {
+		s->st.frag_no_memory++;
+		return -1;
+	}
+	why = reasm_add(s, r, off, payload, (__u32)plen, more, iph, hlen);
+	if (!why && (!r->seen_last || r->have != r->total)) {
+		s->st.frag_held++;
+		return 0;
+	}
+	if (!why && r->hlen + (size_t)r->total > VZ_IP_MAXLEN)
+		why = &s->st.frag_bad; /* the first header made it too long */
+	if (!why) {
+		*out = reasm_build(r, outlen);
+		why = *out ? &s->st.frag_reassembled : &s->st.frag_no_memory;
+	}
+	(*why)++;
+	reasm_free(s, r);
+	return why == &s->st.frag_reassembled ? 1 : -1;
+}
+
+void vz_reasm_tick(struct vz_stack *s, __u64 now_ns)
+{
+	while (s->reasm.oldest && now_ns >= s->reasm.oldest->expires_ns) {
+		s->st.frag_timeout++;
+		reasm_free(s, s->reasm.oldest);
+	}
+}

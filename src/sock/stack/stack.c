@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The engine's front: the config, Ethernet in and out, the timers. The
+ * protocols live in arp.c, ipv4.c, reasm.c, icmp.c and udp.c.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sock/stack/priv.h"
+
+static const __u8 vz_bcast[VZ_ETH_ALEN] = {
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff
+};
+
+static int bad_config(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	errno = EINVAL;
+	return -1;
+}
+
+/* Addresses that can never be a peer's (nor ours): 0/8, loopback,
+ * multicast, 240/4 and the limited broadcast. */
+static bool ip4_reserved(__be32 ip)
+{
+	__u32 h = ntohl(ip);
+
+	return (h >> 24) == 0 || (h >> 24) == 127 || (h >> 28) >= 0xe;
+}
+
+/* Our subnet's broadcast address (a /31 or /32 has none). */
+static bool subnet_bcast(const struct vz_stack *s, __be32 ip)
+{
+	return s->cfg.prefix_len <= 30 && ((ip ^ s->cfg.ip4) & s->mask) == 0 &&
+	       (ip | s->mask) == 0xffffffffu;
+}
+
+/* A source no honest sender uses: reserved, ours, our subnet's broadcast. */
+bool vz_ip4_martian(const struct vz_stack *s, __be32 ip)
+{
+	return ip4_reserved(ip) || ip == s->cfg.ip4 || subnet_bcast(s, ip);
+}
+
+static int check_neigh(const struct vz_stack_config *c, char *err,
+		       size_t errlen)
+{
+	unsigned int i, j;
+	char a[INET_ADDRSTRLEN];
+
+	if (c->nneigh > VZ_STACK_MAX_NEIGH)
+		return bad_config(err, errlen, "%u static neighbours, max %d",
+				  c->nneigh, VZ_STACK_MAX_NEIGH);
+	for (i = 0; i < c->nneigh; i++) {
+		inet_ntop(AF_INET, &c->neigh[i].ip4, a, sizeof(a));
+		if (ip4_reserved(c->neigh[i].ip4) || c->neigh[i].ip4 == c->ip4)
+			return bad_config(err, errlen,
+					  "static neighbour %s: bad address",
+					  a);
+		if (vz_mac_is_multicast(c->neigh[i].mac) ||
+		    vz_mac_is_zero(c->neigh[i].mac))
+			return bad_config(err, errlen,
+					  "static neighbour %s: bad MAC", a);
+		for (j = 0; j < i; j++)
+			if (c->neigh[j].ip4 == c->neigh[i].ip4)
+				return bad_config(err, errlen,
+						  "static neighbour %s twice",
+						  a);
+	}
+	return 0;
+}
+
+static int check_config(struct vz_stack *s, char *err, size_t errlen)
+{
+	struct vz_stack_config *c = &s->cfg;
+
+	if (vz_mac_is_multicast(c->mac) || vz_mac_is_zero(c->mac))
+		return bad_config(err, errlen, "mac: not a unicast address");
+	if (ip4_reserved(c->ip4))
+		return bad_config(err, errlen, "ip4: not a unicast address");
+	if (c->prefix_len > 32)
+		return bad_config(err, errlen, "prefix_len %u: max 32",
+				  c->prefix_len);
+	s->mask = c->prefix_len ? htonl(~0u << (32 - c->prefix_len)) : 0;
+	if (c->gateway && (ip4_reserved(c->gateway) || c->gateway == c->ip4 ||
+			   ((c->gateway ^ c->ip4) & s->mask)))
+		return bad_config(err, errlen,
+				  "gateway: not another address on-link");
+	if (!c->mtu)
+		c->mtu = 1500;
+	if (c->mtu < VZ_MTU_MIN || c->mtu > VZ_MTU_MAX)
+		return bad_config(err, errlen, "mtu %u: not in [%d, %d]",
+				  c->mtu, VZ_MTU_MIN, VZ_MTU_MAX);
+	if (!c->arp_timeout_ms)
+		c->arp_timeout_ms = 60000;
+	if (!c->arp_retry_ms)
+		c->arp_retry_ms = 1000;
+	if (!c->reasm_timeout_ms)
+		c->reasm_timeout_ms = 30000;
+	if (!c->reasm_max_bytes)
+		c->reasm_max_bytes = 4u << 20;
+	if (!c->reasm_max_datagrams)
+		c->reasm_max_datagrams = 256;
+	if (c->reasm_max_datagrams > VZ_REASM_MAX_DATAGRAMS)
+		return bad_config(err, errlen, "reasm_max_datagrams %u: max %d",
+				  c->reasm_max_datagrams,
+				  VZ_REASM_MAX_DATAGRAMS);
+	return check_neigh(c, err, errlen);
+}
+
+struct vz_stack *vz_stack_new(const struct vz_stack_config *cfg,
+			      const struct vz_stack_ops *ops, char *err,
+			      size_t errlen)
+{
+	struct vz_stack *s;
+
+	if (!cfg || !ops || !ops->tx || !ops->deliver) {
+		bad_config(err, errlen, "no config or no tx/deliver callback");
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->cfg = *cfg;
+	s->ops = *ops;
+	if (check_config(s, err, errlen)) {
+		free(s);
+		return NULL;
+	}
+	s->icmp_tokens = VZ_ICMP_BURST;
+	if (vz_arp_init(s) || vz_reasm_init(s)) {
+		vz_stack_free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return s;
+}
+
+void vz_stack_free(struct vz_stack *s)
+{
+	if (!s)
+		return;
+	vz_arp_fini(s);
+	vz_reasm_fini(s);
+	free(s);
+}
+
+/* Transmit s->frame (len bytes, padded to the Ethernet minimum). */
+int vz_stack_tx(struct vz_stack *s, size_t len)
+{
+	if (len < VZ_ETH_ZLEN) {
+		memset(s->frame + len, 0, VZ_ETH_ZLEN - len);
+		len = VZ_ETH_ZLEN;
+	}
+	if (s->ops.tx(s->ops.opaque, s->frame, len)) {
+		s->st.tx_full++;
+		return -1;
+	}
+	s->st.tx_frames++;
+	return 0;
+}
+
+void vz_eth_header(struct vz_stack *s, const __u8 *dst_mac, __u16 type)
+{
+	memcpy(s->frame, dst_mac, VZ_ETH_ALEN);
+	memcpy(s->frame + VZ_ETH_ALEN, s->cfg.mac, VZ_ETH_ALEN);
+	vz_put16(s->frame + 2 * VZ_ETH_ALEN, type);
+}
+
+void vz_stack_input(struct vz_stack *s, const void *frame, size_t len,
+		    __u64 now_ns)
+{
+	const __u8 *f = frame;
+	bool bcast;
+	__u16 type;
+
+	s->st.rx_frames++;
+	if (len < VZ_ETH_HLEN || vz_mac_is_multicast(f + VZ_ETH_ALEN)) {
+		s->st.rx_bad_eth++;
+		return;
+	}
+	type = vz_get16(f + 2 * VZ_ETH_ALEN);
+	if (type < 0x0600) { /* an 802.3 length: LLC, not Ethernet II */
+		s->st.rx_bad_eth++;
+		return;
+	}
+	bcast = !memcmp(f, vz_bcast, VZ_ETH_ALEN);
+	if (type == VZ_ETH_P_ARP && (bcast || !memcmp(f, s->cfg.mac, 6))) {
+		vz_arp_input(s, f, len, now_ns);
+		return;
+	}
+	/* RFC 1122 3.3.6: IP in a link broadcast is not for one host; VLAN
+	 * tags are someone else's (the port should not hand them to us). */
+	if (type != VZ_ETH_P_IP || memcmp(f, s->cfg.mac, VZ_ETH_ALEN)) {
+		s->st.rx_not_for_us++;
+		return;
+	}
+	vz_ip_input(s, f, len, now_ns);
+}
+
+int vz_stack_send(struct vz_stack *s, const struct vz_dgram_meta *m,
+		  const void *payload, size_t len, __u64 now_ns)
+{
+	struct vz_dgram_meta out = *m;
+	__be32 nexthop;
+
+	if (len > VZ_STACK_MAX_UDP)
+		return -EMSGSIZE;
+	if (!out.src_ip)
+		out.src_ip = s->cfg.ip4;
+	if (out.src_ip != s->cfg.ip4 || !out.dst_port ||
+	    vz_ip4_martian(s, out.dst_ip) || (len && !payload))
+		return -EINVAL;
+	nexthop = out.dst_ip;
+	if ((nexthop ^ s->cfg.ip4) & s->mask) {
+		if (!s->cfg.gateway)
+			return -ENETUNREACH;
+		nexthop = s->cfg.gateway;
+	}
+	return vz_arp_output(s, nexthop, &out, payload, len, now_ns);
+}
+
+void vz_stack_tick(struct vz_stack *s, __u64 now_ns)
+{
+	vz_arp_tick(s, now_ns);
+	vz_reasm_tick(s, now_ns);
+}
+
+const struct vz_stack_stats *vz_stack_get_stats(const struct vz_stack *s)
+{
+	return &s->st;
+}

@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * udpd's AF_XDP port. One UMEM of FRAMES frames, shared by one socket per
+ * receive queue; each socket has its own fill and completion rings. Received
+ * frames go back to the fill ring as soon as the stack has read them (the
+ * stack copies what it keeps). Transmitted frames come from a free list and
+ * return to it from the completion rings. Everything goes out through queue
+ * 0's socket: on veth and most NICs any queue can transmit.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <xdp/libxdp.h>
+#include <xdp/xsk.h>
+
+#include "cli/common.h"
+#include "sock/udpd/port.h"
+
+#define FRAME_SIZE 2048u
+#define RING 1024u /* every ring */
+#define FRAMES (8192u) /* fill rings (RING per queue) + transmit pool */
+#define BATCH 64u
+
+struct queue {
+	struct xsk_socket *xsk;
+	struct xsk_ring_cons rx, comp;
+	struct xsk_ring_prod tx, fill;
+	int fd;
+};
+
+struct vz_udpd_port {
+	char ifname[IF_NAMESIZE];
+	int ifindex;
+	__u8 mac[6];
+	enum xdp_attach_mode mode;
+	struct xdp_program *prog;
+	void *area;
+	struct xsk_umem *umem;
+	unsigned int nqueues;
+	struct queue q[VZ_UDPD_MAX_QUEUES];
+	__u64 free_frames[FRAMES];
+	unsigned int nfree;
+	unsigned int tx_pending; /* descriptors submitted, not yet kicked */
+	struct vz_udpd_port_stats stats;
+};
+
+static const char *steer_object(char *buf, size_t len)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n < 0)
+		return "udpd_steer.bpf.o";
+	exe[n] = 0;
+	snprintf(buf, len, "%s/udpd_steer.bpf.o", dirname(exe));
+	return buf;
+}
+
+/* Receive queues of the interface, from sysfs (veth: 1 unless set up). */
+static unsigned int rx_queues(const char *ifname)
+{
+	unsigned int n = 0;
+	char path[256];
+
+	for (;;) {
+		snprintf(path, sizeof(path), "/sys/class/net/%s/queues/rx-%u",
+			 ifname, n);
+		if (access(path, F_OK))
+			break;
+		n++;
+	}
+	return n ? n : 1;
+}
+
+int vz_udpd_iface_mac(const char *ifname, __u8 mac[6])
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	if (ioctl(fd, SIOCGIFHWADDR, &ifr))
+		err = -errno;
+	else
+		memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+	close(fd);
+	return err;
+}
+
+static int attach(struct vz_udpd_port *p, __be32 ip4)
+{
+	char path[4200], msg[256];
+	__u32 key = 0, value = ip4;
+	int err, fd;
+
+	steer_object(path, sizeof(path));
+	p->prog = xdp_program__open_file(path, "xdp", NULL);
+	err = (int)libxdp_get_error(p->prog);
+	if (err) {
+		p->prog = NULL;
+		vz_err("cannot open udpd's steering program %s: %s", path,
+		       strerror(-err));
+		return err;
+	}
+	err = xdp_program__attach(p->prog, p->ifindex, p->mode, 0);
+	if (err) {
+		xdp_program__close(p->prog);
+		p->prog = NULL;
+		libxdp_strerror(err, msg, sizeof(msg));
+		vz_err("cannot attach udpd's steering program to %s in %s "
+		       "mode: %s%s",
+		       p->ifname, p->mode == XDP_MODE_SKB ? "skb" : "native",
+		       msg, err == -EOPNOTSUPP ? " (try --skb-mode)" : "");
+		return err;
+	}
+	fd = bpf_map__fd(bpf_object__find_map_by_name(
+		xdp_program__bpf_obj(p->prog), "udpd_config"));
+	if (fd < 0 || bpf_map_update_elem(fd, &key, &value, BPF_ANY)) {
+		vz_err("cannot configure udpd's steering program: %s",
+		       strerror(errno));
+		return -EIO;
+	}
+	return 0;
+}
+
+static void refill(struct vz_udpd_port *p, struct queue *q)
+{
+	__u32 want = xsk_prod_nb_free(&q->fill, RING), idx, i;
+
+	if (want > p->nfree)
+		want = p->nfree;
+	if (!want || xsk_ring_prod__reserve(&q->fill, want, &idx) != want)
+		return;
+	for (i = 0; i < want; i++)
+		*xsk_ring_prod__fill_addr(&q->fill, idx + i) =
+			p->free_frames[--p->nfree];
+	xsk_ring_prod__submit(&q->fill, want);
+}
+
+static int open_queue(struct vz_udpd_port *p, unsigned int i, bool copy)
+{
+	struct xsk_socket_config cfg = {
+		.rx_size = RING,
+		.tx_size = RING,
+		.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
+		.bind_flags = XDP_USE_NEED_WAKEUP | (copy ? XDP_COPY : 0),
+	};
+	struct xsk_umem_config ucfg = {
+		.fill_size = RING,
+		.comp_size = RING,
+		.frame_size = FRAME_SIZE,
+	};
+	struct queue *q = &p->q[i];
+	int err, map;
+
+	if (!i) {
+		err = xsk_umem__create(&p->umem, p->area,
+				       (__u64)FRAMES * FRAME_SIZE, &q->fill,
+				       &q->comp, &ucfg);
+		if (err) {
+			vz_err("cannot register AF_XDP memory: %s",
+			       strerror(-err));
+			return err;
+		}
+	}
+	err = xsk_socket__create_shared(&q->xsk, p->ifname, i, p->umem, &q->rx,
+					&q->tx, &q->fill, &q->comp, &cfg);
+	if (err) {
+		q->xsk = NULL;
+		vz_err("cannot open an AF_XDP socket on %s queue %u: %s",
+		       p->ifname, i, strerror(-err));
+		return err;
+	}
+	q->fd = xsk_socket__fd(q->xsk);
+	map = bpf_map__fd(bpf_object__find_map_by_name(
+		xdp_program__bpf_obj(p->prog), "xsks_map"));
+	err = xsk_socket__update_xskmap(q->xsk, map);
+	if (err) {
+		vz_err("cannot add the socket of %s queue %u to the steering "
+		       "map: %s",
+		       p->ifname, i, strerror(-err));
+		return err;
+	}
+	refill(p, q);
+	return 0;
+}
+
+struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
+{
+	struct vz_udpd_port *p = calloc(1, sizeof(*p));
+	unsigned int i;
+	int err;
+
+	if (!p) {
+		vz_err("out of memory");
+		return NULL;
+	}
+	snprintf(p->ifname, sizeof(p->ifname), "%s", cfg->ifname);
+	p->ifindex = (int)if_nametoindex(cfg->ifname);
+	if (!p->ifindex) {
+		vz_err("no interface %s", cfg->ifname);
+		free(p);
+		return NULL;
+	}
+	if (vz_udpd_iface_mac(cfg->ifname, p->mac)) {
+		vz_err("cannot read the MAC address of %s", cfg->ifname);
+		free(p);
+		return NULL;
+	}
+	p->mode = cfg->skb_mode ? XDP_MODE_SKB : XDP_MODE_NATIVE;
+	p->nqueues = rx_queues(cfg->ifname);
+	if (p->nqueues > VZ_UDPD_MAX_QUEUES) {
+		vz_err("%s has %u receive queues; udpd takes at most %d",
+		       cfg->ifname, p->nqueues, VZ_UDPD_MAX_QUEUES);
+		free(p);
+		return NULL;
+	}
+	p->area =
+		mmap(NULL, (size_t)FRAMES * FRAME_SIZE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p->area == MAP_FAILED) {
+		vz_err("cannot map %u MiB for AF_XDP frames: %s",
+		       FRAMES * FRAME_SIZE >> 20, strerror(errno));
+		free(p);
+		return NULL;
+	}
+	for (i = 0; i < FRAMES; i++)
+		p->free_frames[p->nfree++] = (__u64)i * FRAME_SIZE;
+	err = attach(p, cfg->ip4);
+	for (i = 0; !err && i < p->nqueues; i++)
+		err = open_queue(p, i, cfg->copy);
+	if (err) {
+		vz_udpd_port_close(p);
+		return NULL;
+	}
+	return p;
+}
+
+void vz_udpd_port_close(struct vz_udpd_port *p)
+{
+	unsigned int i;
+
+	if (!p)
+		return;
+	if (p->prog) {
+		xdp_program__detach(p->prog, p->ifindex, p->mode, 0);
+		xdp_program__close(p->prog);
+	}
+	for (i = 0; i < p->nqueues; i++)
+		if (p->q[i].xsk)
+			xsk_socket__delete(p->q[i].xsk);
+	if (p->umem)
+		xsk_umem__delete(p->umem);
+	if (p->area && p->area != MAP_FAILED)
+		munmap(p->area, (size_t)FRAMES * FRAME_SIZE);
+	free(p);
+}
+
+unsigned int vz_udpd_port_queues(const struct vz_udpd_port *p)
+{
+	return p->nqueues;
+}
+
+unsigned int vz_udpd_port_rx(struct vz_udpd_port *p, vz_udpd_rx_fn fn,
+			     void *opaque, unsigned int budget)
+{
+	unsigned int i, total = 0;
+
+	for (i = 0; i < p->nqueues; i++) {
+		struct queue *q = &p->q[i];
+		__u32 idx, n, k;
+
+		n = xsk_ring_cons__peek(&q->rx, budget < BATCH ? budget : BATCH,
+					&idx);
+		for (k = 0; k < n; k++) {
+			const struct xdp_desc *d =
+				xsk_ring_cons__rx_desc(&q->rx, idx + k);
+			__u64 addr = xsk_umem__extract_addr(d->addr);
+
+			if (addr + d->len > (__u64)FRAMES * FRAME_SIZE ||
+			    d->len > FRAME_SIZE) {
+				p->stats.rx_invalid++;
+				continue; /* not ours to recycle either */
+			}
+			fn(opaque, xsk_umem__get_data(p->area, d->addr),
+			   d->len);
+			p->free_frames[p->nfree++] =
+				addr & ~(__u64)(FRAME_SIZE - 1);
+		}
+		if (n)
+			xsk_ring_cons__release(&q->rx, n);
+		p->stats.rx_frames += n;
+		total += n;
+		refill(p, q);
+		if (xsk_ring_prod__needs_wakeup(&q->fill))
+			recvfrom(q->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+	}
+	return total;
+}
+
+static void complete(struct vz_udpd_port *p)
+{
+	unsigned int i;
+
+	for (i = 0; i < p->nqueues; i++) {
+		struct queue *q = &p->q[i];
+		__u32 idx, n, k;
+
+		n = xsk_ring_cons__peek(&q->comp, RING, &idx);
+		for (k = 0; k < n; k++)
+			p->free_frames[p->nfree++] =
+				*xsk_ring_cons__comp_addr(&q->comp, idx + k);
+		if (n)
+			xsk_ring_cons__release(&q->comp, n);
+	}
+}
+
+int vz_udpd_port_tx(struct vz_udpd_port *p, const void *frame, size_t len)
+{
+	struct queue *q = &p->q[0];
+	__u32 idx;
+	__u64 addr;
+
+	if (len > FRAME_SIZE || !len) {
+		p->stats.tx_full++;
+		return -1;
+	}
+	if (!p->nfree)
+		complete(p);
+	/* keep frames back for the fill rings, or receive would starve */
+	if (p->nfree <= RING || xsk_ring_prod__reserve(&q->tx, 1, &idx) != 1) {
+		vz_udpd_port_flush(p);
+		if (p->nfree <= RING ||
+		    xsk_ring_prod__reserve(&q->tx, 1, &idx) != 1) {
+			p->stats.tx_full++;
+			return -1;
+		}
+	}
+	addr = p->free_frames[--p->nfree];
+	memcpy(xsk_umem__get_data(p->area, addr), frame, len);
+	xsk_ring_prod__tx_desc(&q->tx, idx)->addr = addr;
+	xsk_ring_prod__tx_desc(&q->tx, idx)->len = (__u32)len;
+	xsk_ring_prod__submit(&q->tx, 1);
+	p->tx_pending++;
+	p->stats.tx_frames++;
+	return 0;
+}
+
+void vz_udpd_port_flush(struct vz_udpd_port *p)
+{
+	struct queue *q = &p->q[0];
+
+	if (p->tx_pending && xsk_ring_prod__needs_wakeup(&q->tx))
+		sendto(q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+	p->tx_pending = 0;
+	complete(p);
+}
+
+void vz_udpd_port_get_stats(struct vz_udpd_port *p,
+			    struct vz_udpd_port_stats *out)
+{
+	struct xdp_statistics x;
+	socklen_t len = sizeof(x);
+	unsigned int i;
+
+	*out = p->stats;
+	for (i = 0; i < p->nqueues; i++) {
+		if (getsockopt(p->q[i].fd, SOL_XDP, XDP_STATISTICS, &x, &len))
+			continue;
+		out->xsk_rx_dropped += x.rx_dropped;
+		out->xsk_rx_ring_full += x.rx_ring_full;
+		out->xsk_fill_empty += x.rx_fill_ring_empty_descs;
+	}
+}

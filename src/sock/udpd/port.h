@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * udpd's port: one AF_XDP socket per receive queue of one interface, one
+ * UMEM, and the steering program that hands them the frames for udpd's
+ * address (udpd_steer.bpf.c). Single-threaded: the poller's loop owns it.
+ */
+#ifndef VZ_UDPD_PORT_H
+#define VZ_UDPD_PORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <linux/types.h>
+
+#define VZ_UDPD_MAX_QUEUES 16
+
+struct vz_udpd_port_config {
+	const char *ifname;
+	__be32 ip4; /* what the steering program takes */
+	bool skb_mode; /* generic XDP (any interface) instead of native */
+	bool copy; /* force copy mode (else the kernel's choice) */
+};
+
+struct vz_udpd_port_stats {
+	__u64 rx_frames, rx_invalid; /* descriptors outside the UMEM */
+	__u64 tx_frames, tx_full; /* no free frame or no ring slot */
+	__u64 xsk_rx_dropped, xsk_rx_ring_full, xsk_fill_empty; /* kernel's */
+};
+
+struct vz_udpd_port;
+
+/* NULL with a message printed (vz_err): nothing is left attached. */
+struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg);
+/* Detach the program, close the sockets, free the UMEM. */
+void vz_udpd_port_close(struct vz_udpd_port *p);
+
+/* An interface's MAC address, without opening anything: 0 or -errno. */
+int vz_udpd_iface_mac(const char *ifname, __u8 mac[6]);
+unsigned int vz_udpd_port_queues(const struct vz_udpd_port *p);
+
+/* Received frames, at most `budget`, each handed to fn then recycled. */
+typedef void (*vz_udpd_rx_fn)(void *opaque, const void *frame, size_t len);
+unsigned int vz_udpd_port_rx(struct vz_udpd_port *p, vz_udpd_rx_fn fn,
+			     void *opaque, unsigned int budget);
+
+/* Queue one frame (copied) for transmission: 0, or -1 when full. */
+int vz_udpd_port_tx(struct vz_udpd_port *p, const void *frame, size_t len);
+/* Kick the kernel for what was queued; reclaim completed frames. */
+void vz_udpd_port_flush(struct vz_udpd_port *p);
+
+void vz_udpd_port_get_stats(struct vz_udpd_port *p,
+			    struct vz_udpd_port_stats *out);
+
+#endif

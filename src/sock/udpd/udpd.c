@@ -1,0 +1,596 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * vz-udpd: the poller of veloz's userspace UDP/IP stack (`veloz udpd`).
+ *
+ * One thread owns one interface through AF_XDP (port.c) and runs, in a
+ * loop: received frames through the protocol engine (stack/), datagrams
+ * for local ports onto the applications' receive rings and the
+ * applications' transmit rings through the engine onto the port
+ * (lib/server.c), and the engine's timers once per millisecond. It polls,
+ * as UDPDK's poller does: latency is the point; it yields the CPU when a
+ * round finds nothing to do.
+ *
+ * Every argument is checked before the interface is touched. SIGINT and
+ * SIGTERM detach the steering program, close every application's link and
+ * remove the control socket.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <veloz/sock.h>
+
+#include "cli/common.h"
+#include "sock/lib/server.h"
+#include "sock/stack/stack.h"
+#include "sock/udpd/port.h"
+
+#define RX_BUDGET 256
+#define TX_BUDGET 256
+#define IDLE_SPINS 256 /* empty rounds before yielding the CPU */
+
+struct opts {
+	const char *ifname, *socket_path;
+	struct vz_stack_config stack;
+	struct vz_sock_server_config server;
+	bool skb_mode, copy, json, mac_set;
+	int cpu;
+	double interval_s;
+};
+
+struct udpd {
+	struct vz_udpd_port *port;
+	struct vz_stack *stack;
+	struct vz_sock_server *server;
+	__u64 now;
+};
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static __u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
+
+static const char usage[] =
+	"usage: vz-udpd --iface IF --ip A.B.C.D/LEN [--mac MAC] [--gateway "
+	"A.B.C.D]\n"
+	"  [--neigh A.B.C.D=MAC]... [--mtu N] [--socket PATH] [--group "
+	"NAME|GID]\n"
+	"  [--rcvbuf BYTES] [--sndbuf BYTES] [--max-apps N] [--max-sockets N]\n"
+	"  [--arp-timeout-ms N] [--reasm-timeout-ms N] [--reasm-max-bytes N]\n"
+	"  [--cpu N] [--skb-mode] [--copy] [--interval-ms N] [--json]\n";
+
+static int parse_mac(const char *text, __u8 mac[6])
+{
+	unsigned int b[6], i;
+	char tail;
+
+	if (sscanf(text, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2],
+		   &b[3], &b[4], &b[5], &tail) != 6)
+		return -1;
+	for (i = 0; i < 6; i++)
+		mac[i] = (__u8)b[i];
+	return 0;
+}
+
+static int parse_ip4(const char *what, const char *text, __be32 *out)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, text, &a) != 1) {
+		vz_err("%s: not an IPv4 address: %s", what, text);
+		return -1;
+	}
+	*out = a.s_addr;
+	return 0;
+}
+
+/* A unicast address the stack may own or talk to. */
+static bool unicast(__be32 ip)
+{
+	__u32 h = ntohl(ip);
+
+	return h && h != 0xffffffffu && (h >> 28) != 0xe && (h >> 24) != 127;
+}
+
+static int parse_prefix(const char *text, struct vz_stack_config *c)
+{
+	char buf[64], *slash;
+	__u64 len;
+
+	snprintf(buf, sizeof(buf), "%s", text);
+	slash = strchr(buf, '/');
+	if (!slash) {
+		vz_err("--ip: give the address with its prefix, as "
+		       "198.18.0.3/24: %s",
+		       text);
+		return -1;
+	}
+	*slash = 0;
+	if (parse_ip4("--ip", buf, &c->ip4) ||
+	    vz_parse_u64("--ip prefix length", slash + 1, 1, 32, &len))
+		return -1;
+	if (!unicast(c->ip4)) {
+		vz_err("--ip: %s is not a unicast address", buf);
+		return -1;
+	}
+	c->prefix_len = (__u8)len;
+	return 0;
+}
+
+static int parse_neigh(const char *text, struct vz_stack_config *c)
+{
+	char buf[64], *eq;
+	struct vz_stack_neigh *n;
+
+	if (c->nneigh == VZ_STACK_MAX_NEIGH) {
+		vz_err("--neigh: at most %d static neighbours",
+		       VZ_STACK_MAX_NEIGH);
+		return -1;
+	}
+	n = &c->neigh[c->nneigh];
+	snprintf(buf, sizeof(buf), "%s", text);
+	eq = strchr(buf, '=');
+	if (!eq) {
+		vz_err("--neigh: expected A.B.C.D=MAC: %s", text);
+		return -1;
+	}
+	*eq = 0;
+	if (parse_ip4("--neigh", buf, &n->ip4))
+		return -1;
+	if (parse_mac(eq + 1, n->mac)) {
+		vz_err("--neigh: not a MAC address: %s", eq + 1);
+		return -1;
+	}
+	c->nneigh++;
+	return 0;
+}
+
+static int parse_group(const char *text, gid_t *gid)
+{
+	struct group *g = getgrnam(text);
+	__u64 v;
+
+	if (g) {
+		*gid = g->gr_gid;
+		return 0;
+	}
+	if (text[0] < '0' || text[0] > '9') {
+		vz_err("--group: no group %s", text);
+		return -1;
+	}
+	if (vz_parse_u64("--group", text, 0, 0xfffffffeu, &v))
+		return -1;
+	*gid = (gid_t)v;
+	return 0;
+}
+
+static int parse_u32(const char *what, const char *text, __u64 min, __u64 max,
+		     __u32 *out)
+{
+	__u64 v;
+
+	if (vz_parse_u64(what, text, min, max, &v))
+		return -1;
+	*out = (__u32)v;
+	return 0;
+}
+
+static int parse_args(struct opts *o, int argc, char **argv)
+{
+	enum {
+		O_IFACE = 256,
+		O_IP,
+		O_MAC,
+		O_GW,
+		O_NEIGH,
+		O_MTU,
+		O_SOCKET,
+		O_GROUP,
+		O_RCVBUF,
+		O_SNDBUF,
+		O_MAX_APPS,
+		O_MAX_SOCKETS,
+		O_ARP_TIMEOUT,
+		O_REASM_TIMEOUT,
+		O_REASM_BYTES,
+		O_CPU,
+		O_SKB,
+		O_COPY,
+		O_INTERVAL,
+		O_JSON,
+		O_HELP,
+	};
+	static const struct option longopts[] = {
+		{ "iface", required_argument, NULL, O_IFACE },
+		{ "ip", required_argument, NULL, O_IP },
+		{ "mac", required_argument, NULL, O_MAC },
+		{ "gateway", required_argument, NULL, O_GW },
+		{ "neigh", required_argument, NULL, O_NEIGH },
+		{ "mtu", required_argument, NULL, O_MTU },
+		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "group", required_argument, NULL, O_GROUP },
+		{ "rcvbuf", required_argument, NULL, O_RCVBUF },
+		{ "sndbuf", required_argument, NULL, O_SNDBUF },
+		{ "max-apps", required_argument, NULL, O_MAX_APPS },
+		{ "max-sockets", required_argument, NULL, O_MAX_SOCKETS },
+		{ "arp-timeout-ms", required_argument, NULL, O_ARP_TIMEOUT },
+		{ "reasm-timeout-ms", required_argument, NULL,
+		  O_REASM_TIMEOUT },
+		{ "reasm-max-bytes", required_argument, NULL, O_REASM_BYTES },
+		{ "cpu", required_argument, NULL, O_CPU },
+		{ "skb-mode", no_argument, NULL, O_SKB },
+		{ "copy", no_argument, NULL, O_COPY },
+		{ "interval-ms", required_argument, NULL, O_INTERVAL },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool mac_set = false;
+	__u64 v;
+	int c;
+
+	*o = (struct opts){ .cpu = -1, .interval_s = 1.0 };
+	o->server.gid = (gid_t)-1;
+	o->socket_path = VZ_UDPD_DEFAULT_SOCKET;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+		int err = 0;
+
+		switch (c) {
+		case O_IFACE:
+			o->ifname = optarg;
+			break;
+		case O_IP:
+			err = parse_prefix(optarg, &o->stack);
+			break;
+		case O_MAC:
+			err = parse_mac(optarg, o->stack.mac);
+			if (err)
+				vz_err("--mac: not a MAC address: %s", optarg);
+			mac_set = true;
+			break;
+		case O_GW:
+			err = parse_ip4("--gateway", optarg, &o->stack.gateway);
+			if (!err && !unicast(o->stack.gateway)) {
+				vz_err("--gateway: %s is not a unicast address",
+				       optarg);
+				err = -1;
+			}
+			break;
+		case O_NEIGH:
+			err = parse_neigh(optarg, &o->stack);
+			break;
+		case O_MTU:
+			err = vz_parse_u64("--mtu", optarg, 576, 9000, &v);
+			o->stack.mtu = (__u16)v;
+			break;
+		case O_SOCKET:
+			o->socket_path = optarg;
+			break;
+		case O_GROUP:
+			err = parse_group(optarg, &o->server.gid);
+			break;
+		case O_RCVBUF:
+			err = parse_u32("--rcvbuf", optarg, 4096, 1u << 30,
+					&o->server.default_rcvbuf);
+			break;
+		case O_SNDBUF:
+			err = parse_u32("--sndbuf", optarg, 4096, 1u << 30,
+					&o->server.default_sndbuf);
+			break;
+		case O_MAX_APPS:
+			err = vz_parse_u64("--max-apps", optarg, 1, 4096, &v);
+			o->server.max_apps = (unsigned int)v;
+			break;
+		case O_MAX_SOCKETS:
+			err = vz_parse_u64("--max-sockets", optarg, 1, 65536,
+					   &v);
+			o->server.max_sockets = (unsigned int)v;
+			break;
+		case O_ARP_TIMEOUT:
+			err = parse_u32("--arp-timeout-ms", optarg, 100,
+					86400000, &o->stack.arp_timeout_ms);
+			break;
+		case O_REASM_TIMEOUT:
+			err = parse_u32("--reasm-timeout-ms", optarg, 10, 60000,
+					&o->stack.reasm_timeout_ms);
+			break;
+		case O_REASM_BYTES:
+			err = parse_u32("--reasm-max-bytes", optarg, 65536,
+					1u << 30, &o->stack.reasm_max_bytes);
+			break;
+		case O_CPU:
+			err = vz_parse_u64("--cpu", optarg, 0, CPU_SETSIZE - 1,
+					   &v);
+			o->cpu = (int)v;
+			break;
+		case O_SKB:
+			o->skb_mode = true;
+			break;
+		case O_COPY:
+			o->copy = true;
+			break;
+		case O_INTERVAL:
+			err = vz_parse_u64("--interval-ms", optarg, 1, 3600000,
+					   &v);
+			o->interval_s = (double)v / 1000;
+			break;
+		case O_JSON:
+			o->json = true;
+			break;
+		case O_HELP:
+			fputs(usage, stdout);
+			exit(0);
+		case ':':
+			vz_err("%s needs a value", argv[optind - 1]);
+			return -1;
+		default:
+			vz_err("unknown option %s (see --help)",
+			       argv[optind - 1]);
+			return -1;
+		}
+		if (err)
+			return -1;
+	}
+	if (optind < argc) {
+		vz_err("unexpected argument %s (see --help)", argv[optind]);
+		return -1;
+	}
+	if (!o->ifname || !o->stack.ip4) {
+		vz_err("--iface and --ip are required (see --help)");
+		return -1;
+	}
+	o->mac_set = mac_set;
+	o->server.path = o->socket_path;
+	o->server.local_ip4 = o->stack.ip4;
+	return 0;
+}
+
+/* ---- the loop -------------------------------------------------------- */
+
+static int port_tx(void *opaque, const void *frame, size_t len)
+{
+	struct udpd *u = opaque;
+
+	return vz_udpd_port_tx(u->port, frame, len);
+}
+
+static int deliver(void *opaque, const struct vz_dgram_meta *m,
+		   const void *payload, size_t len)
+{
+	struct udpd *u = opaque;
+
+	return vz_sock_server_deliver(u->server, m, payload, len);
+}
+
+static int send_dgram(void *opaque, const struct vz_dgram_meta *m,
+		      const void *payload, size_t len)
+{
+	struct udpd *u = opaque;
+
+	return vz_stack_send(u->stack, m, payload, len, u->now);
+}
+
+static void on_frame(void *opaque, const void *frame, size_t len)
+{
+	struct udpd *u = opaque;
+
+	vz_stack_input(u->stack, frame, len, u->now);
+}
+
+static void print_stats(const struct udpd *u, const char *event, bool json,
+			double t)
+{
+	const struct vz_stack_stats *s = vz_stack_get_stats(u->stack);
+	const struct vz_sock_server_stats *v =
+		vz_sock_server_get_stats(u->server);
+	struct vz_udpd_port_stats p;
+
+	vz_udpd_port_get_stats(u->port, &p);
+#define F(x) (unsigned long long)(x)
+	if (!json) {
+		printf("%8.1fs rx %llu delivered %llu tx %llu | arp in %llu "
+		       "out %llu | icmp echo %llu | frags %llu reasm %llu | "
+		       "drops: ip %llu udp %llu no-port %llu ring-full %llu "
+		       "| apps %llu sockets %llu\n",
+		       t, F(s->rx_frames), F(s->rx_delivered), F(s->tx_frames),
+		       F(s->arp_requests_in), F(s->arp_replies_out),
+		       F(s->icmp_echo_out), F(s->frag_in),
+		       F(s->frag_reassembled),
+		       F(s->ip_bad_header + s->ip_bad_csum),
+		       F(s->udp_bad_len + s->udp_bad_csum), F(s->udp_no_port),
+		       F(v->rx_ring_full), F(v->apps), F(v->sockets));
+		fflush(stdout);
+		return;
+	}
+	printf("{\"event\": \"%s\", %s\"t\": %.3f, \"stack\": {"
+	       "\"rx_frames\": %llu, \"rx_delivered\": %llu, "
+	       "\"rx_not_for_us\": %llu, \"rx_bad_eth\": %llu, "
+	       "\"arp_requests_in\": %llu, \"arp_replies_out\": %llu, "
+	       "\"arp_replies_in\": %llu, \"arp_requests_out\": %llu, "
+	       "\"arp_bad\": %llu, \"arp_unresolved_drops\": %llu, "
+	       "\"ip_bad_header\": %llu, \"ip_bad_csum\": %llu, "
+	       "\"ip_ttl_zero\": %llu, \"frag_in\": %llu, "
+	       "\"frag_reassembled\": %llu, \"frag_overlap\": %llu, "
+	       "\"frag_timeout\": %llu, \"frag_no_memory\": %llu, "
+	       "\"frag_evicted\": %llu, "
+	       "\"frag_bad\": %llu, \"icmp_echo_in\": %llu, "
+	       "\"icmp_echo_out\": %llu, \"icmp_bad\": %llu, "
+	       "\"icmp_unreach_out\": %llu, \"udp_bad_len\": %llu, "
+	       "\"udp_bad_csum\": %llu, \"udp_no_port\": %llu, "
+	       "\"tx_frames\": %llu, \"tx_full\": %llu, "
+	       "\"tx_fragments\": %llu}, ",
+	       event, strcmp(event, "summary") ? "" : "\"summary\": true, ", t,
+	       F(s->rx_frames), F(s->rx_delivered), F(s->rx_not_for_us),
+	       F(s->rx_bad_eth), F(s->arp_requests_in), F(s->arp_replies_out),
+	       F(s->arp_replies_in), F(s->arp_requests_out), F(s->arp_bad),
+	       F(s->arp_unresolved_drops), F(s->ip_bad_header),
+	       F(s->ip_bad_csum), F(s->ip_ttl_zero), F(s->frag_in),
+	       F(s->frag_reassembled), F(s->frag_overlap), F(s->frag_timeout),
+	       F(s->frag_no_memory), F(s->frag_evicted), F(s->frag_bad),
+	       F(s->icmp_echo_in), F(s->icmp_echo_out), F(s->icmp_bad),
+	       F(s->icmp_unreach_out), F(s->udp_bad_len), F(s->udp_bad_csum),
+	       F(s->udp_no_port), F(s->tx_frames), F(s->tx_full),
+	       F(s->tx_fragments));
+	printf("\"sockets\": {\"apps\": %llu, \"apps_total\": %llu, "
+	       "\"apps_refused\": %llu, \"apps_died\": %llu, "
+	       "\"sockets\": %llu, \"rx_queued\": %llu, "
+	       "\"rx_ring_full\": %llu, \"tx_sent\": %llu, "
+	       "\"tx_errors\": %llu, \"bad_requests\": %llu}, ",
+	       F(v->apps), F(v->apps_total), F(v->apps_refused),
+	       F(v->apps_died), F(v->sockets), F(v->rx_queued),
+	       F(v->rx_ring_full), F(v->tx_sent), F(v->tx_errors),
+	       F(v->bad_requests));
+	printf("\"port\": {\"rx_frames\": %llu, \"rx_invalid\": %llu, "
+	       "\"tx_frames\": %llu, \"tx_full\": %llu, "
+	       "\"xsk_rx_dropped\": %llu, \"xsk_rx_ring_full\": %llu, "
+	       "\"xsk_fill_empty\": %llu}}\n",
+	       F(p.rx_frames), F(p.rx_invalid), F(p.tx_frames), F(p.tx_full),
+	       F(p.xsk_rx_dropped), F(p.xsk_rx_ring_full), F(p.xsk_fill_empty));
+#undef F
+	fflush(stdout);
+}
+
+static void print_ready(const struct opts *o, const struct udpd *u)
+{
+	char ip[INET_ADDRSTRLEN];
+	const __u8 *m = o->stack.mac;
+
+	inet_ntop(AF_INET, &o->stack.ip4, ip, sizeof(ip));
+	if (o->json)
+		printf("{\"event\": \"ready\", \"iface\": \"%s\", \"ip\": "
+		       "\"%s/%u\", \"mac\": "
+		       "\"%02x:%02x:%02x:%02x:%02x:%02x\", \"socket\": \"%s\", "
+		       "\"queues\": %u, \"mode\": \"%s\"}\n",
+		       o->ifname, ip, o->stack.prefix_len, m[0], m[1], m[2],
+		       m[3], m[4], m[5], o->socket_path,
+		       vz_udpd_port_queues(u->port),
+		       o->skb_mode ? "skb" : "native");
+	else
+		printf("udpd on %s: %s/%u, %02x:%02x:%02x:%02x:%02x:%02x, "
+		       "applications connect to %s (Ctrl-C stops)\n",
+		       o->ifname, ip, o->stack.prefix_len, m[0], m[1], m[2],
+		       m[3], m[4], m[5], o->socket_path);
+	fflush(stdout);
+}
+
+static void run(const struct opts *o, struct udpd *u)
+{
+	__u64 start = now_ns(), next_tick = start, next_stats;
+	unsigned int idle = 0, work;
+
+	next_stats = start + (__u64)(o->interval_s * 1e9);
+	while (!stop) {
+		u->now = now_ns();
+		work = vz_udpd_port_rx(u->port, on_frame, u, RX_BUDGET);
+		work += vz_sock_server_poll(u->server, send_dgram, u,
+					    TX_BUDGET);
+		vz_udpd_port_flush(u->port);
+		if (u->now >= next_tick) {
+			vz_stack_tick(u->stack, u->now);
+			next_tick = u->now + 1000000;
+		}
+		if (u->now >= next_stats) {
+			print_stats(u, "stats", o->json,
+				    (double)(u->now - start) / 1e9);
+			next_stats = u->now + (__u64)(o->interval_s * 1e9);
+		}
+		/* Nothing to do: let an application sharing the CPU run. */
+		if (work)
+			idle = 0;
+		else if (++idle % IDLE_SPINS == 0)
+			sched_yield();
+	}
+	print_stats(u, "summary", o->json, (double)(now_ns() - start) / 1e9);
+}
+
+static int pin(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return 0;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		vz_err("--cpu %d: %s", cpu, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct vz_udpd_port_config pcfg = { 0 };
+	struct vz_stack_ops ops;
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct udpd u = { 0 };
+	struct opts o;
+	char err[256] = "";
+	int rc = 1;
+
+	if (parse_args(&o, argc, argv))
+		return 2;
+	vz_quiet_bpf_logs();
+	if (pin(o.cpu))
+		return 2;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	pcfg = (struct vz_udpd_port_config){ .ifname = o.ifname,
+					     .ip4 = o.stack.ip4,
+					     .skb_mode = o.skb_mode,
+					     .copy = o.copy };
+	if (!o.mac_set && vz_udpd_iface_mac(o.ifname, o.stack.mac)) {
+		vz_err("no interface %s", o.ifname);
+		return 2;
+	}
+	/* The stack checks its config and the control socket refuses a
+	 * second udpd on its path, both before the interface is touched. */
+	ops = (struct vz_stack_ops){ .opaque = &u,
+				     .tx = port_tx,
+				     .deliver = deliver };
+	u.stack = vz_stack_new(&o.stack, &ops, err, sizeof(err));
+	if (!u.stack) {
+		vz_err("%s", err[0] ? err : strerror(errno));
+		return 2;
+	}
+	u.server = vz_sock_server_new(&o.server, err, sizeof(err));
+	if (!u.server) {
+		vz_err("%s", err[0] ? err : strerror(errno));
+		goto out;
+	}
+	u.port = vz_udpd_port_open(&pcfg);
+	if (!u.port)
+		goto out;
+	print_ready(&o, &u);
+	run(&o, &u);
+	rc = 0;
+out:
+	vz_udpd_port_close(u.port);
+	if (u.server)
+		vz_sock_server_free(u.server);
+	if (u.stack)
+		vz_stack_free(u.stack);
+	return rc;
+}

@@ -1,0 +1,99 @@
+"""`veloz udpd --config`: the config is checked whole, in TOML or INI, and
+turned into vz-udpd's arguments; bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from veloz import udpd
+from veloz.errors import VelozError
+
+GOOD = """
+interface = "dut-gen"
+ipv4 = "198.18.0.3/24"
+gateway = "198.18.0.254"
+mtu = 1500
+cpu = 1
+rcvbuf = 65536
+skb_mode = true
+[[neighbour]]
+ip = "198.18.0.1"
+mac = "C6:12:00:00:00:01"
+"""
+
+
+def argv_of(tmp_path, text: str, name: str = "udpd.toml") -> list[str]:
+    f = tmp_path / name
+    f.write_text(text)
+    return udpd.to_argv(udpd.load(str(f)), str(f))
+
+
+def test_toml_becomes_vz_udpd_arguments(tmp_path):
+    argv = argv_of(tmp_path, GOOD)
+    assert argv[:4] == ["--iface", "dut-gen", "--ip", "198.18.0.3/24"]
+    pairs = dict(zip(argv[::1], argv[1::1], strict=False))
+    assert pairs["--gateway"] == "198.18.0.254" and pairs["--mtu"] == "1500"
+    assert pairs["--rcvbuf"] == "65536" and pairs["--cpu"] == "1"
+    assert "--skb-mode" in argv and "--copy" not in argv
+    assert pairs["--neigh"] == "198.18.0.1=c6:12:00:00:00:01"
+
+
+def test_ini_with_the_same_keys(tmp_path):
+    ini = ("[udpd]\ninterface = dut-gen\nipv4 = 198.18.0.3/24\nmtu = 1400\ncopy = yes\n"
+           "neighbours = 198.18.0.1=c6:12:00:00:00:01, 198.18.0.9=02:00:00:00:00:09\n")  # fmt: skip
+    argv = argv_of(tmp_path, ini, "udpd.ini")
+    assert "--copy" in argv and argv[argv.index("--mtu") + 1] == "1400"
+    assert argv.count("--neigh") == 2
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ('ipv4 = "198.18.0.3"', "prefix length"),
+        ('ipv4 = "224.0.0.1/24"', "not a unicast"),
+        ('ipv4 = "198.18.0.300/24"', "ipv4"),
+        ('gateway = "198.19.0.1"', "is not on 198.18.0.0/24"),
+        ("mtu = 100", "mtu must be a whole number in 576..9000"),
+        ("mtu = true", "mtu must be"),
+        ('mac = "01:00:5e:00:00:01"', "multicast MAC"),
+        ('mac = "zz"', "not a MAC"),
+        ("skb_mode = 1", "true or false"),
+        ('socket = "relative.sock"', "absolute path"),
+        ('interface = "a very long name!"', "not an interface name"),
+        ("colour = 1", "unknown key 'colour'"),
+    ],
+)
+def test_bad_values_refused_with_one_line(tmp_path, change, message):
+    key = change.split("=")[0].strip()
+    lines = [ln for ln in GOOD.splitlines() if not ln.startswith(key + " ")]
+    text = "\n".join([change] + lines)
+    with pytest.raises(VelozError) as e:
+        argv_of(tmp_path, text)
+    assert message in str(e.value) and "\n" not in str(e.value) and e.value.code == 2
+
+
+def test_missing_required_and_bad_syntax(tmp_path):
+    with pytest.raises(VelozError, match="interface is required"):
+        argv_of(tmp_path, 'ipv4 = "198.18.0.3/24"\n')
+    with pytest.raises(VelozError, match="not valid TOML"):
+        argv_of(tmp_path, "ipv4 = \n")
+    with pytest.raises(VelozError, match=r"one section, \[udpd\]"):
+        argv_of(tmp_path, "[other]\na = 1\n", "x.ini")
+    with pytest.raises(VelozError, match="each \\[\\[neighbour\\]\\] has ip and mac"):
+        argv_of(tmp_path, GOOD + '[[neighbour]]\nip = "198.18.0.2"\n')
+
+
+def test_veloz_udpd_check_and_errors_on_the_command_line(tmp_path):
+    good = tmp_path / "u.toml"
+    good.write_text(GOOD)
+    done = subprocess.run([sys.executable, "-m", "veloz.cli", "udpd", "--config", str(good),
+                           "--check"], capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0 and "ok" in done.stdout
+    bad = tmp_path / "b.toml"
+    bad.write_text('interface = "x"\nipv4 = "1.2.3.4/33"\n')
+    done = subprocess.run([sys.executable, "-m", "veloz.cli", "udpd", "--config", str(bad)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
