@@ -272,3 +272,21 @@ uint32_t vz_app_stream_id(void)
 	return (uint32_t)(ts.tv_nsec ^ ts.tv_sec * 2654435761u ^
 			  (uint32_t)getpid() << 16);
 }
+
+void vz_app_option_u64(const char *prog, const char *opt, const char *text,
+		       uint64_t min, uint64_t max, uint64_t *out)
+{
+	if (vz_app_parse_u64(text, min, max, out) < 0)
+		vz_app_usage_error(prog, "--%s must be %llu..%llu (got '%s')",
+				   opt, (unsigned long long)min,
+				   (unsigned long long)max, text);
+}
+
+void vz_app_option_addr(const char *prog, const char *opt, const char *text,
+			struct sockaddr_in *a, bool *have)
+{
+	if (vz_app_parse_addr(text, a) < 0)
+		vz_app_usage_error(prog, "--%s wants IP:PORT (got '%s')", opt,
+				   text);
+	*have = true;
+}

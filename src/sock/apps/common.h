@@ -58,6 +58,12 @@ int vz_app_parse_addr(const char *text, struct sockaddr_in *out);
 /* A whole decimal number in [min, max]; 0 or -1. */
 int vz_app_parse_u64(const char *text, uint64_t min, uint64_t max,
 		     uint64_t *out);
+
+/* An option's value, or exit 2 with one line naming the option. */
+void vz_app_option_u64(const char *prog, const char *opt, const char *text,
+		       uint64_t min, uint64_t max, uint64_t *out);
+void vz_app_option_addr(const char *prog, const char *opt, const char *text,
+			struct sockaddr_in *a, bool *have);
 /* Seconds, fractions allowed, in (0, max]; 0 or -1. */
 int vz_app_parse_seconds(const char *text, double max, double *out);
 

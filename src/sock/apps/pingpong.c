@@ -75,24 +75,6 @@ static const struct option pp_longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static void pp_number(const char *opt, const char *text, uint64_t min,
-		      uint64_t max, uint64_t *out)
-{
-	if (vz_app_parse_u64(text, min, max, out) < 0)
-		vz_app_usage_error(PROG, "--%s must be %llu..%llu (got '%s')",
-				   opt, (unsigned long long)min,
-				   (unsigned long long)max, text);
-}
-
-static void pp_addr(const char *opt, const char *text, struct sockaddr_in *a,
-		    bool *have)
-{
-	if (vz_app_parse_addr(text, a) < 0)
-		vz_app_usage_error(PROG, "--%s wants IP:PORT (got '%s')", opt,
-				   text);
-	*have = true;
-}
-
 static void pp_option(struct pp_opts *o, int c, const char *arg)
 {
 	switch (c) {
@@ -103,26 +85,31 @@ static void pp_option(struct pp_opts *o, int c, const char *arg)
 		o->client = true;
 		break;
 	case OPT_BIND:
-		pp_addr("bind", arg, &o->bind, &o->have_bind);
+		vz_app_option_addr(PROG, "bind", arg, &o->bind, &o->have_bind);
 		break;
 	case OPT_CONNECT:
-		pp_addr("connect", arg, &o->peer, &o->have_peer);
+		vz_app_option_addr(PROG, "connect", arg, &o->peer,
+				   &o->have_peer);
 		break;
 	case OPT_SIZE:
-		pp_number("size", arg, VZ_APP_MIN_SIZE, VZ_APP_MAX_SIZE,
-			  &o->size);
+		vz_app_option_u64(PROG, "size", arg, VZ_APP_MIN_SIZE,
+				  VZ_APP_MAX_SIZE, &o->size);
 		break;
 	case OPT_COUNT:
-		pp_number("count", arg, 1, PP_MAX_COUNT, &o->count);
+		vz_app_option_u64(PROG, "count", arg, 1, PP_MAX_COUNT,
+				  &o->count);
 		break;
 	case OPT_INTERVAL:
-		pp_number("interval-us", arg, 0, 60000000, &o->interval_us);
+		vz_app_option_u64(PROG, "interval-us", arg, 0, 60000000,
+				  &o->interval_us);
 		break;
 	case OPT_WARMUP:
-		pp_number("warmup", arg, 0, PP_MAX_COUNT, &o->warmup);
+		vz_app_option_u64(PROG, "warmup", arg, 0, PP_MAX_COUNT,
+				  &o->warmup);
 		break;
 	case OPT_TIMEOUT:
-		pp_number("timeout-ms", arg, 1, 3600000, &o->timeout_ms);
+		vz_app_option_u64(PROG, "timeout-ms", arg, 1, 3600000,
+				  &o->timeout_ms);
 		break;
 	case OPT_DURATION:
 		if (vz_app_parse_seconds(arg, 31536000, &o->duration) < 0)

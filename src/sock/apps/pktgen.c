@@ -61,24 +61,6 @@ static const struct option pg_longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static void pg_number(const char *opt, const char *text, uint64_t min,
-		      uint64_t max, uint64_t *out)
-{
-	if (vz_app_parse_u64(text, min, max, out) < 0)
-		vz_app_usage_error(PROG, "--%s must be %llu..%llu (got '%s')",
-				   opt, (unsigned long long)min,
-				   (unsigned long long)max, text);
-}
-
-static void pg_addr(const char *opt, const char *text, struct sockaddr_in *a,
-		    bool *have)
-{
-	if (vz_app_parse_addr(text, a) < 0)
-		vz_app_usage_error(PROG, "--%s wants IP:PORT (got '%s')", opt,
-				   text);
-	*have = true;
-}
-
 static void pg_option(struct pg_opts *o, int c, const char *arg)
 {
 	switch (c) {
@@ -86,14 +68,15 @@ static void pg_option(struct pg_opts *o, int c, const char *arg)
 		o->sink = true;
 		break;
 	case OPT_BIND:
-		pg_addr("bind", arg, &o->bind, &o->have_bind);
+		vz_app_option_addr(PROG, "bind", arg, &o->bind, &o->have_bind);
 		break;
 	case OPT_CONNECT:
-		pg_addr("connect", arg, &o->peer, &o->have_peer);
+		vz_app_option_addr(PROG, "connect", arg, &o->peer,
+				   &o->have_peer);
 		break;
 	case OPT_SIZE:
-		pg_number("size", arg, VZ_APP_MIN_SIZE, VZ_APP_MAX_SIZE,
-			  &o->size);
+		vz_app_option_u64(PROG, "size", arg, VZ_APP_MIN_SIZE,
+				  VZ_APP_MAX_SIZE, &o->size);
 		break;
 	case OPT_DURATION:
 		if (vz_app_parse_seconds(arg, 31536000, &o->duration) < 0)
@@ -103,10 +86,11 @@ static void pg_option(struct pg_opts *o, int c, const char *arg)
 					   arg);
 		break;
 	case OPT_RATE:
-		pg_number("rate", arg, 1, 1000000000, &o->rate);
+		vz_app_option_u64(PROG, "rate", arg, 1, 1000000000, &o->rate);
 		break;
 	case OPT_COUNT:
-		pg_number("count", arg, 1, UINT64_MAX / 2, &o->count);
+		vz_app_option_u64(PROG, "count", arg, 1, UINT64_MAX / 2,
+				  &o->count);
 		break;
 	case OPT_STACK:
 		o->stack = arg;
