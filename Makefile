@@ -49,7 +49,8 @@ test-net: build
 	$(PYTEST) -v tests/net
 
 # libFuzzer, clang, ASan + UBSan: each NF differentially (kernel vs native),
-# the config parser, and the control protocol on the stateful NFs,
+# the config parser, the control protocol on the stateful NFs, the UDP stack
+# and the UDP poller's control protocol,
 # FUZZ_SECONDS each, seeded from tests/vectors.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 10
@@ -102,6 +103,20 @@ fuzz: build-fuzz
 		$(FUZZ_BUILD)/corpus/stack $(FUZZ_BUILD)/seeds/stack > $(FUZZ_BUILD)/fuzz-stack.log 2>&1 \
 		|| { tail -40 $(FUZZ_BUILD)/fuzz-stack.log; echo "fuzz-stack FAILED"; exit 1; }
 	@echo "fuzz-stack: $$(grep -o 'number_of_executed_units: [0-9]*' $(FUZZ_BUILD)/fuzz-stack.log) inputs, every frame in one outcome"
+	mkdir -p $(FUZZ_BUILD)/corpus/sock-ctl
+	$(FUZZ_BUILD)/tests/fuzz/fuzz-sock-ctl -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+		-artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
+		$(FUZZ_BUILD)/corpus/sock-ctl > $(FUZZ_BUILD)/fuzz-sock-ctl.log 2>&1 \
+		|| { tail -40 $(FUZZ_BUILD)/fuzz-sock-ctl.log; echo "fuzz-sock-ctl FAILED"; exit 1; }
+	@echo "fuzz-sock-ctl: $$(grep -o 'number_of_executed_units: [0-9]*' $(FUZZ_BUILD)/fuzz-sock-ctl.log) connections, nothing held after each"
+	set -e; for t in route-file py-config; do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$t; log=$(FUZZ_BUILD)/fuzz-$$t.log; \
+		$(PY) tests/fuzz/fuzz_$$(echo $$t | tr - _).py --seconds $(FUZZ_SECONDS) \
+			--seeds $(FUZZ_BUILD)/seeds/$$t -max_len=4096 -artifact_prefix=$(FUZZ_BUILD)/ \
+			$(FUZZ_BUILD)/corpus/$$t > $$log 2>&1 \
+			|| { tail -40 $$log; echo "fuzz-$$t FAILED"; exit 1; }; \
+		grep "^fuzz-$$t:" $$log; \
+	done
 
 
 demo: build

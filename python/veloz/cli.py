@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             return ctl.run(args)
         return int(args.func(args) or 0)
     except VelozError as e:
-        print(f"veloz: {e}", file=sys.stderr)
+        # one line, even when the message quotes input that holds a newline
+        print("veloz: " + " ".join(str(e).splitlines()), file=sys.stderr)
         return e.code
     except KeyboardInterrupt:
         return 130

@@ -33,6 +33,10 @@ def load(path: str | None) -> dict[str, object]:
         raise VelozError(f"config file {path} does not exist") from None
     except tomllib.TOMLDecodeError as e:
         raise VelozError(f"config file {path}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise VelozError(f"config file {path}: not UTF-8 text (byte {e.start})") from None
+    except RecursionError:  # tomllib recurses into nested arrays and tables
+        raise VelozError(f"config file {path}: arrays or tables nested too deeply") from None
     except OSError as e:
         raise VelozError(f"config file {path}: {e.strerror}") from None
     return data

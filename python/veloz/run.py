@@ -241,9 +241,10 @@ def lb_vips(values: dict) -> list:
         if not isinstance(item, dict) or not {"address", "port", "proto"} <= item.keys():
             raise VelozError(f"config: vip {n} needs address, port and proto")
         vip = lb.parse_vip(item["address"], item["port"], item["proto"])
-        out.append(
-            (vip, [lb.parse_backend(b, f"vip {vip} backend") for b in item.get("backends", [])])
-        )
+        backends = item.get("backends", [])
+        if not isinstance(backends, list):
+            raise VelozError(f"config: vip {vip} backends must be a list")
+        out.append((vip, [lb.parse_backend(b, f"vip {vip} backend") for b in backends]))
     return out
 
 

@@ -37,6 +37,17 @@ def test_missing_config_file():
         config.load("/nonexistent/veloz.toml")
 
 
+def test_config_files_that_are_not_toml_text(tmp_path):
+    # found by tests/fuzz/fuzz_py_config.py: UnicodeDecodeError, RecursionError
+    f = tmp_path / "bad.toml"
+    f.write_bytes(b"accesses = 1 # \xff\n")
+    with pytest.raises(VelozError, match="not UTF-8"):
+        config.load(str(f))
+    f.write_text("accesses = " + "[" * 5000 + "\n")
+    with pytest.raises(VelozError, match="nested too deeply"):
+        config.load(str(f))
+
+
 def test_port_fields_may_name_interfaces():
     assert config.to_assignments({"port": "dut-sink"}, ["dut-gen", "dut-sink"]) == ["port=1"]
     with pytest.raises(VelozError, match="one of the ports"):
@@ -129,6 +140,27 @@ def test_usage_errors_are_one_line(argv):
     assert done.returncode == 2
     assert done.stderr.startswith("veloz: ") and done.stderr.count("\n") == 1, done.stderr
     assert done.stdout == ""
+
+
+def test_an_error_quoting_a_newline_is_still_one_line(monkeypatch, capsys):
+    # a message that quotes input holding a newline (a route file's name
+    # from a TOML string, say) still prints as one line
+    from veloz import udpd
+
+    def fail(args):
+        raise VelozError("route file a\nb.txt: No such file or directory", code=2)
+
+    monkeypatch.setattr(udpd, "run", fail)
+    assert cli.main(["udpd", "--config", "x.toml"]) == 2
+    err = capsys.readouterr().err
+    assert err == "veloz: route file a b.txt: No such file or directory\n", err
+
+
+def test_lb_vip_backends_must_be_a_list():
+    vip = {"address": "198.18.0.10", "port": 80, "proto": "tcp"}
+    with pytest.raises(VelozError, match="backends must be a list"):
+        run.lb_vips({"vip": [{**vip, "backends": 5}]})
+    assert len(run.lb_vips({"vip": [{**vip, "backends": ["198.18.1.10"]}]})[0][1]) == 1
 
 
 def test_every_subcommand_has_help():

@@ -312,6 +312,10 @@ def test_backend_strings():
     assert (str(b.address), b.weight) == ("fd00:198:18:1::10", 1)
     b = lb.parse_backend({"address": "198.18.1.1", "weight": 65535})
     assert b.weight == 65535
+    # found by tests/fuzz/fuzz_py_config.py: these failed an assert in the parser
+    for text in ("", "198.18.1.1\n2", "\n:weight=2"):
+        with pytest.raises(VelozError, match="bad backend address"):
+            lb.parse_backend(text)
 
 
 # ---- `veloz ctl` against maps in memory -------------------------------------------

@@ -62,11 +62,54 @@ def test_route_lines(line: str, expected: router.Route | None):
         ("198.18.0.0/16 198.18.1.2 5", "ports 0 to 1"),
         ("198.18.0.0/16 198.18.1.2 1 extra", "PREFIX NEXTHOP"),
         ("blackhole", "without a prefix"),
+        # found by tests/fuzz/fuzz_route_file.py: a NUL was a ValueError, a
+        # non-ASCII digit an int() ValueError or a length, a `via` without a
+        # value a kernel route
+        ("198.18.0.0\0/24 198.18.1.2", "not an address"),
+        ("198.18.0.0/\u00b2 198.18.1.2", "length"),
+        ("198.18.0.0/\u0662\u0664 198.18.1.2", "length"),
+        ("default via", "'via' without a value"),
+        ("198.18.0.0/24 dev eth1 via", "'via' without a value"),
+        ("198.18.0.0/24 via 198.18.1.2 dev", "'dev' without a value"),
+        ("198.18.0.0/24 blackhole via", "takes nothing after it"),
+        ("198.18.0.0/24 local 198.18.1.2", "takes nothing after it"),
     ],
 )
 def test_bad_route_lines(line: str, complaint: str):
     with pytest.raises(VelozError, match=complaint):
         router.parse_route_line(line, PORTS)
+
+
+def test_ip_route_options_found_by_position():
+    # a flag without a value (onlink, linkdown, ...) before `via` once paired the
+    # words off by one: the gateway was lost and the route went to the kernel
+    route = router.parse_route_line("198.18.0.0/24 proto static onlink via 198.18.1.2 dev eth1",
+                                    PORTS)  # fmt: skip
+    assert route == router.Route(router.parse_prefix("198.18.0.0/24"), router.FORWARD,
+                                 v4("198.18.1.2"), 1)  # fmt: skip
+
+
+def test_default_without_a_gateway_takes_no_family(tmp_path: Path):
+    # `ip -6 route` lines with no address in them were read as the IPv4
+    # default, replacing the real one when both outputs share a file
+    path = tmp_path / "both.routes"
+    path.write_text(
+        "default via 198.18.1.2 dev eth1 proto static\n"
+        "default dev wg0 proto static metric 1024 pref medium\n"
+        "unreachable default dev lo proto kernel metric 4294967295 pref medium\n"
+    )
+    routes = router.read_route_file(path, PORTS)
+    assert routes == [router.Route(router.parse_prefix("0.0.0.0/0"), router.FORWARD,
+                                   v4("198.18.1.2"), 1)]  # fmt: skip
+    with pytest.raises(VelozError, match="no address family"):
+        router.parse_route_line("blackhole default", PORTS)
+
+
+def test_route_file_not_utf8_is_refused(tmp_path: Path):
+    path = tmp_path / "t.routes"
+    path.write_bytes(b"198.18.0.0/24 198.18.1.2 1\n# caf\xe9\n")
+    with pytest.raises(VelozError, match="not UTF-8"):
+        router.read_route_file(path, PORTS)
 
 
 def test_route_file_errors_name_the_line(tmp_path: Path):
@@ -128,3 +171,22 @@ def test_config_objects(tmp_path: Path):
     with pytest.raises(VelozError, match="has no field"):
         router.config_ops({"route": [{"prefix": "198.18.0.0/24", "via": "198.18.1.2",
                                       "gw": "x"}]}, Ports(), tmp_path)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        # found by tests/fuzz/fuzz_py_config.py: TypeError, ValueError, or a
+        # float or boolean port taken as a number
+        ({"routes": 5}, "routes must be a file name"),
+        ({"routes": [1]}, "routes must be a file name"),
+        ({"routes": {"a.routes": 1}}, "routes must be a file name"),
+        ({"routes": ["a\0.routes"]}, "routes must be a file name"),
+        ({"route": [{"prefix": "198.18.0.0/24", "via": "198.18.1.2", "port": 1.5}]}, "port must"),
+        ({"route": [{"prefix": "198.18.0.0/24", "via": "198.18.1.2", "port": True}]}, "port must"),
+    ],
+)
+def test_bad_config_values_refused(tmp_path: Path, values: dict, complaint: str):
+    (tmp_path / "a.routes").write_text("198.18.64.0/18 198.18.1.2 1\n")
+    with pytest.raises(VelozError, match=complaint):
+        router.config_ops(values, Ports(), tmp_path)

@@ -333,7 +333,8 @@ def parse_vip(address: object, port: object, proto: object) -> Vip:
     return Vip(addr, _number(port, "VIP port", 1, 65535), parse_proto(proto))
 
 
-_WEIGHT = re.compile(r"^(?P<addr>.+?)(?::weight=(?P<weight>[^:]*))?$")
+# matches any string (an empty or multi-line one too): the address is checked after
+_WEIGHT = re.compile(r"(?P<addr>.*?)(?::weight=(?P<weight>[^:]*))?", re.DOTALL)
 
 
 def parse_backend(item: object, where: str = "backend") -> Backend:
@@ -344,7 +345,7 @@ def parse_backend(item: object, where: str = "backend") -> Backend:
             raise VelozError(f"{where}: a backend table has address and weight, not {item}")
         text, weight = str(item["address"]), item.get("weight", 1)
     elif isinstance(item, str):
-        m = _WEIGHT.match(item.strip())
+        m = _WEIGHT.fullmatch(item.strip())
         assert m is not None
         text, weight = m["addr"], m["weight"] if m["weight"] is not None else 1
     else:

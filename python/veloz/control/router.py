@@ -104,12 +104,12 @@ def parse_prefix(text: str) -> Prefix:
     family = 6 if ":" in addr_text else 4
     try:
         addr = socket.inet_pton(socket.AF_INET6 if family == 6 else socket.AF_INET, addr_text)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the text
         raise VelozError(f"bad prefix '{text}': '{addr_text}' is not an address") from None
     bits = 32 if family == 4 else 128
     if not slash:
         length = bits
-    elif len_text.isdigit() and int(len_text) <= bits:
+    elif len_text.isascii() and len_text.isdigit() and int(len_text) <= bits:
         length = int(len_text)
     else:
         raise VelozError(f"bad prefix '{text}': the length must be 0 to {bits}")
@@ -132,22 +132,42 @@ class Route:
     port: int = 0
 
 
-def _parse_ip_route(words: list[str], ports: Ports) -> Route:
+def _parse_ip_route(words: list[str], ports: Ports) -> Route | None:
     kind = FORWARD
     if words[0] in IP_ROUTE_TYPES:
         kind = IP_ROUTE_TYPES[words.pop(0)]
     if not words:
         raise VelozError("a route type without a prefix")
     dest = words.pop(0)
-    opts = dict(zip(words[::2], words[1::2], strict=False))
-    via = parse_gateway(opts["via"]) if "via" in opts else None
+    via_text, dev = _ip_route_option(words, "via"), _ip_route_option(words, "dev")
+    via = parse_gateway(via_text) if via_text is not None else None
     if dest == "default":
-        dest = "::/0" if via and via[0] == 6 else "0.0.0.0/0"
+        if via is None:
+            # `ip -6 route` prints `default dev wg0` and `unreachable default`
+            # with no address to tell the family by. Left to the kernel, such
+            # a route is what a miss already gets (PASS); taken as IPv4 it
+            # would replace the IPv4 default of the same file.
+            if kind in (FORWARD, KERNEL):
+                return None
+            raise VelozError("'default' without 'via' names no address family: "
+                             "write 0.0.0.0/0 or ::/0")  # fmt: skip
+        dest = "::/0" if via[0] == 6 else "0.0.0.0/0"
     prefix = parse_prefix(dest)
     if kind == FORWARD and via is None:
         kind = KERNEL  # connected: the kernel resolves each host
-    port = ports.number(opts["dev"]) if "dev" in opts and kind == FORWARD else 0
+    port = ports.number(dev) if dev is not None and kind == FORWARD else 0
     return Route(prefix, kind, via if kind == FORWARD else None, port)
+
+
+def _ip_route_option(words: list[str], key: str) -> str | None:
+    """The word after key: found by position, not by pairing words, as `ip route`
+    also prints flags without a value (onlink, linkdown, ...)."""
+    if key not in words:
+        return None
+    i = words.index(key)
+    if i + 1 == len(words):
+        raise VelozError(f"'{key}' without a value")
+    return words[i + 1]
 
 
 def parse_route_line(line: str, ports: Ports) -> Route | None:
@@ -165,6 +185,8 @@ def parse_route_line(line: str, ports: Ports) -> Route | None:
         raise VelozError("expected PREFIX NEXTHOP [PORT] or a line of `ip route`")
     prefix = parse_prefix(words[0])
     if words[1] in ("local", "blackhole", "kernel"):
+        if len(words) == 3:  # neither a next hop nor a port: not to be dropped quietly
+            raise VelozError(f"PREFIX {words[1]} takes nothing after it, not '{words[2]}'")
         kind = {"local": LOCAL, "blackhole": BLACKHOLE, "kernel": KERNEL}[words[1]]
         return Route(prefix, kind)
     via = parse_gateway(words[1])
@@ -174,9 +196,11 @@ def parse_route_line(line: str, ports: Ports) -> Route | None:
 
 def read_route_file(path: Path, ports: Ports) -> list[Route]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise VelozError(f"route file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise VelozError(f"route file {path}: not UTF-8 text (byte {e.start})") from None
     routes = []
     for lineno, line in enumerate(text.splitlines(), 1):
         try:
@@ -324,14 +348,20 @@ def _require(item: dict, field: str, where: str) -> str:
 def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
     routes: list[Route] = []
     files = values.get("routes", [])
-    for name in [files] if isinstance(files, str) else files:
+    names = [files] if isinstance(files, str) else files
+    if not isinstance(names, list) or not all(isinstance(n, str) and "\0" not in n for n in names):
+        raise VelozError("config: routes must be a file name or a list of file names")
+    for name in names:
         path = Path(name) if Path(name).is_absolute() else base / name
         routes += read_route_file(path, ports)
     for i, item in enumerate(_table(values, "route")):
         where = f"route {i + 1}"
         prefix = parse_prefix(_require(item, "prefix", where))
         via = parse_gateway(_require(item, "via", where))
-        routes.append(Route(prefix, FORWARD, via, ports.number(item.get("port", 0))))
+        port = item.get("port", 0)
+        if isinstance(port, bool) or not isinstance(port, int | str):
+            raise VelozError(f"config: {where}: port must be a number or a port's name")
+        routes.append(Route(prefix, FORWARD, via, ports.number(port)))
     local = values.get("local", [])
     if not isinstance(local, list):
         raise VelozError("config: local must be a list of addresses")

@@ -1,0 +1,96 @@
+"""The driver the Python fuzz targets share (atheris: libFuzzer for Python).
+
+A target is a function of one input that returns "accepted" or "refused"
+(veloz's own VelozError) and raises anything else; libFuzzer reports such an
+exception as a crash, with the traceback, and writes the input to
+ARTIFACT_PREFIXcrash-*. run() writes the target's seeds, fuzzes for the
+given seconds and prints one line: how many inputs, how many accepted.
+
+    python tests/fuzz/fuzz_X.py [--seconds S] [--seeds DIR] [LIBFUZZER-ARGS] [CORPUS...]
+    python tests/fuzz/fuzz_X.py crash-...     # replay one input
+
+--seconds defaults to $FUZZ_SECONDS (the Makefile's), else 10. With
+--seeds, the target's dictionary (its keywords) goes beside them, DIR.dict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import atheris
+
+Target = Callable[[bytes], str]
+
+
+def write_seeds(seeds: Iterable[bytes], out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for seed in seeds:
+        (out / hashlib.sha1(seed).hexdigest()).write_bytes(seed)
+        n += 1
+    return n
+
+
+def write_dict(tokens: Iterable[str], out: Path) -> None:
+    """A libFuzzer dictionary: words the mutator splices in whole."""
+    lines = []
+    for token in tokens:
+        text = "".join(
+            chr(b) if 0x20 <= b < 0x7F and b not in b'"\\' else f"\\x{b:02x}"
+            for b in token.encode()
+        )
+        lines.append(f'"{text}"\n')
+    out.write_text("".join(lines))
+
+
+def run(
+    name: str,
+    target: Target,
+    seeds: Iterable[bytes],
+    what: str = "inputs",
+    tokens: Iterable[str] = (),
+    workdir: Path | None = None,
+) -> None:
+    """Fuzz target until --seconds pass; workdir (the target's files) is
+    removed at the end, which libFuzzer's own exit would skip."""
+    p = argparse.ArgumentParser(prog=name, allow_abbrev=False)
+    p.add_argument("--seconds", type=int, default=int(os.environ.get("FUZZ_SECONDS", "10")))
+    p.add_argument("--seeds", type=Path, help="write the seeds here and fuzz from them too")
+    args, rest = p.parse_known_args()
+    if args.seconds < 1:
+        p.error("--seconds must be at least 1")
+    if args.seeds is not None:
+        write_seeds(seeds, args.seeds)
+        rest.append(str(args.seeds))
+        if tokens and not any(a.startswith("-dict=") for a in rest):
+            words = args.seeds.with_name(args.seeds.name + ".dict")
+            write_dict(tokens, words)
+            rest.append(f"-dict={words}")
+
+    counts: Counter[str] = Counter()
+    deadline = time.monotonic() + args.seconds
+
+    def one(data: bytes) -> None:
+        counts[target(data)] += 1
+        if time.monotonic() >= deadline:
+            # libFuzzer's own exit skips Python's; this line is the summary
+            total = sum(counts.values())
+            print(f"{name}: {total} {what}, {counts['accepted']} accepted and checked, "
+                  f"{counts['refused']} refused with VelozError, nothing else raised",
+                  flush=True)  # fmt: skip
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            os._exit(0)
+
+    # libFuzzer's own limit only backs up the deadline above (a slow input)
+    argv = [sys.argv[0], f"-max_total_time={args.seconds + 60}", "-timeout=30", *rest]
+    atheris.Setup(argv, one)
+    atheris.Fuzz()
