@@ -77,15 +77,19 @@ def load(path: str) -> dict[str, Any]:
     """The config file as a dict: TOML, or INI with a [udpd] section."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise VelozError(f"cannot read {path}: {e.strerror}", code=2) from None
+    except UnicodeDecodeError as e:
+        raise VelozError(f"{path}: not UTF-8 text (byte {e.start})", code=2) from None
     if p.suffix in (".ini", ".conf", ".cfg"):
         return _load_ini(text, path)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise VelozError(f"{path}: not valid TOML: {e}", code=2) from None
+    except RecursionError:  # tomllib recurses into nested arrays and tables
+        raise VelozError(f"{path}: not valid TOML: nested too deeply", code=2) from None
 
 
 def _load_ini(text: str, path: str) -> dict[str, Any]:
@@ -137,7 +141,7 @@ def _unicast(key: str, text: Any, path: str) -> ipaddress.IPv4Address:
 
 
 def _mac(key: str, text: Any, path: str) -> str:
-    if not isinstance(text, str) or not _MAC.match(text):
+    if not isinstance(text, str) or not _MAC.fullmatch(text):
         raise VelozError(f"{path}: {key}: not a MAC address: {text!r}", code=2)
     if int(text[:2], 16) & 1:
         raise VelozError(f"{path}: {key}: {text} is a multicast MAC address", code=2)
@@ -146,6 +150,9 @@ def _mac(key: str, text: Any, path: str) -> str:
 
 def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
     """vz-udpd's arguments for a config, every value checked first."""
+    if "ipv6" in cfg:
+        raise VelozError(f"{path}: ipv6: the stack speaks IPv4 only so far (IPv6 with NDP "
+                         "is not built yet); leave the key out", code=2)  # fmt: skip
     unknown = sorted(set(cfg) - KEYS)
     if unknown:
         raise VelozError(f"{path}: unknown key {unknown[0]!r} (see `veloz udpd --help`)", code=2)
@@ -156,7 +163,9 @@ def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
     for key in _STRS & set(cfg):
         if not isinstance(cfg[key], str):
             raise VelozError(f"{path}: {key} must be a string", code=2)
-    if not _IFNAME.match(cfg["interface"]):
+        if "\0" in cfg[key]:  # no argument of vz-udpd can hold one
+            raise VelozError(f"{path}: {key} has a NUL character", code=2)
+    if not _IFNAME.fullmatch(cfg["interface"]):
         raise VelozError(f"{path}: interface: not an interface name: {cfg['interface']!r}",
                          code=2)  # fmt: skip
     argv += ["--iface", cfg["interface"]]
@@ -168,6 +177,10 @@ def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
     if "/" not in cfg["ipv4"]:
         raise VelozError(f"{path}: ipv4: give the prefix length too, as {iface.ip}/24", code=2)
     _unicast("ipv4", iface.ip, path)
+    net = iface.network
+    if net.prefixlen < 31 and iface.ip in (net.network_address, net.broadcast_address):
+        raise VelozError(f"{path}: ipv4: {iface.ip} is the network or broadcast address of "
+                         f"{net}", code=2)  # fmt: skip
     argv += ["--ip", str(iface)]
     if "mac" in cfg:
         argv += ["--mac", _mac("mac", cfg["mac"], path)]
@@ -206,12 +219,15 @@ def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
     return argv
 
 
-def command(config_path: str, json_out: bool = False, interval_ms: int | None = None) -> list[str]:
+def command(config_path: str, json_out: bool = False, interval_ms: int | None = None,
+            replace: bool = False) -> list[str]:  # fmt: skip
     """vz-udpd's command line for a config file (checked first)."""
     argv = to_argv(load(config_path), config_path)
     cmd = [str(paths.tool("vz-udpd")), *argv]
     if json_out:
         cmd.append("--json")
+    if replace:
+        cmd.append("--replace")
     if interval_ms is not None:
         cmd += ["--interval-ms", str(interval_ms)]
     return cmd
@@ -225,6 +241,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true", help="check the config and stop")
     p.add_argument("--interval-ms", type=int, metavar="MS", help="counters every MS (1000)")
     p.add_argument("--json", action="store_true", help="JSON lines: ready, stats, summary")
+    p.add_argument("--replace", action="store_true",
+                   help="remove a veloz program a killed udpd or run left attached")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -235,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
         to_argv(load(args.config), args.config)
         print(f"{args.config}: ok")
         return 0
-    cmd = command(args.config, args.json, args.interval_ms)
+    cmd = command(args.config, args.json, args.interval_ms, args.replace)
     if os.geteuid() != 0:
         raise VelozError("udpd needs root (it attaches an XDP program)", code=1)
     os.execv(cmd[0], cmd)

@@ -367,8 +367,7 @@ static int open_socket(struct vz_us_run *run, struct afxdp *a, struct worker *w,
 		err = xsk_umem__create(&w->umem, w->area, w->area_size,
 				       &x->fill, &x->comp, &ucfg);
 		if (err) {
-			vz_err("cannot register AF_XDP memory (%zu MiB): %s",
-			       w->area_size >> 20, strerror(-err));
+			vz_err_umem(err, w->area_size);
 			return err;
 		}
 	}

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <xdp/libxdp.h>
 
@@ -30,6 +31,22 @@ static int quiet_libbpf(enum libbpf_print_level level, const char *fmt,
 	    !strcmp(getenv("VELOZ_DEBUG"), "2"))
 		return vfprintf(stderr, fmt, ap);
 	return 0;
+}
+
+void vz_err_umem(int err, unsigned long long bytes)
+{
+	struct rlimit lim;
+
+	if (err == -ENOBUFS && !getrlimit(RLIMIT_MEMLOCK, &lim) &&
+	    lim.rlim_cur != RLIM_INFINITY) {
+		vz_err("cannot register AF_XDP memory (%llu MiB): the "
+		       "locked-memory limit is %llu KiB (ulimit -l); raise it "
+		       "(LimitMEMLOCK=infinity) or grant CAP_IPC_LOCK",
+		       bytes >> 20, (unsigned long long)lim.rlim_cur >> 10);
+		return;
+	}
+	vz_err("cannot register AF_XDP memory (%llu MiB): %s", bytes >> 20,
+	       strerror(-err));
 }
 
 void vz_quiet_bpf_logs(void)

@@ -13,6 +13,13 @@
 /* One line on stderr, prefixed "veloz: ". */
 void vz_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * "cannot register AF_XDP memory" for xsk_umem__create's error, saying what
+ * to change when it is the locked-memory limit: without CAP_IPC_LOCK the
+ * kernel charges a UMEM to RLIMIT_MEMLOCK and refuses it with ENOBUFS.
+ */
+void vz_err_umem(int err, unsigned long long bytes);
+
 /* libbpf's and libxdp's messages only with VELOZ_DEBUG set (2: debug too). */
 void vz_quiet_bpf_logs(void);
 

@@ -546,8 +546,14 @@ static int hp_reserve(struct dpdk *d, unsigned long need)
 		goto out;
 	}
 	ret = write_ulong(HP_DIR "/nr_hugepages", nr + want);
-	if (!ret)
-		ret = hp_persistent(&got);
+	if (ret) {
+		/* read-only sysfs (a container), or no permission */
+		vz_err("cannot raise " HP_DIR "/nr_hugepages to %lu: %s; "
+		       "reserve hugepages beforehand or use --no-huge",
+		       nr + want, strerror(-ret));
+		goto out;
+	}
+	ret = hp_persistent(&got);
 	got = !ret && got > nr ? got - nr : 0;
 	d->hp_added = got;
 	if (got)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -232,6 +233,37 @@ def test_unmodified_program_under_the_shim(udpd):
     # the kernel has no 198.18.0.3: only veloz's socket could bind it
     assert got == {"ok": 5, "bad": 0, "lost": 0}
     assert udpd.stop()["stack"]["rx_delivered"] >= 5
+
+
+def test_socat_echo_server_under_the_shim(udpd):
+    # socat as UDPDK's users would run it: a UDP echo server (recvfrom with
+    # MSG_PEEK, connect to the first peer, then a poll/select loop over the
+    # socket and a pipe), none of it written for veloz.
+    socat = shutil.which("socat")
+    assert socat, "socat is missing: scripts/bootstrap installs it"
+    shim = paths.build_dir() / "src/sock/preload/libveloz-preload.so"
+    argv = [socat, "-d", "-d", "-T", "30", f"UDP4-LISTEN:7003,bind={UDPD_IP}", "PIPE"]
+    proc = subprocess.Popen(in_netns("vz-dut", argv),
+                            env={**env(), "LD_PRELOAD": str(shim), "VZ_PRELOAD_STRICT": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        # socat logs "listening" once its socket is bound (through veloz)
+        assert "listening" in proc.stderr.readline(), proc.stderr.read()
+        got = echo_from_gen(7003, [18, 64, 1472, 3000] * 5)
+    finally:
+        stop(proc)
+    assert got == {"ok": 20, "bad": 0, "lost": 0}
+    assert udpd.stop()["stack"]["rx_delivered"] >= 20
+
+
+def test_ping8_answered_by_the_stack(udpd):
+    # iputils ping, as a user would check the address first
+    for size in ("56", "3000"):
+        done = subprocess.run(in_netns("vz-gen", ["ping", "-c", "3", "-i", "0.2", "-W", "2",
+                                                  "-s", size, UDPD_IP]),
+                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "3 received" in done.stdout, done.stdout
 
 
 HOSTILE = """

@@ -422,6 +422,65 @@ def test_case_names_are_unique():
     assert len({c.name for c in CASES}) == len(CASES)
 
 
+# ---- the bucket table full (issue 8: maps full) ----------------------------------------
+
+OVERFLOW_CONFIG = """\
+[[rule]]    # one token per source, never refilled: a source's second frame drops
+src = "198.18.0.0/15"
+proto = "udp"
+action = "limit"
+rate = 0
+burst = 1
+"""
+VZ_DDOS_BUCKETS_MAX = 65536  # include/veloz/abi.h
+OVERFLOW_SOURCES = VZ_DDOS_BUCKETS_MAX + 4464  # more sources than the table has buckets
+
+
+def overflow_frames() -> tuple[list[bytes], list[str]]:
+    """A UDP frame from each of OVERFLOW_SOURCES sources, then the last 100
+    sources again, then the first 100 again. The IPv4 header checksum is
+    patched per source; the UDP checksum is 0 (none), which IPv4 allows."""
+    template = bytearray(bytes(e() / IP(src="198.18.0.0", dst=DST4) /
+                               UDP(sport=1024, dport=9, chksum=0) / (b"x" * 18)))  # fmt: skip
+    ip = 14
+
+    def frame(n: int) -> bytes:
+        f = bytearray(template)
+        f[ip + 12 : ip + 16] = (0xC6120000 + n).to_bytes(4, "big")  # 198.18.0.0 + n
+        f[ip + 10 : ip + 12] = b"\0\0"
+        words = sum(int.from_bytes(f[ip + i : ip + i + 2], "big") for i in range(0, 20, 2))
+        while words >> 16:
+            words = (words & 0xFFFF) + (words >> 16)
+        f[ip + 10 : ip + 12] = (~words & 0xFFFF).to_bytes(2, "big")
+        return bytes(f)
+
+    first = [frame(n) for n in range(1, OVERFLOW_SOURCES + 1)]
+    again_last, again_first = first[-100:], first[:100]
+    kinds = ["new"] * len(first) + ["recent"] * 100 + ["evicted"] * 100
+    return first + again_last + again_first, kinds
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bucket_table_overflow_evicts_the_oldest_sources(tmp_path, backend):
+    # A flood of more sources than there are buckets: the table is an LRU,
+    # so it never refuses a source (no frame goes unjudged or uncounted);
+    # the least recently seen sources lose their buckets and start over
+    # with a full one, while recent sources keep theirs.
+    frames, kinds = overflow_frames()
+    vectors.write_pcap(tmp_path / "in.pcap", frames)
+    (tmp_path / "ddos.toml").write_text(OVERFLOW_CONFIG)
+    res = replay(backend, tmp_path / "in.pcap", tmp_path / "ddos.toml", tmp_path / "out.pcap")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert res.summary is not None and len(res.records) == len(frames)
+    assert res.summary["pass"] + res.summary["drop"] == len(frames)
+    verdicts: dict[str, list[str]] = {}
+    for kind, r in zip(kinds, res.records, strict=True):
+        verdicts.setdefault(kind, []).append(r["verdict"])
+    assert set(verdicts["new"]) == {"pass"}
+    assert set(verdicts["recent"]) == {"drop"}, "a recent source lost its bucket"
+    assert set(verdicts["evicted"]) == {"pass"}, "the oldest sources kept their buckets"
+
+
 # ---- token arithmetic under a clock the test drives (native build) ----------------------
 
 # CLOCK_MONOTONIC advances on every read, by the steps in VZ_TEST_CLOCK_STEPS

@@ -64,6 +64,15 @@ def test_ini_with_the_same_keys(tmp_path):
         ('socket = "relative.sock"', "absolute path"),
         ('interface = "a very long name!"', "not an interface name"),
         ("colour = 1", "unknown key 'colour'"),
+        ('ipv6 = "fd00:198:18::3/64"', "IPv4 only so far"),
+        ('ipv4 = "198.18.0.0/24"', "network or broadcast address"),
+        ('ipv4 = "198.18.0.255/24"', "network or broadcast address"),
+        # found by tests/fuzz/fuzz_py_config.py: a trailing newline passed the
+        # checks, a NUL made os.execv raise ValueError
+        ('interface = "dut-gen\\n"', "not an interface name"),
+        ('mac = "02:00:00:00:00:03\\n"', "not a MAC"),
+        ('socket = "/run/veloz/u\\u0000.sock"', "socket has a NUL"),
+        ('group = "veloz\\u0000"', "group has a NUL"),
     ],
 )
 def test_bad_values_refused_with_one_line(tmp_path, change, message):
@@ -97,3 +106,15 @@ def test_veloz_udpd_check_and_errors_on_the_command_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "veloz.cli", "udpd", "--config", str(bad)],
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_unreadable_text_refused(tmp_path):
+    # found by tests/fuzz/fuzz_py_config.py: UnicodeDecodeError, RecursionError
+    for name in ("u.toml", "u.ini"):
+        f = tmp_path / name
+        f.write_bytes(GOOD.encode() + b"# \xff\n")
+        with pytest.raises(VelozError, match="not UTF-8") as e:
+            udpd.load(str(f))
+        assert e.value.code == 2
+    with pytest.raises(VelozError, match="nested too deeply"):
+        argv_of(tmp_path, "neighbour = " + "[" * 5000 + "\n")

@@ -9,6 +9,10 @@
  * cannot grow memory. New entries are made only for those who talk to us
  * (a request for our address, a reply to us) or whom we resolve; any other
  * ARP merely refreshes an entry we already have (gratuitous ARP).
+ *
+ * An entry in use is refreshed before it expires (arp_probe), the way
+ * Linux's STALE/DELAY/PROBE states reconfirm a neighbour while traffic
+ * flows, so a busy destination does not stall on ARP once a lifetime.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -164,6 +168,46 @@ static void arp_request(struct vz_stack *s, struct vz_arp_entry *e,
 	arp_deadline(&s->arp, e, now_ns + s->cfg.arp_retry_ms * VZ_NS_PER_MS);
 }
 
+/*
+ * A datagram just went out through e: if e is near its expiry, ask its owner
+ * to confirm it, and let the reply (arp_learn) renew e before anything has
+ * to wait for ARP. Until then, and if no reply comes, e is used as it is and
+ * expires as it would have.
+ *
+ * The window is the last sixth of the lifetime: 10 s of the default 60 s,
+ * room for several probes at one a second, so one lost probe or reply does
+ * not cost the entry (Linux gives a neighbour 5 s of DELAY then 3 probes a
+ * second apart). A fixed few seconds would be all of a short configured
+ * lifetime, probing on every use; a fraction scales with it.
+ *
+ * Unicast to the MAC we hold, as Linux does in PROBE and RFC 1122 2.3.2.1's
+ * "unicast poll" suggests: it bothers no other host, and it checks the very
+ * binding we use; if the address moved to another MAC the probe goes
+ * unanswered, the entry expires and the broadcast request that follows
+ * finds the new one. The target hardware address is left zero, as Linux
+ * does; the Ethernet destination alone makes it unicast.
+ *
+ * At most one probe per entry per VZ_ARP_PROBE_GAP_MS (arp_retry_ms when
+ * longer), tried or not: a full port must not turn every datagram into a
+ * probe attempt.
+ */
+static void arp_probe(struct vz_stack *s, struct vz_arp_entry *e, __u64 now_ns)
+{
+	static const __u8 unknown[VZ_ETH_ALEN];
+	__u64 life = s->cfg.arp_timeout_ms * VZ_NS_PER_MS;
+	__u64 gap_ms = s->cfg.arp_retry_ms > VZ_ARP_PROBE_GAP_MS
+			       ? s->cfg.arp_retry_ms
+			       : VZ_ARP_PROBE_GAP_MS;
+
+	if (e->state != VZ_ARP_REACHABLE ||
+	    now_ns < e->deadline_ns - life / VZ_ARP_PROBE_FRACTION ||
+	    now_ns < e->probe_ok_ns)
+		return;
+	e->probe_ok_ns = now_ns + gap_ms * VZ_NS_PER_MS;
+	if (!arp_send(s, ARP_OP_REQUEST, e->mac, unknown, e->ip))
+		s->st.arp_probes_out++;
+}
+
 /* The next hop answered: send what waited for it, in order. */
 static void arp_flush(struct vz_stack *s, struct vz_arp_entry *e)
 {
@@ -271,8 +315,12 @@ int vz_arp_output(struct vz_stack *s, __be32 nexthop,
 		arp_remove(s, e); /* expired, the timer has not run yet */
 		e = NULL;
 	}
-	if (e && e->state != VZ_ARP_PENDING)
-		return vz_udp_output(s, e->mac, m, payload, len);
+	if (e && e->state != VZ_ARP_PENDING) {
+		ret = vz_udp_output(s, e->mac, m, payload, len);
+		if (!ret) /* the datagram first: it is what waits */
+			arp_probe(s, e, now_ns);
+		return ret;
+	}
 	if ((e && e->qlen >= VZ_ARP_QUEUE_MAX) ||
 	    s->arp.queued_bytes + len > VZ_ARP_QUEUE_BYTES)
 		return -EAGAIN;

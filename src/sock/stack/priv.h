@@ -39,6 +39,11 @@
 #define VZ_ARP_TRIES 3
 #define VZ_ARP_QUEUE_MAX 8 /* datagrams waiting per next hop */
 #define VZ_ARP_QUEUE_BYTES (1u << 20) /* ... and in all */
+/* Refreshing a used entry: probes go out in the last 1/VZ_ARP_PROBE_FRACTION
+ * of its lifetime, at most one per entry per VZ_ARP_PROBE_GAP_MS (or
+ * arp_retry_ms when that is longer). See arp_probe() in arp.c for why. */
+#define VZ_ARP_PROBE_FRACTION 6
+#define VZ_ARP_PROBE_GAP_MS 1000
 
 /* Reassembly: more pieces than this in one datagram is an attack. */
 #define VZ_REASM_MAX_FRAGS 1024
@@ -72,6 +77,7 @@ struct vz_arp_entry {
 	__u8 tries; /* requests sent while pending */
 	int next; /* in the bucket's chain, or the free list; -1 ends */
 	__u64 deadline_ns; /* reachable: expiry; pending: next retry */
+	__u64 probe_ok_ns; /* reachable: no refresh probe before this */
 	struct vz_arp_pkt *q_head, *q_tail;
 	unsigned int qlen;
 };

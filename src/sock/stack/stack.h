@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The UDP/IP protocol engine of veloz's userspace stack: Ethernet, ARP
- * (answer, resolve, cache with timeout), ICMP echo, IPv4 with fragmentation
- * and reassembly (bounded memory, timeouts), UDP with checksums.
+ * (answer, resolve, cache with timeout, refreshed while in use), ICMP echo,
+ * IPv4 with fragmentation and reassembly (bounded memory, timeouts), UDP with
+ * checksums.
  *
  * It does no I/O and keeps no clock: the poller (udpd) hands it received
  * frames and the time, and it calls back to transmit a frame or deliver a
@@ -78,6 +79,7 @@ struct vz_stack_stats {
 	/* Added with the engine (stack.c and its siblings): */
 	__u64 frag_held; /* a fragment buffered until the rest arrive */
 	__u64 icmp_other; /* ICMP we take no action on (replies, errors) */
+	__u64 arp_probes_out; /* unicast requests refreshing a used entry */
 	/* Gauges, not counters: what is held right now. */
 	__u64 reasm_datagrams; /* partial datagrams held */
 	__u64 reasm_bytes; /* their memory, bookkeeping included */
@@ -92,15 +94,16 @@ struct vz_stack_stats {
  * that was refused (and the datagram it belonged to is dropped with it).
  * Not outcomes: frag_in (every fragment), frag_reassembled, frag_evicted and
  * frag_timeout (datagrams), arp_replies_out, arp_requests_out,
- * arp_unresolved_drops, icmp_echo_out, icmp_unreach_out and tx_* (what was
- * sent), the gauges. ARP: a request for our address ends in arp_requests_in,
- * any reply in arp_replies_in, a request for another address in rx_not_for_us
- * (it still refreshes an entry we have: gratuitous ARP). Also: rx_bad_eth takes
- * 802.3 (length, not type) frames and multicast sources; rx_not_for_us
- * VLAN-tagged frames and IPv4 sent to the link broadcast (RFC 1122 3.3.6);
- * ip_bad_header martian sources (0/8, 127/8, multicast, 240/4, our own address,
- * our subnet's broadcast); a bad header checksum ends in ip_bad_csum alone;
- * frag_no_memory also a datagram of more than 1024 fragments.
+ * arp_probes_out, arp_unresolved_drops, icmp_echo_out, icmp_unreach_out and
+ * tx_* (what was sent), the gauges. ARP: a request for our address ends in
+ * arp_requests_in, any reply in arp_replies_in, a request for another address
+ * in rx_not_for_us (it still refreshes an entry we have: gratuitous ARP). Also:
+ * rx_bad_eth takes 802.3 (length, not type) frames and multicast sources;
+ * rx_not_for_us VLAN-tagged frames and IPv4 sent to the link broadcast (RFC
+ * 1122 3.3.6); ip_bad_header martian sources (0/8, 127/8, multicast, 240/4, our
+ * own address, our subnet's broadcast); a bad header checksum ends in
+ * ip_bad_csum alone; frag_no_memory also a datagram of more than 1024
+ * fragments.
  */
 static inline __u64 vz_stack_stats_outcomes(const struct vz_stack_stats *st)
 {
@@ -135,6 +138,10 @@ void vz_stack_input(struct vz_stack *s, const void *frame, size_t len,
  * loopback destination or the stack's own address (no local loop here).
  * 0 also when the datagram was queued for ARP (up to 8 per next hop, 1 MiB
  * in all); it is dropped (arp_unresolved_drops) if resolution fails.
+ * A learned next hop in the last sixth of its lifetime is sent to as usual
+ * and also asked, by a unicast ARP request to its MAC (arp_probes_out, at
+ * most one a second), to confirm itself: the reply renews the entry, so a
+ * busy destination never waits for ARP again; no reply, and it expires.
  * ops->tx and ops->deliver must not call back into the same stack, except
  * deliver, which may call vz_stack_send.
  */

@@ -26,6 +26,7 @@
 #include <xdp/xsk.h>
 
 #include "cli/common.h"
+#include "cli/ports.h"
 #include "sock/udpd/port.h"
 
 #define FRAME_SIZE 2048u
@@ -45,6 +46,8 @@ struct vz_udpd_port {
 	int ifindex;
 	__u8 mac[6];
 	enum xdp_attach_mode mode;
+	/* one veloz per interface, as `veloz run` takes it (cli/ports.c) */
+	struct vz_iface_lock lock;
 	struct xdp_program *prog;
 	void *area;
 	struct xsk_umem *umem;
@@ -171,8 +174,7 @@ static int open_queue(struct vz_udpd_port *p, unsigned int i, bool copy)
 				       (__u64)FRAMES * FRAME_SIZE, &q->fill,
 				       &q->comp, &ucfg);
 		if (err) {
-			vz_err("cannot register AF_XDP memory: %s",
-			       strerror(-err));
+			vz_err_umem(err, (__u64)FRAMES * FRAME_SIZE);
 			return err;
 		}
 	}
@@ -208,6 +210,7 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
 		vz_err("out of memory");
 		return NULL;
 	}
+	p->lock.fd = -1;
 	snprintf(p->ifname, sizeof(p->ifname), "%s", cfg->ifname);
 	p->ifindex = (int)if_nametoindex(cfg->ifname);
 	if (!p->ifindex) {
@@ -239,7 +242,9 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
 	}
 	for (i = 0; i < FRAMES; i++)
 		p->free_frames[p->nfree++] = (__u64)i * FRAME_SIZE;
-	err = attach(p, cfg->ip4);
+	err = vz_claim_port(&p->lock, p->ifindex, p->ifname, cfg->replace);
+	if (!err)
+		err = attach(p, cfg->ip4);
 	for (i = 0; !err && i < p->nqueues; i++)
 		err = open_queue(p, i, cfg->copy);
 	if (err) {
@@ -266,12 +271,21 @@ void vz_udpd_port_close(struct vz_udpd_port *p)
 		xsk_umem__delete(p->umem);
 	if (p->area && p->area != MAP_FAILED)
 		munmap(p->area, (size_t)FRAMES * FRAME_SIZE);
+	vz_iface_unlock(&p->lock);
 	free(p);
 }
 
 unsigned int vz_udpd_port_queues(const struct vz_udpd_port *p)
 {
 	return p->nqueues;
+}
+
+bool vz_udpd_port_present(const struct vz_udpd_port *p)
+{
+	char name[IF_NAMESIZE];
+
+	return if_indextoname((unsigned int)p->ifindex, name) &&
+	       !strcmp(name, p->ifname);
 }
 
 unsigned int vz_udpd_port_rx(struct vz_udpd_port *p, vz_udpd_rx_fn fn,

@@ -18,6 +18,12 @@ struct vz_udpd_port_config {
 	__be32 ip4; /* what the steering program takes */
 	bool skb_mode; /* generic XDP (any interface) instead of native */
 	bool copy; /* force copy mode (else the kernel's choice) */
+	/*
+	 * Remove a veloz program that a killed udpd or run left attached (the
+	 * interface lock was free); without it, such a program is refused
+	 * with a line that says so.
+	 */
+	bool replace;
 };
 
 struct vz_udpd_port_stats {
@@ -36,6 +42,8 @@ void vz_udpd_port_close(struct vz_udpd_port *p);
 /* An interface's MAC address, without opening anything: 0 or -errno. */
 int vz_udpd_iface_mac(const char *ifname, __u8 mac[6]);
 unsigned int vz_udpd_port_queues(const struct vz_udpd_port *p);
+/* Is the interface still there, under the same name? */
+bool vz_udpd_port_present(const struct vz_udpd_port *p);
 
 /* Received frames, at most `budget`, each handed to fn then recycled. */
 typedef void (*vz_udpd_rx_fn)(void *opaque, const void *frame, size_t len);

@@ -41,7 +41,7 @@ struct opts {
 	const char *ifname, *socket_path;
 	struct vz_stack_config stack;
 	struct vz_sock_server_config server;
-	bool skb_mode, copy, json, mac_set;
+	bool skb_mode, copy, replace, json, mac_set;
 	int cpu;
 	double interval_s;
 };
@@ -76,7 +76,8 @@ static const char usage[] =
 	"NAME|GID]\n"
 	"  [--rcvbuf BYTES] [--sndbuf BYTES] [--max-apps N] [--max-sockets N]\n"
 	"  [--arp-timeout-ms N] [--reasm-timeout-ms N] [--reasm-max-bytes N]\n"
-	"  [--cpu N] [--skb-mode] [--copy] [--interval-ms N] [--json]\n";
+	"  [--cpu N] [--skb-mode] [--copy] [--replace] [--interval-ms N] "
+	"[--json]\n";
 
 static int parse_mac(const char *text, __u8 mac[6])
 {
@@ -215,6 +216,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		O_CPU,
 		O_SKB,
 		O_COPY,
+		O_REPLACE,
 		O_INTERVAL,
 		O_JSON,
 		O_HELP,
@@ -239,6 +241,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "cpu", required_argument, NULL, O_CPU },
 		{ "skb-mode", no_argument, NULL, O_SKB },
 		{ "copy", no_argument, NULL, O_COPY },
+		{ "replace", no_argument, NULL, O_REPLACE },
 		{ "interval-ms", required_argument, NULL, O_INTERVAL },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, O_HELP },
@@ -328,6 +331,9 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case O_COPY:
 			o->copy = true;
+			break;
+		case O_REPLACE:
+			o->replace = true;
 			break;
 		case O_INTERVAL:
 			err = vz_parse_u64("--interval-ms", optarg, 1, 3600000,
@@ -427,6 +433,7 @@ static void print_stats(const struct udpd *u, const char *event, bool json,
 	       "\"rx_not_for_us\": %llu, \"rx_bad_eth\": %llu, "
 	       "\"arp_requests_in\": %llu, \"arp_replies_out\": %llu, "
 	       "\"arp_replies_in\": %llu, \"arp_requests_out\": %llu, "
+	       "\"arp_probes_out\": %llu, "
 	       "\"arp_bad\": %llu, \"arp_unresolved_drops\": %llu, "
 	       "\"ip_bad_header\": %llu, \"ip_bad_csum\": %llu, "
 	       "\"ip_ttl_zero\": %llu, \"frag_in\": %llu, "
@@ -442,15 +449,15 @@ static void print_stats(const struct udpd *u, const char *event, bool json,
 	       event, strcmp(event, "summary") ? "" : "\"summary\": true, ", t,
 	       F(s->rx_frames), F(s->rx_delivered), F(s->rx_not_for_us),
 	       F(s->rx_bad_eth), F(s->arp_requests_in), F(s->arp_replies_out),
-	       F(s->arp_replies_in), F(s->arp_requests_out), F(s->arp_bad),
-	       F(s->arp_unresolved_drops), F(s->ip_bad_header),
-	       F(s->ip_bad_csum), F(s->ip_ttl_zero), F(s->frag_in),
-	       F(s->frag_reassembled), F(s->frag_overlap), F(s->frag_timeout),
-	       F(s->frag_no_memory), F(s->frag_evicted), F(s->frag_bad),
-	       F(s->icmp_echo_in), F(s->icmp_echo_out), F(s->icmp_bad),
-	       F(s->icmp_unreach_out), F(s->udp_bad_len), F(s->udp_bad_csum),
-	       F(s->udp_no_port), F(s->tx_frames), F(s->tx_full),
-	       F(s->tx_fragments));
+	       F(s->arp_replies_in), F(s->arp_requests_out),
+	       F(s->arp_probes_out), F(s->arp_bad), F(s->arp_unresolved_drops),
+	       F(s->ip_bad_header), F(s->ip_bad_csum), F(s->ip_ttl_zero),
+	       F(s->frag_in), F(s->frag_reassembled), F(s->frag_overlap),
+	       F(s->frag_timeout), F(s->frag_no_memory), F(s->frag_evicted),
+	       F(s->frag_bad), F(s->icmp_echo_in), F(s->icmp_echo_out),
+	       F(s->icmp_bad), F(s->icmp_unreach_out), F(s->udp_bad_len),
+	       F(s->udp_bad_csum), F(s->udp_no_port), F(s->tx_frames),
+	       F(s->tx_full), F(s->tx_fragments));
 	printf("\"sockets\": {\"apps\": %llu, \"apps_total\": %llu, "
 	       "\"apps_refused\": %llu, \"apps_died\": %llu, "
 	       "\"sockets\": %llu, \"rx_queued\": %llu, "
@@ -493,10 +500,13 @@ static void print_ready(const struct opts *o, const struct udpd *u)
 	fflush(stdout);
 }
 
-static void run(const struct opts *o, struct udpd *u)
+/* 0 when stopped by a signal, -ENODEV when the interface went away. */
+static int run(const struct opts *o, struct udpd *u)
 {
-	__u64 start = now_ns(), next_tick = start, next_stats;
+	__u64 start = now_ns(), next_tick = start, next_check = start,
+	      next_stats;
 	unsigned int idle = 0, work;
+	int ret = 0;
 
 	next_stats = start + (__u64)(o->interval_s * 1e9);
 	while (!stop) {
@@ -508,6 +518,15 @@ static void run(const struct opts *o, struct udpd *u)
 		if (u->now >= next_tick) {
 			vz_stack_tick(u->stack, u->now);
 			next_tick = u->now + 1000000;
+		}
+		/* An interface deleted under AF_XDP delivers nothing more and
+		 * gives no error: look for it, as `veloz run` does. */
+		if (u->now >= next_check) {
+			if (!vz_udpd_port_present(u->port)) {
+				ret = -ENODEV;
+				break;
+			}
+			next_check = u->now + 100000000;
 		}
 		if (u->now >= next_stats) {
 			print_stats(u, "stats", o->json,
@@ -521,6 +540,9 @@ static void run(const struct opts *o, struct udpd *u)
 			sched_yield();
 	}
 	print_stats(u, "summary", o->json, (double)(now_ns() - start) / 1e9);
+	if (ret)
+		vz_err("%s disappeared while running; stopped", o->ifname);
+	return ret;
 }
 
 static int pin(int cpu)
@@ -560,7 +582,8 @@ int main(int argc, char **argv)
 	pcfg = (struct vz_udpd_port_config){ .ifname = o.ifname,
 					     .ip4 = o.stack.ip4,
 					     .skb_mode = o.skb_mode,
-					     .copy = o.copy };
+					     .copy = o.copy,
+					     .replace = o.replace };
 	if (!o.mac_set && vz_udpd_iface_mac(o.ifname, o.stack.mac)) {
 		vz_err("no interface %s", o.ifname);
 		return 2;
@@ -584,8 +607,7 @@ int main(int argc, char **argv)
 	if (!u.port)
 		goto out;
 	print_ready(&o, &u);
-	run(&o, &u);
-	rc = 0;
+	rc = run(&o, &u) ? 1 : 0;
 out:
 	vz_udpd_port_close(u.port);
 	if (u.server)
