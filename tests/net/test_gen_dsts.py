@@ -5,7 +5,10 @@ TCP checksums, on the wire."""
 from __future__ import annotations
 
 import ipaddress
+import os
+import struct
 import subprocess
+from collections import Counter
 
 import pytest
 from scapy.layers.inet import IP, TCP, UDP
@@ -26,11 +29,22 @@ def test_frames_spread_over_the_destinations(testbed, tmp_path, tcp):
     )), 60)  # fmt: skip
     frames = [f for f in cap.stop() if IP in f]
     assert sent["dsts"] == 200 and len(frames) == 600
-    dsts = [ipaddress.ip_address(f[IP].dst) for f in frames]
-    assert len(set(dsts)) == 200 and all(d in RANGE for d in dsts)
-    for n, f in enumerate(frames):
-        assert dsts[n] == dsts[n % 200]  # frame k: destination k mod N
-        assert f[TCP if tcp else UDP].sport == 1024 + n % 7
+    # Frame k carries sequence number k, and goes to destination k mod N
+    # from source port base + k mod flows. The generator counts per CPU (a
+    # per-CPU map) and may run on either, so each CPU's frames are numbered
+    # from 0, and the capture may interleave them: match by number, never by
+    # position in the capture.
+    l4 = TCP if tcp else UDP
+    seqs = [struct.unpack_from("<Q", bytes(f[l4].payload))[0] for f in frames]
+    counts = Counter(seqs)
+    assert sorted(counts) == list(range(len(counts))), "a gap in the sequence numbers"
+    assert max(counts.values()) <= (os.cpu_count() or 1), "a number sent more than once per CPU"
+    dst_of: dict[int, ipaddress.IPv4Address] = {}
+    for n, f in zip(seqs, frames, strict=True):
+        dst = ipaddress.ip_address(f[IP].dst)
+        assert dst in RANGE
+        assert dst_of.setdefault(n % 200, dst) == dst  # frame k: destination k mod N
+        assert f[l4].sport == 1024 + n % 7
         check = f[IP].chksum
         again = f.copy()
         del again[IP].chksum
@@ -39,6 +53,7 @@ def test_frames_spread_over_the_destinations(testbed, tmp_path, tcp):
             sent_l4 = f[TCP].chksum
             del again[TCP].chksum
             assert again.__class__(bytes(again))[TCP].chksum == sent_l4, "bad TCP checksum"
+    assert sorted(dst_of) == list(range(200)) and len(set(dst_of.values())) == 200
 
 
 @pytest.mark.parametrize(

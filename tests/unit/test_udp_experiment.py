@@ -3,9 +3,12 @@ the testbed: one row per payload and stack, ratios against kernel sockets."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import pytest
 
-from veloz.lab.experiments import EXPERIMENTS, udp
+from veloz.lab.experiments import EXPERIMENTS, Context, udp
 
 pytest.importorskip("scipy")
 
@@ -36,3 +39,76 @@ def test_throughput_rows_and_registration():
     assert rows["veloz"][3] == 0.5 and rows["veloz"][-2] == 2.0
     assert EXPERIMENTS["udp-latency"] is udp.UDP_LATENCY
     assert EXPERIMENTS["udp-throughput"] is udp.UDP_THROUGHPUT
+
+
+class FakeLab:
+    """udpd, ping and blast replaced: what ran, in what order, with udpd up."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail_at: int = -1) -> None:
+        self.calls: list[tuple] = []
+        self.udpd_up = False
+        self.udpd_runs = 0
+        self.fail_at = fail_at
+        monkeypatch.setattr(udp, "running_udpd", self.running_udpd)
+        monkeypatch.setattr(udp, "ping", self.ping)
+        monkeypatch.setattr(udp, "blast", self.blast)
+
+    @contextlib.contextmanager
+    def running_udpd(self) -> Iterator[None]:
+        self.udpd_up = True
+        self.udpd_runs += 1
+        try:
+            yield
+        finally:
+            self.udpd_up = False
+
+    def _measure(self, call: tuple) -> dict:
+        assert self.udpd_up, f"{call} ran without udpd"
+        if len(self.calls) == self.fail_at:
+            raise RuntimeError("the DUT went away")
+        self.calls.append(call)
+        return {"stack": call[1], "payload": call[2], "n": len(self.calls)}
+
+    def ping(self, stack: str, payload: int) -> dict:
+        return self._measure(("ping", stack, payload))
+
+    def blast(self, stack: str, payload: int, seconds: float) -> dict:
+        return self._measure(("blast", stack, payload, seconds))
+
+
+def expected_runs(kind: str, trials: int, *extra: object) -> list[tuple]:
+    return [(kind, stack, payload, *extra) for _ in range(trials)
+            for payload in udp.PAYLOADS for stack in udp.STACKS]  # fmt: skip
+
+
+@pytest.mark.parametrize("exp", [udp.UDP_LATENCY, udp.UDP_THROUGHPUT], ids=lambda e: e.name)
+def test_run_loop_order_labels_and_tags(monkeypatch: pytest.MonkeyPatch, exp) -> None:
+    lab = FakeLab(monkeypatch)
+    labels: list[str] = []
+    settings = {"trials": 2, "seconds": 1.5}
+    ctx = Context(settings=settings, advance=lambda label, n=1: labels.append(label))
+    exp.run(ctx)
+    if exp is udp.UDP_LATENCY:
+        assert lab.calls == expected_runs("ping", 2)
+    else:
+        assert lab.calls == expected_runs("blast", 2, 1.5)
+    assert lab.udpd_runs == 1 and not lab.udpd_up
+    # one record per run, in order, tagged with its trial and the experiment
+    assert len(ctx.records) == exp.count(settings) == 2 * len(udp.PAYLOADS) * len(udp.STACKS)
+    assert labels == [f"{c[1]} {c[2]} B" for c in lab.calls]
+    per_trial = len(udp.PAYLOADS) * len(udp.STACKS)
+    assert ctx.records == [
+        {"trial": i // per_trial, "experiment": exp.name, "stack": c[1], "payload": c[2],
+         "n": i + 1}
+        for i, c in enumerate(lab.calls)
+    ]  # fmt: skip
+    assert list(ctx.records[0]) == ["trial", "experiment", "stack", "payload", "n"]
+
+
+@pytest.mark.parametrize("exp", [udp.UDP_LATENCY, udp.UDP_THROUGHPUT], ids=lambda e: e.name)
+def test_run_stops_udpd_when_a_run_fails(monkeypatch: pytest.MonkeyPatch, exp) -> None:
+    lab = FakeLab(monkeypatch, fail_at=3)
+    ctx = Context(settings={"trials": 1, "seconds": 1.0})
+    with pytest.raises(RuntimeError, match="went away"):
+        exp.run(ctx)
+    assert len(lab.calls) == 3 and len(ctx.records) == 3 and not lab.udpd_up

@@ -32,7 +32,7 @@ from veloz.gen import parse_rate
 # pay for importing scipy and matplotlib (the experiments) each time.
 EXPERIMENTS = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "noisy", "headline",
                "router", "lb", "ddos", "dispatch", "udp-latency",
-               "udp-throughput")  # fmt: skip
+               "udp-throughput", "soak", "udp-soak")  # fmt: skip
 NOISES = ("none", "cpu", "disk", "net")
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")
@@ -49,6 +49,9 @@ DEFAULTS: dict[str, dict] = {
     "cpu": {"rates": "100k,500k,1M,2M,3M"},
     "ddos": {"rates": "1M,4M"},
     "dispatch": {"rates": "25k,50k,65k,80k,100k", "seconds": 2.0},
+    # ten minutes per backend; rates: found by probing unless given
+    "soak": {"backends": "xdp,afxdp,dpdk", "seconds": 600.0},
+    "udp-soak": {"seconds": 600.0},
 }
 BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
 
@@ -58,8 +61,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("experiment", metavar="EXPERIMENT", help=", ".join(EXPERIMENTS))
-    p.add_argument("--backends", default=",".join(BACKENDS),
-                   help="comma-separated (default: all five)")  # fmt: skip
+    p.add_argument("--backends",
+                   help="comma-separated (default: all five; soak: xdp,afxdp,dpdk)")  # fmt: skip
     p.add_argument("--sizes", help="frame sizes in bytes (default 64; headline 64,1500; "
                    "sizes 64..1500)")  # fmt: skip
     p.add_argument("--trials", type=int, default=5, help="repetitions, interleaved (default 5)")
@@ -98,7 +101,7 @@ def settings_from(args: argparse.Namespace) -> dict:
     if name not in EXPERIMENTS:
         raise VelozError(f"no experiment '{name}' (known: {', '.join(EXPERIMENTS)})")
     d = DEFAULTS.get(name, {})
-    backends = _list(args.backends, "backends")
+    backends = _list(args.backends or d.get("backends", ",".join(BACKENDS)), "backends")
     for b in backends:
         if b not in BACKENDS:
             raise VelozError(f"--backends: no backend '{b}' (known: {', '.join(BACKENDS)})")
@@ -139,6 +142,7 @@ def settings_from(args: argparse.Namespace) -> dict:
         "nf": args.nf or d.get("nf", "drop"),
         "nfs": ["drop", "tx"],
         "rates": rates,
+        "rates_given": args.rates is not None,
         "steps": args.steps,
         "loss": args.loss,
         "noises": noises,

@@ -20,6 +20,7 @@ from veloz.lab.experiments import (
     latency,
     lb_bench,
     router,
+    soak,
     throughput,
     udp,
 )
@@ -40,6 +41,8 @@ EXPERIMENTS: dict[str, object] = {
     "dispatch": dispatch.DISPATCH,
     "udp-latency": udp.UDP_LATENCY,
     "udp-throughput": udp.UDP_THROUGHPUT,
+    "soak": soak.SOAK,
+    "udp-soak": soak.UDP_SOAK,
 }
 
 

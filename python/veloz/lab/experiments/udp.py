@@ -28,7 +28,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from veloz import paths
 from veloz.lab import summary
@@ -45,11 +45,13 @@ WARMUP = 200
 
 @contextlib.contextmanager
 def running_udpd() -> Iterator[Runner]:
-    """udpd on dut-gen for the experiment's length; stopped whatever happens."""
+    """udpd on dut-gen for the experiment's length; stopped whatever happens.
+    Its counter lines wait in a pipe read only at the end: one a minute, or
+    within a few minutes udpd would block on the full pipe and stop serving."""
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
         f.write(f'interface = "dut-gen"\nipv4 = "{UDPD_IP}/24"\nsocket = "{SOCKET}"\n')
     try:
-        argv = veloz_argv("udpd", "--config", f.name, "--json", "--interval-ms", "1000")
+        argv = veloz_argv("udpd", "--config", f.name, "--json", "--interval-ms", "60000")
         with Runner(in_netns("vz-dut", argv), attach_timeout=30, what="udpd") as r:
             yield r
     finally:
@@ -124,6 +126,17 @@ def blast(stack: str, payload: int, seconds: float) -> dict:
             "gbps": arrived * (payload + 42) * 8 / secs / 1e9}  # fmt: skip
 
 
+def _run_arms(ctx, experiment: str, measure: Callable[[str, int], dict]) -> None:
+    """One udpd for the whole experiment; in each trial every payload on both
+    stacks, interleaved, one record each (measure(stack, payload))."""
+    with running_udpd():
+        for t in range(ctx.settings["trials"]):
+            for payload in PAYLOADS:
+                for stack in STACKS:
+                    ctx.record(f"{stack} {payload} B", measure(stack, payload), trial=t,
+                               experiment=experiment)  # fmt: skip
+
+
 class UdpLatency:
     name = "udp-latency"
     title = "UDP round trips: veloz sockets against kernel sockets"
@@ -133,12 +146,7 @@ class UdpLatency:
         return s["trials"] * len(PAYLOADS) * len(STACKS)
 
     def run(self, ctx) -> None:
-        with running_udpd():
-            for t in range(ctx.settings["trials"]):
-                for payload in PAYLOADS:
-                    for stack in STACKS:
-                        ctx.record(f"{stack} {payload} B", ping(stack, payload), trial=t,
-                                   experiment=self.name)  # fmt: skip
+        _run_arms(ctx, self.name, ping)
 
     def sections(self, records: list[dict], s: dict) -> list[dict]:
         out = []
@@ -165,12 +173,9 @@ class UdpThroughput:
         return s["trials"] * len(PAYLOADS) * len(STACKS)
 
     def run(self, ctx) -> None:
-        with running_udpd():
-            for t in range(ctx.settings["trials"]):
-                for payload in PAYLOADS:
-                    for stack in STACKS:
-                        rec = blast(stack, payload, ctx.settings["seconds"])
-                        ctx.record(f"{stack} {payload} B", rec, trial=t, experiment=self.name)
+        _run_arms(
+            ctx, self.name, lambda stack, payload: blast(stack, payload, ctx.settings["seconds"])
+        )
 
     def sections(self, records: list[dict], s: dict) -> list[dict]:
         sec = summary.rate_section(records, "Datagrams per second that arrived, by payload",
