@@ -33,17 +33,24 @@ def test_flow_affinity_spreads_flows_over_two_cpus_and_frames_come_back(testbed,
             sent = run_json(in_netns("vz-gen", gen_argv), timeout=60)
             summary = nf.stop()
         arrived = sink.stop()
-    assert sent["xmit"] == COUNT and sent["xmit_errors"] == 0
+    # Every frame the generator made was handed to dut-gen or refused by the
+    # veth (its 256-entry ring overflows when a busy two-core machine delays
+    # dut-gen's NAPI, the generic path's skb work most of all: CI saw 388 of
+    # 100,000 once). That loss is the testbed's, and small; what dut-gen
+    # received is what the dispatcher must account for, exactly.
+    xmit = sent["xmit"]
+    assert xmit + sent["xmit_errors"] == COUNT, sent
+    assert xmit >= COUNT * 0.98, sent
     dispatch = summary["dispatch"]
     # every frame went through the cpumap to an active CPU, and the NF
     # ran on the CPU it was sent to
     assert dispatch["policy"] == "flow-affinity" and dispatch["active"] == [0, 1]
-    assert sum(dispatch["cpu_packets"]) == COUNT == summary["tx"] == summary["packets"]
+    assert sum(dispatch["cpu_packets"]) == xmit == summary["tx"] == summary["packets"]
     assert dispatch["no_cpu"] == 0
     assert [w["packets"] for w in summary["workers"]][:2] == dispatch["cpu_packets"]
     # both CPUs processed packets: the flows were placed on the least loaded
     assert all(n > 0 for n in dispatch["cpu_packets"]), dispatch
     assert dispatch["flows_new"] == FLOWS and dispatch["flows_moved"] == 0, dispatch
     # TX from the cpumap (a redirect out of dut-gen) reached vz-gen
-    assert arrived["received"] >= COUNT * 0.99, arrived
+    assert arrived["received"] >= xmit * 0.99, arrived
     assert not xdp_attached("vz-dut", "dut-gen")
