@@ -36,6 +36,13 @@ extern "C" {
  * Connect to the poller at `path` (NULL: $VZ_UDPD_SOCKET, else the
  * default). Called implicitly by the first vz_socket(); explicit calls
  * report the failure: -1 with errno (ENOENT, ECONNREFUSED, EACCES...).
+ *
+ * Every call that asks the poller (this one, socket, bind, connect, the
+ * setsockopts that change the rings, close) waits at most
+ * $VZ_UDPD_TIMEOUT_MS (5000) for its answer, then fails with ETIMEDOUT
+ * (close still closes) and drops the link: the poller frees the sockets
+ * made on it, and calls on them fail with ECONNRESET from then on. A
+ * poller that restarts is reconnected to by the next vz_socket().
  */
 int vz_sock_init(const char *path);
 /* Close every socket and the link to the poller. */

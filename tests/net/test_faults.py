@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -22,7 +23,10 @@ import pytest
 from test_udpd import (
     CONFIG,
     SOCKET,
+    UDPD_IP,
+    app,
     echo_from_gen,
+    env,
     start_veloz_echo,
     stop,
     xdp_attached,
@@ -106,6 +110,43 @@ def test_a_killed_application_is_cleaned_up_while_the_others_are_served(udpd_con
             stop(survivor)
         s = udpd.stop()["sockets"]
     assert s["apps_died"] >= 1 and s["apps"] == 0 and s["sockets"] == 0
+
+
+def test_a_hung_udpd_times_requests_out_and_serves_again_when_it_resumes(udpd_config):
+    """udpd stopped (SIGSTOP, or stuck): an application's socket() waits a
+    bounded time ($VZ_UDPD_TIMEOUT_MS), then fails with one line; once udpd
+    runs again, a new application is served and the timed-out one left
+    nothing behind."""
+    with Runner(udpd_argv(udpd_config), attach_timeout=30, what="udpd") as udpd:
+        echo = start_veloz_echo(7103)  # a socket made before the hang
+        udpd.proc.send_signal(signal.SIGSTOP)
+        try:
+            argv = in_netns("vz-dut", [app("veloz-pingpong"), "--server", "--stack", "veloz",
+                                        "--bind", f"{UDPD_IP}:7104"])  # fmt: skip
+            start = time.monotonic()
+            short = {**env(), "VZ_UDPD_TIMEOUT_MS": "500"}
+            hung = subprocess.run(argv, env=short, capture_output=True, text=True, timeout=30,
+                                  check=False)  # fmt: skip
+            took = time.monotonic() - start
+        finally:
+            udpd.proc.send_signal(signal.SIGCONT)
+        assert hung.returncode != 0
+        line = one_line(hung.stderr)
+        assert line == (f"veloz-pingpong: cannot reach the veloz poller at {SOCKET}: "
+                        "Connection timed out")  # fmt: skip
+        assert 0.4 < took < 10, took
+        try:
+            # the echo made before the hang never noticed it
+            assert echo_from_gen(7103, [64] * 5) == {"ok": 5, "bad": 0, "lost": 0}
+            again = start_veloz_echo(7104)
+            try:
+                assert echo_from_gen(7104, [64] * 5) == {"ok": 5, "bad": 0, "lost": 0}
+            finally:
+                stop(again)
+        finally:
+            stop(echo)
+        s = udpd.stop()["sockets"]
+    assert s["apps"] == 0 and s["sockets"] == 0
 
 
 def test_interface_removed_under_udpd_stops_it_cleanly(udpd_config):

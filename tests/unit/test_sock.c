@@ -963,6 +963,151 @@ static void test_creds(void)
 	vz_sock_server_free(s3);
 }
 
+/* ---- a hung poller (stopped or stuck): every wait is bounded ---- */
+
+static struct vz_sock_server *hung_srv;
+static pthread_mutex_t hung_lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile int hung_paused, hung_stop;
+
+static int no_send(void *opaque, const struct vz_dgram_meta *m,
+		   const void *payload, size_t len)
+{
+	(void)opaque, (void)m, (void)payload, (void)len;
+	return -ENETUNREACH;
+}
+
+/* The child's poller; while hung_paused it does nothing, as if stopped. */
+static void *hung_main(void *arg)
+{
+	(void)arg;
+	while (!hung_stop) {
+		unsigned int n = 0;
+
+		pthread_mutex_lock(&hung_lock);
+		if (!hung_paused)
+			n = vz_sock_server_poll(hung_srv, no_send, NULL, 64);
+		pthread_mutex_unlock(&hung_lock);
+		if (!n)
+			usleep(200);
+	}
+	return NULL;
+}
+
+static __u64 hung_sockets(void)
+{
+	__u64 n;
+
+	pthread_mutex_lock(&hung_lock);
+	n = vz_sock_server_get_stats(hung_srv)->sockets;
+	pthread_mutex_unlock(&hung_lock);
+	return n;
+}
+
+/* In a child (the parent's link is to the main poller): 0, or the step
+ * that failed. */
+static int child_hung(const char *silent, const char *where)
+{
+	struct vz_sock_server_config cfg = { .path = where,
+					     .gid = (gid_t)-1,
+					     .local_ip4 = LOCAL_IP };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_in sin = sin_of(0, 0);
+	char err[256];
+	pthread_t th;
+	double t0, took, end;
+	int lfd, fd1, fd2, fd3;
+
+	setenv("VZ_UDPD_TIMEOUT_MS", "300", 1);
+	/* A poller that never accepts: connect() succeeds on its backlog and
+	 * the welcome never comes. */
+	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (strlen(silent) >= sizeof(sa.sun_path))
+		return 2;
+	memcpy(sa.sun_path, silent, strlen(silent) + 1);
+	if (lfd < 0 || bind(lfd, SA(sa), sizeof(sa)) || listen(lfd, 4))
+		return 2;
+	t0 = now_s();
+	if (!vz_sock_init(silent) || errno != ETIMEDOUT)
+		return 3;
+	took = now_s() - t0;
+	if (took < 0.25 || took > 3)
+		return 4;
+	close(lfd);
+	unlink(silent);
+
+	hung_srv = vz_sock_server_new(&cfg, err, sizeof(err));
+	if (!hung_srv)
+		return 5;
+	pthread_create(&th, NULL, hung_main, NULL);
+	if (vz_sock_init(where))
+		return 6;
+	fd1 = vz_socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd1 < 0)
+		return 7;
+	/* Stopped: the request times out and the link is dropped. */
+	pthread_mutex_lock(&hung_lock); /* not in the middle of a poll */
+	hung_paused = 1;
+	pthread_mutex_unlock(&hung_lock);
+	t0 = now_s();
+	fd2 = vz_socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd2 >= 0 || errno != ETIMEDOUT) {
+		fprintf(stderr, "hung poller: socket() gave %d (%s)\n", fd2,
+			strerror(errno));
+		return 8;
+	}
+	if (now_s() - t0 > 3)
+		return 9;
+	/* fd1 lived on that link: said at once, and close still closes. */
+	if (!vz_bind(fd1, SA(sin), sizeof(sin)) || errno != ECONNRESET)
+		return 10;
+	if (vz_close(fd1) || vz_is_socket(fd1))
+		return 11;
+	/* Running again: the next socket reconnects and works, and the
+	 * poller has freed what the dropped link held. */
+	hung_paused = 0;
+	fd3 = vz_socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd3 < 0 || vz_bind(fd3, SA(sin), sizeof(sin)))
+		return 12;
+	end = now_s() + 2;
+	while (hung_sockets() != 1 && now_s() < end)
+		usleep(1000);
+	if (hung_sockets() != 1)
+		return 13;
+	vz_close(fd3);
+	vz_sock_exit();
+	hung_stop = 1;
+	pthread_join(th, NULL);
+	vz_sock_server_free(hung_srv);
+	return 0;
+}
+
+static void test_hung_poller(void)
+{
+	char silent[160], where[160];
+	double end = now_s() + 20;
+	int st = -1;
+	pid_t pid;
+
+	snprintf(silent, sizeof(silent), "%s/silent.sock", dir);
+	snprintf(where, sizeof(where), "%s/h/udpd.sock", dir);
+	pid = fork();
+	if (!pid) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(child_hung(silent, where));
+	}
+	while (!waitpid(pid, &st, WNOHANG) && now_s() < end)
+		usleep(10000);
+	if (now_s() >= end) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	CHECK(WIFEXITED(st) && !WEXITSTATUS(st), "hung poller: step %d",
+	      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	unlink(silent);
+	snprintf(silent, sizeof(silent), "%s/h", dir);
+	rmdir(silent);
+}
+
 int main(void)
 {
 	struct vz_sock_server_config cfg = { .gid = getgid(),
@@ -1004,6 +1149,7 @@ int main(void)
 	test_listen();
 	test_limits();
 	test_creds();
+	test_hung_poller();
 
 	vz_sock_exit();
 	srv_stop = 1;

@@ -47,6 +47,7 @@
 struct vz_csock {
 	int fd; /* the eventfd: the veloz descriptor */
 	__u32 id;
+	__u64 link; /* the control connection it lives on */
 	bool nonblock, reuseaddr, reuseport;
 	struct vz_sock_shm *shm;
 	size_t shm_len;
@@ -72,6 +73,7 @@ static struct {
 static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ctl_fd = -1;
+static __u64 ctl_link; /* counts connections: a socket belongs to one */
 static __be32 local_ip4; /* the stack's, from WELCOME */
 /* fd -> socket, two levels so lookups need no lock (chunks never go). */
 static struct vz_csock **table[VZ_FD_CHUNKS];
@@ -188,9 +190,58 @@ static void forget_all(void)
 	drop_all();
 }
 
+/* ---- time ---- */
+
+static __s64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Milliseconds left (rounded up) for poll(), -1 for none. */
+static int ms_left(__s64 until)
+{
+	__s64 left;
+
+	if (until < 0)
+		return -1;
+	left = until - now_ns();
+	if (left <= 0)
+		return 0;
+	left = (left + 999999) / 1000000;
+	return left > 1000000 ? 1000000 : (int)left;
+}
+
 /* ---- the control connection ---- */
 
-static int ctl_read(void *buf, size_t len, int *fd_in)
+/*
+ * How long a control request waits for the poller's answer: a poller that
+ * is stopped or stuck must not hang socket(), bind() or close() forever.
+ * When it runs out the call fails with ETIMEDOUT and the link is closed,
+ * so a late answer can never be taken for the next request's (the poller
+ * frees the application's sockets when it sees the hang-up).
+ * $VZ_UDPD_TIMEOUT_MS overrides it.
+ */
+#define VZ_CTL_TIMEOUT_MS 5000
+
+static __s64 ctl_deadline(void)
+{
+	const char *env = getenv("VZ_UDPD_TIMEOUT_MS");
+	long ms = VZ_CTL_TIMEOUT_MS;
+	char *end;
+
+	if (env && *env) {
+		long v = strtol(env, &end, 10);
+
+		if (!*end && v > 0 && v <= 3600 * 1000)
+			ms = v;
+	}
+	return now_ns() + (__s64)ms * 1000000;
+}
+
+static int ctl_read(void *buf, size_t len, int *fd_in, __s64 until)
 {
 	union {
 		struct cmsghdr h;
@@ -204,9 +255,15 @@ static int ctl_read(void *buf, size_t len, int *fd_in)
 				     .msg_iovlen = 1,
 				     .msg_control = c.buf,
 				     .msg_controllen = sizeof(c.buf) };
+		struct pollfd p = { .fd = ctl_fd, .events = POLLIN };
 		struct cmsghdr *cm;
-		ssize_t n = libc.recvmsg(ctl_fd, &mh, MSG_CMSG_CLOEXEC);
+		ssize_t n;
 
+		n = libc.poll(&p, 1, ms_left(until));
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (n > 0)
+			n = libc.recvmsg(ctl_fd, &mh, MSG_CMSG_CLOEXEC);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -236,23 +293,12 @@ static int ctl_read(void *buf, size_t len, int *fd_in)
 
 static int ctl_write(const struct vz_ctl_msg *m, int fd_out)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} c;
+	union vz_ctl_cmsg c;
 	struct iovec iov = { (void *)m, sizeof(*m) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 
-	if (fd_out >= 0) {
-		memset(&c, 0, sizeof(c));
-		mh.msg_control = c.buf;
-		mh.msg_controllen = sizeof(c.buf);
-		c.h.cmsg_level = SOL_SOCKET;
-		c.h.cmsg_type = SCM_RIGHTS;
-		c.h.cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(&c.h), &fd_out, sizeof(int));
-	}
+	vz_ctl_attach_fd(&mh, &c, fd_out);
 	do
 		n = libc.sendmsg(ctl_fd, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
@@ -299,7 +345,7 @@ static int ctl_open(const char *path)
 		rc = -errno;
 		goto fail;
 	}
-	rc = ctl_read(&m, sizeof(m), NULL);
+	rc = ctl_read(&m, sizeof(m), NULL, ctl_deadline());
 	if (!rc && (m.type != VZ_CTL_WELCOME || m.len != sizeof(m) ||
 		    m.opt != VZ_CTL_VERSION))
 		rc = -EPROTO;
@@ -308,6 +354,7 @@ static int ctl_open(const char *path)
 	if (rc)
 		goto fail;
 	local_ip4 = m.addr;
+	ctl_link++;
 	return 0;
 fail:
 	libc.close(ctl_fd);
@@ -318,26 +365,37 @@ fail:
 /*
  * One request and its reply: 0 with *rep filled (its err not yet looked
  * at), or -errno for the link itself, which is then closed (every socket
- * is gone on the poller's side).
+ * is gone on the poller's side). *link is the connection the request's
+ * socket was made on: one that has since closed gets ECONNRESET without
+ * asking, as the poller would not know the socket (0: a new socket, which
+ * *link is set to on success).
  */
 static int ctl_call(struct vz_ctl_msg *req, int fd_out, struct vz_ctl_msg *rep,
-		    int *fd_in)
+		    int *fd_in, __u64 *link)
 {
+	__s64 until;
 	int rc;
 
 	req->len = sizeof(*req);
 	pthread_mutex_lock(&ctl_lock);
+	until = ctl_deadline(); /* from now: another thread's call is over */
+	if (*link && (ctl_fd < 0 || *link != ctl_link)) {
+		pthread_mutex_unlock(&ctl_lock);
+		return -ECONNRESET;
+	}
 	rc = ctl_open(NULL);
 	if (!rc)
 		rc = ctl_write(req, fd_out);
 	if (!rc)
-		rc = ctl_read(rep, sizeof(*rep), fd_in);
+		rc = ctl_read(rep, sizeof(*rep), fd_in, until);
 	if (!rc && (rep->type != req->type || rep->len != sizeof(*rep)))
 		rc = -EPROTO;
 	if (rc && ctl_fd >= 0) {
 		libc.close(ctl_fd);
 		ctl_fd = -1;
 	}
+	if (!rc)
+		*link = ctl_link;
 	pthread_mutex_unlock(&ctl_lock);
 	return rc;
 }
@@ -350,7 +408,7 @@ static int sock_call(struct vz_csock *s, struct vz_ctl_msg *req,
 	int rc;
 
 	req->id = s->id;
-	rc = ctl_call(req, -1, rep, fd_in);
+	rc = ctl_call(req, -1, rep, fd_in, &s->link);
 	if (!rc && rep->err)
 		rc = -rep->err;
 	if (rc) {
@@ -446,7 +504,7 @@ int vz_socket(int domain, int type, int protocol)
 		free(s);
 		goto out;
 	}
-	rc = ctl_call(&req, s->fd, &rep, &memfd);
+	rc = ctl_call(&req, s->fd, &rep, &memfd, &s->link);
 	if (!rc && rep.err)
 		rc = -rep.err;
 	if (!rc)
@@ -610,14 +668,6 @@ int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 
 /* ---- waiting ---- */
 
-static __s64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* A deadline from SO_RCVTIMEO/SO_SNDTIMEO: -1 is none (0 there means
  * forever, as in the kernel). */
 static __s64 deadline(const struct timeval *tv)
@@ -628,20 +678,6 @@ static __s64 deadline(const struct timeval *tv)
 		return now_ns();
 	return now_ns() + (__s64)tv->tv_sec * 1000000000 +
 	       (__s64)tv->tv_usec * 1000;
-}
-
-/* Milliseconds left (rounded up) for poll(), -1 for none. */
-static int ms_left(__s64 until)
-{
-	__s64 left;
-
-	if (until < 0)
-		return -1;
-	left = until - now_ns();
-	if (left <= 0)
-		return 0;
-	left = (left + 999999) / 1000000;
-	return left > 1000000 ? 1000000 : (int)left;
 }
 
 static void eventfd_drain(int fd)

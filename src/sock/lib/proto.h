@@ -5,7 +5,10 @@
  *
  * On accept the poller sends WELCOME (err 0, or why the application is
  * refused: EACCES, EMFILE). Then each request gets exactly one reply of the
- * same type, err 0 or a positive errno. Descriptors travel over SCM_RIGHTS:
+ * same type, err 0 or a positive errno. The library waits for a reply a
+ * bounded time ($VZ_UDPD_TIMEOUT_MS), then hangs up: so a reply always
+ * answers the one request outstanding, and needs no request id.
+ * Descriptors travel over SCM_RIGHTS:
  * SOCKET carries the application's eventfd; the replies of SOCKET and of a
  * SETOPT that resized the rings (VZ_CTL_F_SHM) carry the socket's memfd.
  *
@@ -15,6 +18,9 @@
  */
 #ifndef VZ_SOCK_LIB_PROTO_H
 #define VZ_SOCK_LIB_PROTO_H
+
+#include <string.h>
+#include <sys/socket.h>
 
 #include <linux/types.h>
 
@@ -48,5 +54,27 @@ struct vz_ctl_msg {
 };
 
 _Static_assert(sizeof(struct vz_ctl_msg) == 44, "wire size");
+
+/* Room for the one descriptor a message may carry. */
+union vz_ctl_cmsg {
+	struct cmsghdr h;
+	char buf[CMSG_SPACE(sizeof(int))];
+};
+
+/* Attach fd to mh through c (which must live as long as mh); fd < 0:
+ * nothing is attached. */
+static inline void vz_ctl_attach_fd(struct msghdr *mh, union vz_ctl_cmsg *c,
+				    int fd)
+{
+	if (fd < 0)
+		return;
+	memset(c, 0, sizeof(*c));
+	mh->msg_control = c->buf;
+	mh->msg_controllen = sizeof(c->buf);
+	c->h.cmsg_level = SOL_SOCKET;
+	c->h.cmsg_type = SCM_RIGHTS;
+	c->h.cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(&c->h), &fd, sizeof(int));
+}
 
 #endif
