@@ -78,6 +78,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="remove a stale veloz program left on an interface by a killed run",
     )
     p.add_argument(
+        "--ctl-group",
+        metavar="GROUP",
+        help="let this group's members use `veloz ctl` on the run (else root only): "
+        "the control socket becomes root:GROUP 0660",
+    )
+    p.add_argument(
         "--dispatch",
         choices=DISPATCH_POLICIES,
         help="spread flows over --workers through a dispatch stage (afxdp: a dispatcher "
@@ -173,14 +179,16 @@ def _refuse_foreign_options(args: argparse.Namespace) -> None:
         "--xdp-mode": args.xdp_mode != "native",
         "--pmd": args.pmd != "af_xdp",
         "--no-huge": args.no_huge,
+        "--ctl-group": args.ctl_group is not None,
         "EAL arguments": bool(args.passthrough),
     }
     accepted = {
         "afxdp": {"--workers", "--queues", "--batch", "--copy", "--zero-copy", "--busy-poll",
-                  "--xdp-mode", "--dispatch", "--alloc"},
-        "xdp": {"--dispatch", "--workers"},
-        "xdp-generic": {"--dispatch", "--workers"},
-        "dpdk": {"--workers", "--queues", "--batch", "--pmd", "--no-huge", "EAL arguments"},
+                  "--xdp-mode", "--dispatch", "--alloc", "--ctl-group"},
+        "xdp": {"--dispatch", "--workers", "--ctl-group"},
+        "xdp-generic": {"--dispatch", "--workers", "--ctl-group"},
+        "dpdk": {"--workers", "--queues", "--batch", "--pmd", "--no-huge", "EAL arguments",
+                 "--ctl-group"},
     }.get(args.backend, set())  # fmt: skip
     for option, is_given in given.items():
         if is_given and option not in accepted:
@@ -227,6 +235,8 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd += ["--duration", str(args.duration)]
     if args.replace:
         cmd.append("--replace")
+    if args.ctl_group is not None:
+        cmd += ["--ctl-group", args.ctl_group]
     if args.passthrough:
         cmd += ["--", *args.passthrough]
     return cmd

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
+#include <grp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,5 +148,25 @@ int vz_parse_u64(const char *what, const char *text, __u64 min, __u64 max,
 		return -EINVAL;
 	}
 	*out = value;
+	return 0;
+}
+
+int vz_parse_group(const char *what, const char *text, gid_t *gid)
+{
+	struct group *g = getgrnam(text);
+	__u64 v;
+
+	if (g) {
+		*gid = g->gr_gid;
+		return 0;
+	}
+	if (text[0] < '0' || text[0] > '9') {
+		vz_err("%s: no group %s", what, text);
+		return -EINVAL;
+	}
+	/* (gid_t)-1 is no group at all to the kernel */
+	if (vz_parse_u64(what, text, 0, 0xfffffffeu, &v))
+		return -EINVAL;
+	*gid = (gid_t)v;
 	return 0;
 }

@@ -3,6 +3,8 @@
 #ifndef VZ_CLI_COMMON_H
 #define VZ_CLI_COMMON_H
 
+#include <sys/types.h>
+
 #include <bpf/libbpf.h>
 
 #include "runtime/nf_config.h"
@@ -49,5 +51,8 @@ const char *vz_verdict_name(int verdict);
 /* Parse a whole decimal number in [min, max] or fail with a message. */
 int vz_parse_u64(const char *what, const char *text, __u64 min, __u64 max,
 		 __u64 *out);
+/* A group by name, or by number when no group has that name; fails with
+ * a message naming the option `what`. */
+int vz_parse_group(const char *what, const char *text, gid_t *gid);
 
 #endif

@@ -74,6 +74,12 @@ static void json_counts(const struct vz_counter_view *view,
 	       (unsigned long long)(view->runtime ? c->rt.from_kernel : 0));
 }
 
+/* Written by the control socket's thread. */
+static unsigned long ctl_refused(const struct vz_counter_view *view)
+{
+	return __atomic_load_n(view->ctl_refused, __ATOMIC_RELAXED);
+}
+
 static void print_json(const struct vz_counter_view *view,
 		       const struct vz_snapshot *s, double t, double pps,
 		       double bps, bool summary)
@@ -95,6 +101,8 @@ static void print_json(const struct vz_counter_view *view,
 		printf("}");
 	}
 	printf("]");
+	if (view->ctl_refused)
+		printf(", \"ctl_refused\": %lu", ctl_refused(view));
 	if (view->extra)
 		view->extra(view->extra_arg, true);
 	printf("}\n");
@@ -128,6 +136,8 @@ static void print_table(const struct vz_counter_view *view,
 		       (unsigned long long)c->rt.tx_failed,
 		       (unsigned long long)c->rt.pass_failed,
 		       (unsigned long long)s->rx_missed);
+	if (view->ctl_refused && ctl_refused(view))
+		printf("  ctl refused %lu", ctl_refused(view));
 	if (view->extra)
 		view->extra(view->extra_arg, false);
 	printf("\n");

@@ -42,6 +42,8 @@ struct vz_counter_view {
 	int nports;
 	bool json;
 	bool runtime; /* print rx and the runtime's error counts */
+	/* connections the control socket refused (not root or the group) */
+	const unsigned long *ctl_refused;
 	/*
 	 * More of the line, or NULL: JSON keys (each with a leading ", ")
 	 * before the closing brace, or table columns before the newline.

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/counters.h"
+#include "runtime/peercred.h"
 #include "runtime/dispatch.h"
 #include "cli/ports.h"
 #include "runtime/clock.h"
@@ -42,7 +43,8 @@ static void usage(const struct vz_backend *be, FILE *out)
 		"[--iface IF]...\n"
 		"         [--set KEY=VALUE]... [--json] [--interval S] "
 		"[--duration S] [--replace]\n"
-		"         [--workers N] [--queues N] [--batch N] [--ops FILE]",
+		"         [--workers N] [--queues N] [--batch N] [--ops FILE]"
+		" [--ctl-group GROUP]",
 		be->name);
 	for (opt = be->options; opt && *opt; opt++)
 		fprintf(out, " %s", *opt);
@@ -108,6 +110,7 @@ enum {
 	OPT_QUEUES,
 	OPT_BATCH,
 	OPT_OPS,
+	OPT_CTL_GROUP,
 	OPT_BUSY_POLL, /* from here on: options of some backends only */
 	OPT_COPY,
 	OPT_ZEROCOPY,
@@ -143,6 +146,7 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 		{ "dispatch", required_argument, NULL, OPT_DISPATCH },
 		{ "alloc", no_argument, NULL, OPT_ALLOC },
 		{ "ops", required_argument, NULL, OPT_OPS },
+		{ "ctl-group", required_argument, NULL, OPT_CTL_GROUP },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -259,6 +263,11 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 			break;
 		case OPT_ALLOC:
 			run->alloc = true;
+			break;
+		case OPT_CTL_GROUP:
+			if (vz_parse_group("--ctl-group", optarg,
+					   &run->ctl_gid))
+				return 2;
 			break;
 		case 'h':
 			usage(be, stdout);
@@ -438,6 +447,7 @@ static void print_counters(struct vz_us_run *run, const struct vz_snapshot *s,
 		.nports = run->nports,
 		.json = run->json,
 		.runtime = true,
+		.ctl_refused = &run->ctl.refused,
 	};
 	int p;
 
@@ -571,6 +581,7 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend)
 	run->steer_mode = XDP_MODE_NATIVE;
 	run->pmd = "af_xdp";
 	run->dispatch = -1;
+	run->ctl_gid = VZ_ROOT_ONLY;
 	for (i = 0; i < VZ_MAX_PORTS; i++) {
 		run->ports[i].lock.fd = -1;
 		run->ports[i].tap.fd = -1;
@@ -636,7 +647,7 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend)
 	if (backend->start(run))
 		goto out;
 	started = true;
-	if (vz_ctl_listen(&run->ctl, ctl_err, sizeof(ctl_err))) {
+	if (vz_ctl_listen(&run->ctl, run->ctl_gid, ctl_err, sizeof(ctl_err))) {
 		vz_err("%s", ctl_err);
 		goto out;
 	}

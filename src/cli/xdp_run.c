@@ -29,6 +29,7 @@
 #include "cli/ports.h"
 #include "runtime/clock.h"
 #include "runtime/ctl.h"
+#include "runtime/peercred.h"
 #include "xdp/attach.h"
 #include "xdp/dispatch.h"
 
@@ -49,6 +50,7 @@ struct runner {
 	int nports;
 	bool json;
 	bool replace;
+	gid_t ctl_gid; /* --ctl-group, or VZ_ROOT_ONLY */
 	double interval;
 	double duration; /* 0: until stopped */
 	int ncpus;
@@ -84,7 +86,8 @@ static void usage(FILE *out)
 		"[--json]\n"
 		"                  [--interval S] [--duration S] [--replace]\n"
 		"                  [--ops FILE] [--dispatch rss-mod|flow-affinity|"
-		"buckets --workers N]\n");
+		"buckets --workers N]\n"
+		"                  [--ctl-group GROUP]\n");
 }
 
 /*
@@ -182,6 +185,7 @@ static void print_stats(struct runner *r, const struct vz_snapshot *s,
 		.ports = names,
 		.nports = r->nports,
 		.json = r->json,
+		.ctl_refused = &r->ctl.refused,
 	};
 	int p;
 
@@ -425,6 +429,7 @@ static int parse_args(struct runner *r, int argc, char **argv,
 		{ "ops", required_argument, NULL, 'p' },
 		{ "dispatch", required_argument, NULL, 'D' },
 		{ "workers", required_argument, NULL, 'w' },
+		{ "ctl-group", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -514,6 +519,10 @@ static int parse_args(struct runner *r, int argc, char **argv,
 			r->workers = (unsigned int)workers;
 			r->workers_given = true;
 			break;
+		case 'g':
+			if (vz_parse_group("--ctl-group", optarg, &r->ctl_gid))
+				return 2;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -562,7 +571,8 @@ int main(int argc, char **argv)
 	const char *bpf_path = NULL, *native_path = NULL;
 	struct runner r = { .mode = XDP_MODE_NATIVE,
 			    .interval = 1.0,
-			    .policy = -1 };
+			    .policy = -1,
+			    .ctl_gid = VZ_ROOT_ONLY };
 	struct sigaction sa_active = { .sa_handler = on_active_signal };
 	char cpumap_path[4096];
 	char ctl_err[512];
@@ -654,7 +664,7 @@ int main(int argc, char **argv)
 		vz_err("cannot read the NF's counters");
 		goto out;
 	}
-	if (vz_ctl_listen(&r.ctl, ctl_err, sizeof(ctl_err))) {
+	if (vz_ctl_listen(&r.ctl, r.ctl_gid, ctl_err, sizeof(ctl_err))) {
 		vz_err("%s", ctl_err);
 		goto out;
 	}

@@ -20,6 +20,7 @@
 #include <bpf/bpf.h>
 
 #include "runtime/ctl.h"
+#include "runtime/peercred.h"
 
 #define LINE_MAX_BYTES (1u << 20)
 #define POLL_MS 200
@@ -785,6 +786,23 @@ out:
 	close(fd);
 }
 
+/* Root or the configured group only, whatever the socket's mode: a
+ * refused peer gets one line and the hang-up. */
+static bool refuse(struct vz_ctl *ctl, int fd)
+{
+	static const char msg[] = "error permission denied: root or the "
+				  "run's --ctl-group only\n";
+	uid_t uid;
+
+	if (vz_peer_allowed(fd, ctl->gid, &uid))
+		return false;
+	__atomic_add_fetch(&ctl->refused, 1, __ATOMIC_RELAXED);
+	if (send(fd, msg, sizeof(msg) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		/* it left already */
+	}
+	return true;
+}
+
 static void *server_thread(void *arg)
 {
 	struct vz_ctl *ctl = arg;
@@ -796,12 +814,21 @@ static void *server_thread(void *arg)
 		if (poll(&pfd, 1, POLL_MS) <= 0)
 			continue;
 		fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd >= 0)
+		if (fd < 0)
+			continue;
+		if (refuse(ctl, fd))
+			close(fd);
+		else
 			serve(ctl, fd);
 	}
 	return NULL;
 }
 
+/*
+ * The directory is 0755 whoever runs: it is shared by every run on the
+ * machine, each with its own group or none, so the sockets' modes (and
+ * refuse()) guard them, not the directory's.
+ */
 static int make_dirs(const char *dir)
 {
 	char path[108];
@@ -815,12 +842,12 @@ static int make_dirs(const char *dir)
 			return -errno;
 		*slash = '/';
 	}
-	if (mkdir(path, 0700) && errno != EEXIST)
+	if (mkdir(path, 0755) && errno != EEXIST)
 		return -errno;
-	return chmod(path, 0700) ? -errno : 0;
+	return chmod(path, 0755) ? -errno : 0;
 }
 
-int vz_ctl_listen(struct vz_ctl *ctl, char *err, size_t errlen)
+int vz_ctl_listen(struct vz_ctl *ctl, gid_t gid, char *err, size_t errlen)
 {
 	const char *dir = getenv("VELOZ_CTL_DIR");
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
@@ -854,8 +881,11 @@ int vz_ctl_listen(struct vz_ctl *ctl, char *err, size_t errlen)
 	memcpy(addr.sun_path, ctl->path, strlen(ctl->path) + 1);
 	/* The port is ours (claimed before this), so a file here is stale. */
 	unlink(ctl->path);
+	ctl->gid = gid;
 	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) ||
-	    chmod(ctl->path, 0600) || listen(fd, 8)) {
+	    (gid != VZ_ROOT_ONLY && chown(ctl->path, 0, gid)) ||
+	    chmod(ctl->path, gid != VZ_ROOT_ONLY ? 0660 : 0600) ||
+	    listen(fd, 8)) {
 		ret = -errno;
 		snprintf(err, errlen, "control socket %s: %s", ctl->path,
 			 strerror(errno));

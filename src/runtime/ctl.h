@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <bpf/libbpf.h>
 #include <veloz/maps.h>
@@ -40,6 +41,8 @@ struct vz_ctl {
 	int nports;
 	/* The socket server: */
 	int listen_fd;
+	gid_t gid; /* allowed besides root; (gid_t)-1: none */
+	unsigned long refused; /* connections from anyone else */
 	char path[108];
 	pthread_t thread;
 	bool serving;
@@ -69,9 +72,11 @@ int vz_ctl_run_text(struct vz_ctl *ctl, const char *text, size_t len,
 
 /*
  * Listen on $VELOZ_CTL_DIR (default /run/veloz/ctl)/net<netns inode>-<first
- * port>.sock, root only, and serve one client at a time on a thread.
+ * port>.sock and serve one client at a time on a thread: root only (mode
+ * 0600), or root and the members of gid (root:gid, 0660). Anyone else
+ * who connects is refused, whatever the file's mode, and counted.
  */
-int vz_ctl_listen(struct vz_ctl *ctl, char *err, size_t errlen);
+int vz_ctl_listen(struct vz_ctl *ctl, gid_t gid, char *err, size_t errlen);
 /* Stop serving, remove the socket. Safe to call when not listening. */
 void vz_ctl_close(struct vz_ctl *ctl);
 

@@ -68,6 +68,8 @@ struct vz_us_run {
 	const char *pmd; /* dpdk: af_xdp, af_packet or "" for a named port */
 	bool no_huge; /* dpdk */
 	bool replace;
+	gid_t ctl_gid; /* --ctl-group: may use the control socket, or
+			  VZ_ROOT_ONLY */
 	bool json;
 	double interval;
 	double duration; /* 0: until stopped */

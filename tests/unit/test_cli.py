@@ -101,11 +101,36 @@ def test_userspace_backends_get_their_options_and_eal_arguments():
         (["--backend", "xdp", "--", "-l", "0"], "EAL arguments is not an option of the xdp"),
         (["--backend", "afxdp", "--workers", "0"], "--workers must be between 1 and 64"),
         (["--backend", "dpdk", "--batch", "257"], "--batch must be between 1 and 256"),
+        (["--backend", "linux", "--ctl-group", "0"], "--ctl-group is not an option of the linux"),
     ],
 )
 def test_options_of_another_backend_are_refused(argv, message):
     with pytest.raises(VelozError, match=message):
         run_command("drop", "--iface", "x", *argv)
+
+
+@pytest.mark.parametrize("backend", ["xdp", "xdp-generic", "afxdp", "dpdk"])
+def test_ctl_group_goes_to_every_data_plane(backend):
+    cmd = run_command("drop", "--backend", backend, "--iface", "x", "--ctl-group", "veloz")
+    assert cmd[cmd.index("--ctl-group") + 1] == "veloz"
+    assert "--ctl-group" not in run_command("drop", "--backend", backend, "--iface", "x")
+
+
+@pytest.mark.parametrize("tool", ["vz-xdp", "vz-afxdp", "vz-dpdk"])
+@pytest.mark.parametrize(
+    ("group", "message"),
+    [
+        ("no-such-group-here", "--ctl-group: no group no-such-group-here"),
+        ("4294967295", "--ctl-group must be a whole number from 0 to 4294967294, not '4294967295'"),
+    ],
+)
+def test_a_bad_ctl_group_is_one_line_before_anything_starts(tool, group, message):
+    # parsed with the options, before the root check and any attach
+    argv = [str(paths.tool(tool)), "run", "--ctl-group", group, "--bpf", "x", "--native", "y",
+            "--iface", "z"]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert out.returncode == 2, out
+    assert out.stderr.strip().splitlines() == [f"veloz: {message}"]
 
 
 @pytest.mark.parametrize(

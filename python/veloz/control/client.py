@@ -2,8 +2,11 @@
 
 Every `veloz run` listens on a Unix socket named after its network namespace
 and first port, so `veloz ctl --iface IF` run in the same namespace finds it:
-/run/veloz/ctl/net<inode of /proc/self/ns/net>-<IF>.sock, owned by root,
-mode 0600 in a 0700 directory.
+/run/veloz/ctl/net<inode of /proc/self/ns/net>-<IF>.sock. The socket is
+root's, mode 0600; with `veloz run --ctl-group GROUP` it is root:GROUP, 0660,
+and the NF also checks each client's credentials (root or a member of GROUP;
+anyone else gets one error line and the hang-up). The directory is 0755: it
+is shared by every run, each with its own group or none.
 
 The protocol is lines of text, one reply line per request line; a reply of
 "ok N" to dump, maps and ports is followed by N data lines:
@@ -80,6 +83,10 @@ class Ctl:
         except FileNotFoundError:
             self.sock.close()
             raise CtlError(f"no running NF listens on {path}") from None
+        except PermissionError:
+            self.sock.close()
+            raise CtlError(f"cannot reach the running NF on {path}: permission denied "
+                           "(root, or a member of the run's --ctl-group)") from None  # fmt: skip
         except OSError as e:
             self.sock.close()
             raise CtlError(f"cannot reach the running NF on {path}: {e.strerror}") from None
@@ -118,7 +125,10 @@ class Ctl:
         replies: list[str] = []
         for start in range(0, len(lines), CHUNK):
             chunk = lines[start : start + CHUNK]
-            self.sock.sendall(("\n".join(chunk) + "\n").encode("ascii"))
+            try:
+                self.sock.sendall(("\n".join(chunk) + "\n").encode("ascii"))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # it hung up: the line it sent first (if any) says why
             replies.extend(self._readline() for _ in chunk)
         return replies
 

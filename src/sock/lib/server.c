@@ -30,6 +30,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "runtime/peercred.h"
 #include "sock/lib/proto.h"
 #include "sock/lib/ring.h"
 #include "sock/lib/server.h"
@@ -327,24 +328,13 @@ static bool is_eventfd(int fd)
 
 static int reply(struct vz_app *app, struct vz_ctl_msg *m, int fd)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} c;
+	union vz_ctl_cmsg c;
 	struct iovec iov = { m, sizeof(*m) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 
 	m->len = sizeof(*m);
-	if (fd >= 0) {
-		memset(&c, 0, sizeof(c));
-		mh.msg_control = c.buf;
-		mh.msg_controllen = sizeof(c.buf);
-		c.h.cmsg_level = SOL_SOCKET;
-		c.h.cmsg_type = SCM_RIGHTS;
-		c.h.cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(&c.h), &fd, sizeof(int));
-	}
+	vz_ctl_attach_fd(&mh, &c, fd);
 	/* The application waits for this reply; a full buffer means it
 	 * floods us with requests: it is dropped. */
 	n = sendmsg(app->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -619,71 +609,6 @@ static void app_free(struct vz_sock_server *srv, struct vz_app *app, bool flush)
 	free(app);
 }
 
-static bool in_groups(const gid_t *g, size_t n, gid_t gid)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (g[i] == gid)
-			return true;
-	return false;
-}
-
-/* The peer's supplementary groups from /proc, for kernels without
- * SO_PEERGROUPS. */
-static bool proc_in_group(pid_t pid, gid_t gid)
-{
-	char path[64], line[4096];
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *p = line + 7, *end;
-
-		if (strncmp(line, "Groups:", 7))
-			continue;
-		for (;;) {
-			unsigned long v = strtoul(p, &end, 10);
-
-			if (end == p)
-				break;
-			if (v == gid)
-				found = true;
-			p = end;
-		}
-		break;
-	}
-	fclose(f);
-	return found;
-}
-
-/* Root, or a member of cfg.gid (primary or supplementary group). */
-static bool peer_allowed(const struct vz_sock_server *srv, int fd, uid_t *uid)
-{
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
-	gid_t groups[256];
-	gid_t gid = srv->cfg.gid;
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len))
-		return false;
-	*uid = cr.uid;
-	if (cr.uid == 0)
-		return true;
-	if (gid == (gid_t)-1)
-		return false;
-	if (cr.gid == gid)
-		return true;
-	len = sizeof(groups);
-	if (!getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len))
-		return in_groups(groups, len / sizeof(gid_t), gid);
-	return proc_in_group(cr.pid, gid);
-}
-
 static void welcome(const struct vz_sock_server *srv, int fd, int err)
 {
 	struct vz_ctl_msg m = { .type = VZ_CTL_WELCOME,
@@ -712,7 +637,7 @@ static unsigned int accept_apps(struct vz_sock_server *srv)
 		if (fd < 0)
 			return n;
 		n++;
-		if (!peer_allowed(srv, fd, &uid))
+		if (!vz_peer_allowed(fd, srv->cfg.gid, &uid))
 			err = EACCES;
 		else if (srv->napps >= srv->cfg.max_apps)
 			err = EMFILE;

@@ -17,7 +17,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -165,25 +164,6 @@ static int parse_neigh(const char *text, struct vz_stack_config *c)
 	return 0;
 }
 
-static int parse_group(const char *text, gid_t *gid)
-{
-	struct group *g = getgrnam(text);
-	__u64 v;
-
-	if (g) {
-		*gid = g->gr_gid;
-		return 0;
-	}
-	if (text[0] < '0' || text[0] > '9') {
-		vz_err("--group: no group %s", text);
-		return -1;
-	}
-	if (vz_parse_u64("--group", text, 0, 0xfffffffeu, &v))
-		return -1;
-	*gid = (gid_t)v;
-	return 0;
-}
-
 static int parse_u32(const char *what, const char *text, __u64 min, __u64 max,
 		     __u32 *out)
 {
@@ -290,7 +270,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			o->socket_path = optarg;
 			break;
 		case O_GROUP:
-			err = parse_group(optarg, &o->server.gid);
+			err = vz_parse_group("--group", optarg, &o->server.gid);
 			break;
 		case O_RCVBUF:
 			err = parse_u32("--rcvbuf", optarg, 4096, 1u << 30,
