@@ -519,6 +519,13 @@ static int run(const struct opts *o, struct udpd *u)
 		else if (++idle % IDLE_SPINS == 0)
 			sched_yield();
 	}
+	/* What applications did before the stop (a close, an exit) is in
+	 * the kernel already: take it in, so the summary is the state at the
+	 * end. Bounded: one that keeps sending cannot hold the stop up. */
+	for (work = !ret, idle = 0; work && idle < 64; idle++) {
+		work = vz_sock_server_poll(u->server, send_dgram, u, TX_BUDGET);
+		vz_udpd_port_flush(u->port);
+	}
 	print_stats(u, "summary", o->json, (double)(now_ns() - start) / 1e9);
 	if (ret)
 		vz_err("%s disappeared while running; stopped", o->ifname);
