@@ -76,10 +76,10 @@ def settings(*argv: str) -> dict:
 
 def test_soak_defaults_and_registration():
     s = settings("soak")
-    assert s["backends"] == ["xdp", "afxdp", "dpdk"] and s["seconds"] == 600
+    assert s["backends"] == ["xdp", "xdp-generic", "afxdp", "dpdk"] and s["seconds"] == 600
     assert not s["rates_given"]
     assert soak.SOAK._rates(s) == list(soak.PROBE_RATES)
-    assert soak.SOAK.count(s) == 3 * (len(soak.PROBE_RATES) + 1)
+    assert soak.SOAK.count(s) == 4 * (len(soak.PROBE_RATES) + 1)
     given = settings("soak", "--rates", "100k,300k", "--backends", "afxdp")
     assert given["rates_given"] and soak.SOAK._rates(given) == [300_000, 100_000]
     assert EXPERIMENTS["soak"] is soak.SOAK

@@ -50,7 +50,7 @@ DEFAULTS: dict[str, dict] = {
     "ddos": {"rates": "1M,4M"},
     "dispatch": {"rates": "25k,50k,65k,80k,100k", "seconds": 2.0},
     # ten minutes per backend; rates: found by probing unless given
-    "soak": {"backends": "xdp,afxdp,dpdk", "seconds": 600.0},
+    "soak": {"backends": "xdp,xdp-generic,afxdp,dpdk", "seconds": 600.0},
     "udp-soak": {"seconds": 600.0},
 }
 BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
@@ -62,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("experiment", metavar="EXPERIMENT", help=", ".join(EXPERIMENTS))
     p.add_argument("--backends",
-                   help="comma-separated (default: all five; soak: xdp,afxdp,dpdk)")  # fmt: skip
+                   help="comma-separated (default: all five; soak: all but linux)")  # fmt: skip
     p.add_argument("--sizes", help="frame sizes in bytes (default 64; headline 64,1500; "
                    "sizes 64..1500)")  # fmt: skip
     p.add_argument("--trials", type=int, default=5, help="repetitions, interleaved (default 5)")

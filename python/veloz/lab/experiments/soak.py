@@ -36,7 +36,6 @@ from veloz.lab import trial
 from veloz.lab.experiments import udp
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
 
-SOAK_BACKENDS = ("xdp", "afxdp", "dpdk")
 PROBE_RATES = (2_000_000, 1_000_000, 500_000, 250_000, 100_000)
 PROBE_S = 3.0
 SAMPLE_S = 5.0
