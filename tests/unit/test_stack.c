@@ -229,6 +229,17 @@ static size_t arp_frame(__u8 *f, const __u8 *eth_dst, __u16 op, const __u8 *sha,
 	return 42;
 }
 
+/* 10.0.0.2 broadcasts an ARP request for us (10.0.0.1) at `now`: we answer
+ * and learn its address from it. */
+static void peer_asks_for_us(struct host *h, __u64 now)
+{
+	static const __u8 zero[6];
+	size_t n = arp_frame(frame, bcast, 1, mac_of[2], ip4(10, 0, 0, 2), zero,
+			     ip4(10, 0, 0, 1));
+
+	input(h, frame, n, now);
+}
+
 struct iphdr_spec {
 	__be32 src, dst;
 	__u8 proto, ttl, ihl;
@@ -436,9 +447,7 @@ static void test_arp_answer(void)
 	size_t n;
 
 	host_up(&h, 1);
-	n = arp_frame(frame, bcast, 1, mac_of[2], ip4(10, 0, 0, 2), zero,
-		      ip4(10, 0, 0, 1));
-	input(&h, frame, n, T0);
+	peer_asks_for_us(&h, T0);
 	CHECK(h.ntx == 1 && h.tx[0].len == 60 &&
 		      !memcmp(h.tx[0].data, want, 60),
 	      "ARP reply, byte for byte");
@@ -568,9 +577,7 @@ static void test_arp_expiry(void)
 	base_cfg(&h.cfg, 1);
 	h.cfg.arp_timeout_ms = 5000;
 	host_up(&h, 0);
-	n = arp_frame(frame, bcast, 1, mac_of[2], ip4(10, 0, 0, 2), zero,
-		      ip4(10, 0, 0, 1));
-	input(&h, frame, n, T0);
+	peer_asks_for_us(&h, T0);
 	host_clear(&h);
 	/* used in its last sixth: sent, and a refresh probe (unanswered) */
 	CHECK(vz_stack_send(h.s, &m, "x", 1, T0 + 4999 * MS) == 0 &&
@@ -718,19 +725,15 @@ static void test_arp_probe_silent(void)
 {
 	struct vz_dgram_meta m = { 0, ip4(10, 0, 0, 2), htons(1000),
 				   htons(2000) };
-	static const __u8 zero[6];
 	unsigned int k, i, nprobes = 0, early = 0, requests = 0;
 	__u64 now, last = 0, probe_at[16];
 	struct host h;
-	size_t n;
 
 	base_cfg(&h.cfg, 1);
 	h.cfg.arp_retry_ms = 100;
 	host_up(&h, 0);
 	/* learned from its request for us, at T0: expires at T0 + 60 s */
-	n = arp_frame(frame, bcast, 1, mac_of[2], ip4(10, 0, 0, 2), zero,
-		      ip4(10, 0, 0, 1));
-	input(&h, frame, n, T0);
+	peer_asks_for_us(&h, T0);
 	host_clear(&h);
 	for (k = 4900; k <= 6000; k++) {
 		now = T0 + k * 10 * MS;
@@ -787,7 +790,7 @@ static void test_arp_probe_silent(void)
 	base_cfg(&h.cfg, 1);
 	h.cfg.arp_retry_ms = 3000;
 	host_up(&h, 0);
-	input(&h, frame, n, T0);
+	peer_asks_for_us(&h, T0);
 	host_clear(&h);
 	for (k = 500; k < 600; k++)
 		vz_stack_send(h.s, &m, "x", 1, T0 + k * 100 * MS);
