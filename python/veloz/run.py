@@ -14,7 +14,7 @@ from veloz.errors import VelozError
 XDP_MODES = {"xdp": "native", "xdp-generic": "skb"}
 # backend -> the C tool that runs it in userspace
 USERSPACE = {"afxdp": "vz-afxdp", "dpdk": "vz-dpdk"}
-# The dispatch stage's policies (src/runtime/dispatch.h, src/xdp/dispatch.bpf.c).
+# The dispatch stage's policies (src/dispatch/).
 DISPATCH_POLICIES = ("rss-mod", "flow-affinity", "buckets")
 
 DESCRIPTION = """\

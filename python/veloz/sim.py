@@ -1,7 +1,7 @@
 """`veloz sim`: the dispatch policies and the core allocator in a discrete-event simulation.
 
 The simulator is the C tool vz-sim, linked with the runtime's own policy code
-(src/runtime/dispatch.c, core_alloc.c), so what it shows is what the afxdp
+(src/dispatch/dispatch.c, core_alloc.c), so what it shows is what the afxdp
 dispatcher does, on 2 to 64 simulated workers. This module builds its command
 line, parses its JSON and prints it; `run_sim()` is the entry point for the lab.
 """
@@ -37,8 +37,8 @@ drain, then sleep; waking takes --wake-us). Latency is completion minus arrival.
 
 
 def tool() -> Path:
-    """The vz-sim binary of the build (src/sim, beside the other C tools)."""
-    path = paths.build_dir() / "src" / "sim" / "vz-sim"
+    """The vz-sim binary of the build (src/dispatch/sim)."""
+    path = paths.build_dir() / "src" / "dispatch" / "vz-sim"
     if not path.exists():
         raise VelozError(f"vz-sim is not built; run `make build` in {paths.REPO_ROOT}", code=1)
     return path

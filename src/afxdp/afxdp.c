@@ -29,7 +29,7 @@
 #include <xdp/xsk.h>
 
 #include "afxdp/afxdp.h"
-#include "runtime/dispatch.h"
+#include "dispatch/dispatch.h"
 #include "runtime/xsk_stats.h"
 
 /* ---- frames ----------------------------------------------------------------

@@ -20,7 +20,7 @@
 
 #include "cli/counters.h"
 #include "runtime/peercred.h"
-#include "runtime/dispatch.h"
+#include "dispatch/dispatch.h"
 #include "cli/ports.h"
 #include "runtime/clock.h"
 #include "runtime/userspace.h"

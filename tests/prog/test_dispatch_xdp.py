@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""The XDP dispatch stage (src/xdp/dispatch.bpf.c) under BPF_PROG_TEST_RUN.
+"""The XDP dispatch stage (src/dispatch/xdp_stage.bpf.c) under BPF_PROG_TEST_RUN.
 
 The dispatcher's object is loaded through libbpf (ctypes), its maps set up
-by hand as the loader (src/xdp/dispatch.c) would, and crafted frames run
+by hand as the loader (src/dispatch/xdp_stage.c) would, and crafted frames run
 through it one at a time. The CPU it picked is read back from its
 per-target-CPU packet counter (dsp_cpu_pkts), the flow map and the buckets.
 
@@ -28,7 +28,7 @@ from scapy.layers.inet import IP
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("VELOZ_BUILD_DIR", REPO_ROOT / "build"))
-DISPATCH_OBJ = BUILD / "src" / "xdp" / "dispatch.bpf.o"
+DISPATCH_OBJ = BUILD / "src" / "dispatch" / "xdp_stage.bpf.o"
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="loading BPF programs needs root (BPF_PROG_TEST_RUN)"

@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "runtime/core_alloc.h"
-#include "runtime/dispatch.h"
-#include "runtime/toeplitz.h"
+#include "dispatch/core_alloc.h"
+#include "dispatch/dispatch.h"
+#include "dispatch/toeplitz.h"
 
 struct rss_vector {
 	const char *src, *dst;

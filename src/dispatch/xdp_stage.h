@@ -2,10 +2,10 @@
 /*
  * The dispatch stage on XDP: a small program on the interface
  * (dispatch.bpf.c, vz_xdp_dispatch) hashes each frame's flow with the RSS
- * Toeplitz hash (the one src/runtime/toeplitz.c computes), picks a CPU by
+ * Toeplitz hash (the one src/dispatch/toeplitz.c computes), picks a CPU by
  * policy and redirects the frame through a cpumap to that CPU, where the NF
  * runs as the cpumap's program. The policies are the userspace dispatcher's
- * (src/runtime/dispatch.h):
+ * (src/dispatch/dispatch.h):
  *
  *   rss-mod        active[hash % nactive] (Shenango).
  *   flow-affinity  a flow table (LRU hash, key the 5-tuple) keeps each flow

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/core_alloc.h"
+#include "dispatch/core_alloc.h"
 
 void vz_core_alloc_config_default(struct vz_core_alloc_config *cfg,
 				  unsigned int max_workers)

@@ -16,11 +16,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "xdp/dispatch.h"
+#include "dispatch/xdp_stage.h"
 
-/* dispatch.bpf.o, as bytes (meson embeds it). */
+/* xdp_stage.bpf.o, as bytes (meson embeds it). */
 static const unsigned char vz_dispatch_bpf[] = {
-#include "dispatch.bpf.inc"
+#include "xdp_stage.bpf.inc"
 };
 
 #define VZ_DSP_IMBALANCE 0.10 /* act when max > (1 + this) * mean */

@@ -3,13 +3,13 @@
  * The afxdp backend's dispatch stage (--dispatch): one thread, the
  * dispatcher, owns every socket. It takes each received frame, hashes its
  * flow (vz_rss_hash_frame: veth and copy mode hand no RSS hash over), asks
- * the policy (runtime/dispatch.c) for a worker and passes the frame on a
+ * the policy (dispatch/dispatch.c) for a worker and passes the frame on a
  * lock-free ring. Workers run the NF in place, in the dispatcher's UMEM,
  * and hand the verdict back on a second ring; the dispatcher sends or frees
  * the frame, so every socket ring keeps its single producer and consumer,
  * as AF_XDP requires. Calisto's IOKernel works the same way over DPDK.
  *
- * With --alloc the core allocator (runtime/core_alloc.c) grows and shrinks
+ * With --alloc the core allocator (dispatch/core_alloc.c) grows and shrinks
  * the active workers with queueing delay. A worker beyond the active ones
  * finishes what it holds and sleeps on a futex until woken: parked workers
  * cost no CPU.
@@ -25,10 +25,10 @@
 #include <unistd.h>
 
 #include "afxdp/afxdp.h"
-#include "runtime/core_alloc.h"
-#include "runtime/dispatch.h"
+#include "dispatch/core_alloc.h"
+#include "dispatch/dispatch.h"
 #include "runtime/spsc.h"
-#include "runtime/toeplitz.h"
+#include "dispatch/toeplitz.h"
 
 #define JOB_RING 4096 /* frames queued per worker, a power of two */
 #define IDLE_SPINS 256 /* empty polls before a worker yields its CPU */

@@ -2,7 +2,7 @@
 /*
  * The dispatch stage's policy: which worker gets a frame, from its flow's
  * RSS hash. One dispatcher calls it (it takes no locks); the userspace
- * runtime (src/afxdp) and the simulator (src/sim) run this same code.
+ * runtime (src/afxdp) and the simulator (src/dispatch/sim) run this same code.
  *
  *   rss-mod        hash % active workers (Shenango). Changing the number of
  *                  workers moves most flows at once, and a flow whose

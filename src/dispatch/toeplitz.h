@@ -3,7 +3,7 @@
  * The RSS hash in software, for ports that do not hand one over (AF_XDP
  * copy mode, veth): the Toeplitz hash with Microsoft's default key over
  * (source address, destination address, source port, destination port) in
- * network byte order, as NICs compute it. src/xdp/dispatch.bpf.c computes
+ * network byte order, as NICs compute it. src/dispatch/xdp_stage.bpf.c computes
  * the same, so a flow lands on the same hash on every backend.
  */
 #ifndef VZ_RUNTIME_TOEPLITZ_H

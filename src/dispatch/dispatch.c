@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/dispatch.h"
+#include "dispatch/dispatch.h"
 
 /* Slots looked at for a flow before the table counts as full. */
 #define PROBE 32

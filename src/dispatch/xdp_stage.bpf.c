@@ -12,7 +12,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#include "xdp/dispatch.h"
+#include "dispatch/xdp_stage.h"
 
 #define ETH_P_8021AD_ 0x88a8
 #define ETH_P_8021Q_ 0x8100
@@ -91,7 +91,7 @@ struct {
 	__uint(max_entries, VZ_DSP_BUCKETS);
 } dsp_bkt_pkts SEC(".maps");
 
-/* Microsoft's RSS key, as NICs and src/runtime/toeplitz.c use it. */
+/* Microsoft's RSS key, as NICs and src/dispatch/toeplitz.c use it. */
 static const volatile __u8 rss_key[40] = {
 	0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
 	0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * vz-sim: a discrete-event simulator of the dispatch stage. It runs the
- * runtime's own policy code (src/runtime/dispatch.c, core_alloc.c) on a
+ * runtime's own policy code (src/dispatch/dispatch.c, core_alloc.c) on a
  * generated trace, for up to 64 workers, where this machine has 2 cores.
  *
  * Model. Frames arrive (Poisson, or on/off bursts of the same mean) from
@@ -34,9 +34,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/core_alloc.h"
-#include "runtime/dispatch.h"
-#include "runtime/toeplitz.h"
+#include "dispatch/core_alloc.h"
+#include "dispatch/dispatch.h"
+#include "dispatch/toeplitz.h"
 
 #define MAX_STEPS 64
 #define TICK_NS 1000ull

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <string.h>
 
-#include "runtime/toeplitz.h"
+#include "dispatch/toeplitz.h"
 
 const __u8 vz_rss_key[VZ_RSS_KEY_LEN] = {
 	0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
