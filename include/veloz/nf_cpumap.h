@@ -2,7 +2,7 @@
 /*
  * The cpumap build of an NF: NAME.cpumap.bpf.o, compiled with
  * `-DVZ_CPUMAP -include veloz/nf_cpumap.h` (nf/meson.build), runs behind
- * the dispatch stage as a cpumap program (src/xdp/dispatch.h). The kernel
+ * the dispatch stage as a cpumap program (src/dispatch/xdp_stage.h). The kernel
  * drops XDP_TX there, so TX goes back out of the ingress interface by
  * redirect instead, still counted as TX. Everything else is nf.h's, which
  * this includes first; the NF's own #include of it is then a no-op, and its
