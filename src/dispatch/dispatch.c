@@ -9,7 +9,7 @@
 #define PROBE 32
 /* Flow-table slots aged per tick. */
 #define AGE_SLICE 64
-#define NO_WORKER 0xff
+#define NO_WORKER VZ_POLICY_NONE
 
 struct flow {
 	__u32 hash;
@@ -22,10 +22,8 @@ struct flow {
 };
 
 struct bucket {
+	struct vz_policy_bucket p; /* owner, pending: policy.h decides */
 	__u32 in_flight;
-	__u8 owner;
-	__u8 pending; /* where it goes once nothing is in flight */
-	__u64 pending_since;
 	__u64 load; /* frames, decayed every rebalance */
 };
 
@@ -37,32 +35,17 @@ struct vz_dispatch {
 	__u32 age_cursor;
 	__u64 now; /* of the last pick or tick */
 	__u64 next_rebalance;
-	__u32 in_flight[VZ_DISPATCH_MAX_WORKERS];
+	__u64 changed_at; /* of the active set */
+	unsigned int forced_left; /* this rebalance period */
+	__u32 random; /* xorshift32 state */
+	vz_dispatch_recorder_fn *recorder;
+	void *recorder_arg;
+	/* policy.h's input; view.load[w] is frames in flight on worker w */
+	struct vz_policy_view view;
 	__u32 flows_on[VZ_DISPATCH_MAX_WORKERS];
-	struct bucket buckets[VZ_DISPATCH_BUCKETS];
+	struct bucket buckets[VZ_DISPATCH_NBUCKETS];
 	struct vz_dispatch_stats stats;
 };
-
-static const char *const policy_names[] = {
-	[VZ_DISPATCH_RSS_MOD] = "rss-mod",
-	[VZ_DISPATCH_FLOW_AFFINITY] = "flow-affinity",
-	[VZ_DISPATCH_BUCKETS_POLICY] = "buckets",
-};
-
-int vz_dispatch_policy_parse(const char *name)
-{
-	unsigned int i;
-
-	for (i = 0; i < sizeof(policy_names) / sizeof(policy_names[0]); i++)
-		if (!strcmp(name, policy_names[i]))
-			return (int)i;
-	return -1;
-}
-
-const char *vz_dispatch_policy_name(enum vz_dispatch_policy policy)
-{
-	return (unsigned int)policy < 3 ? policy_names[policy] : "?";
-}
 
 void vz_dispatch_config_default(struct vz_dispatch_config *cfg,
 				enum vz_dispatch_policy policy,
@@ -76,6 +59,13 @@ void vz_dispatch_config_default(struct vz_dispatch_config *cfg,
 		.rebalance_ns = 1000000ull, /* 1 ms */
 		.imbalance = 0.02,
 		.hold_ns = 200000ull, /* 200 us */
+		.settle_ns = 2000000ull, /* two rebalance periods */
+		.max_forced = 1024, /* a period: at most ~1 in 10 frames at 10 Mpps */
+		.migrate_gap = 1,
+		.force_gap = 64,
+		/* scanning 64 workers per frame costs the dispatcher more than
+		 * it gains (vz-sim --scan-ns): two choices beyond 8 */
+		.choices = workers > 8 ? 2 : 0,
 	};
 }
 
@@ -97,7 +87,7 @@ struct vz_dispatch *vz_dispatch_new(const struct vz_dispatch_config *cfg)
 			PROBE, cfg->flow_slots);
 		return NULL;
 	}
-	if ((unsigned int)cfg->policy > VZ_DISPATCH_BUCKETS_POLICY ||
+	if ((unsigned int)cfg->policy >= VZ_DISPATCH_POLICIES ||
 	    cfg->imbalance < 0) {
 		fprintf(stderr, "dispatch: bad policy or imbalance\n");
 		return NULL;
@@ -113,9 +103,17 @@ struct vz_dispatch *vz_dispatch_new(const struct vz_dispatch_config *cfg)
 	d->cfg = *cfg;
 	d->mask = cfg->flow_slots - 1;
 	d->active = cfg->workers;
-	for (b = 0; b < VZ_DISPATCH_BUCKETS; b++) {
-		d->buckets[b].owner = (__u8)(b % cfg->workers);
-		d->buckets[b].pending = NO_WORKER;
+	d->view.policy = cfg->policy;
+	d->view.nactive = cfg->workers;
+	d->view.migrate_gap = cfg->migrate_gap;
+	d->view.force_gap = cfg->force_gap;
+	d->view.choices = cfg->choices;
+	d->random = 0x9e3779b9u;
+	d->forced_left = cfg->max_forced;
+	d->view.may_force = cfg->max_forced > 0;
+	for (b = 0; b < VZ_DISPATCH_NBUCKETS; b++) {
+		d->buckets[b].p.owner = b % cfg->workers;
+		d->buckets[b].p.pending = NO_WORKER;
 	}
 	return d;
 }
@@ -184,86 +182,118 @@ static struct flow *find_flow(struct vz_dispatch *d, __u32 hash, __u64 now,
 	return free_slot;
 }
 
-/* The active worker with the fewest frames in flight, then fewest flows. */
-static unsigned int least_loaded(const struct vz_dispatch *d)
+/* xorshift32: the draws of power-of-two choices, cheap and reproducible. */
+static __u32 next_random(struct vz_dispatch *d)
 {
-	unsigned int w, best = 0;
+	__u32 x = d->random;
 
-	for (w = 1; w < d->active; w++)
-		if (d->in_flight[w] < d->in_flight[best] ||
-		    (d->in_flight[w] == d->in_flight[best] &&
-		     d->flows_on[w] < d->flows_on[best]))
-			best = w;
-	return best;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return d->random = x;
 }
 
-static unsigned int pick_flow_affinity(struct vz_dispatch *d, struct flow *f,
-				       __u32 hash)
+/* A forced move: counted, and paid from this period's budget. */
+static void spend_forced(struct vz_dispatch *d, bool flow)
 {
-	if (!f) /* untracked: still deterministic per flow */
-		return hash % d->active;
-	if (f->worker != NO_WORKER && (f->worker < d->active || f->in_flight))
-		return f->worker; /* a parked worker keeps a busy flow */
-	return least_loaded(d);
-}
-
-static void move_bucket(struct vz_dispatch *d, struct bucket *b,
-			unsigned int to)
-{
-	if (b->owner == to) {
-		b->pending = NO_WORKER;
-		return;
-	}
-	if (b->in_flight) {
-		if (b->pending == NO_WORKER)
-			b->pending_since = d->now;
-		b->pending = (__u8)to;
-		return;
-	}
-	b->owner = (__u8)to;
-	b->pending = NO_WORKER;
-	d->stats.buckets_moved++;
-}
-
-static unsigned int pick_bucket(struct vz_dispatch *d, struct bucket *b)
-{
-	if (b->pending == NO_WORKER)
-		return b->owner;
-	if (!b->in_flight) {
-		move_bucket(d, b, b->pending);
-	} else if (d->now - b->pending_since > d->cfg.hold_ns) {
-		/* Its old worker never drains it: move it anyway. */
-		b->owner = b->pending;
-		b->pending = NO_WORKER;
+	if (flow) {
+		d->stats.flows_forced++;
+	} else {
 		d->stats.buckets_moved++;
 		d->stats.buckets_forced++;
 	}
-	return b->owner;
+	if (!--d->forced_left)
+		d->view.may_force = 0;
+}
+
+/*
+ * The worker for a frame under buckets: the flow table keeps order, so
+ * the bucket itself never waits to move (and is never forced to); without
+ * an entry (table full) the frame waits for its bucket like the XDP stage.
+ */
+static unsigned int pick_bucket(struct vz_dispatch *d, struct bucket *b,
+				const struct flow *f)
+{
+	struct vz_policy_record rec;
+	__u32 event;
+	unsigned int w;
+
+	if (d->recorder)
+		rec = (struct vz_policy_record){
+			.view = d->view,
+			.bucket = b->p,
+			.now = d->now,
+			.hold_ns = d->cfg.hold_ns,
+			.kind = VZ_POLICY_RECORD_BUCKET,
+			.worker = f ? f->worker : NO_WORKER,
+			.busy = f && f->in_flight,
+			.bucket_busy = !f && b->in_flight,
+			.may_force = d->forced_left > 0,
+		};
+	w = vz_policy_bucket(&d->view, &b->p, f ? f->worker : NO_WORKER,
+			     f && f->in_flight, !f && b->in_flight, d->now,
+			     d->cfg.hold_ns, d->forced_left > 0, &event);
+	if (d->recorder) {
+		rec.out_worker = w;
+		rec.out_event = event;
+		rec.out_bucket = b->p;
+		d->recorder(d->recorder_arg, &rec);
+	}
+	if (event == VZ_POLICY_MOVED)
+		d->stats.buckets_moved++;
+	if (event == VZ_POLICY_FORCED)
+		spend_forced(d, f != NULL);
+	return w;
+}
+
+/* A flow's worker by policy.h, or by hash alone when the table is full. */
+static unsigned int pick_flow(struct vz_dispatch *d, struct flow *f,
+			      __u32 hash)
+{
+	struct vz_policy_record rec;
+	__u32 event, w, r;
+
+	if (!f) /* untracked: still deterministic per flow */
+		return vz_policy_rss_mod(&d->view, hash);
+	r = next_random(d);
+	if (d->recorder)
+		rec = (struct vz_policy_record){
+			.view = d->view,
+			.kind = VZ_POLICY_RECORD_FLOW,
+			.hash = hash,
+			.worker = f->worker,
+			.busy = f->in_flight != 0,
+			.r = r,
+		};
+	w = vz_policy_pick_flow(&d->view, hash, f->worker, f->in_flight != 0, r,
+				&event);
+	if (d->recorder) {
+		rec.out_worker = w;
+		rec.out_event = event;
+		d->recorder(d->recorder_arg, &rec);
+	}
+	if (event == VZ_POLICY_FORCED)
+		spend_forced(d, true);
+	return w;
 }
 
 unsigned int vz_dispatch_pick(struct vz_dispatch *d, __u32 hash, __u64 now_ns,
 			      struct vz_dispatch_ticket *t)
 {
-	struct bucket *b = &d->buckets[hash % VZ_DISPATCH_BUCKETS];
+	struct bucket *b = &d->buckets[hash % VZ_DISPATCH_NBUCKETS];
 	unsigned int worker;
 	struct flow *f;
 	bool fresh;
 
 	d->now = now_ns;
 	f = find_flow(d, hash, now_ns, &fresh);
-	switch (d->cfg.policy) {
-	case VZ_DISPATCH_FLOW_AFFINITY:
-		worker = pick_flow_affinity(d, f, hash);
-		break;
-	case VZ_DISPATCH_BUCKETS_POLICY:
-		worker = pick_bucket(d, b);
-		break;
-	default:
-		worker = hash % d->active;
-	}
+	if (d->cfg.policy == VZ_DISPATCH_BUCKETS)
+		worker = pick_bucket(d, b, f);
+	else
+		worker = pick_flow(d, f, hash);
 	*t = (struct vz_dispatch_ticket){ .hash = hash,
 					  .bucket =
-						  hash % VZ_DISPATCH_BUCKETS };
+						  hash % VZ_DISPATCH_NBUCKETS };
 	if (f) {
 		if (f->worker != worker) {
 			if (f->worker != NO_WORKER) {
@@ -282,7 +312,7 @@ unsigned int vz_dispatch_pick(struct vz_dispatch *d, __u32 hash, __u64 now_ns,
 	}
 	b->in_flight++;
 	b->load++;
-	d->in_flight[worker]++;
+	d->view.load[worker]++;
 	d->stats.frames++;
 	d->stats.frames_per_worker[worker]++;
 	return worker;
@@ -293,7 +323,7 @@ void vz_dispatch_done(struct vz_dispatch *d, unsigned int worker,
 {
 	struct flow *f;
 
-	d->in_flight[worker]--;
+	d->view.load[worker]--;
 	d->buckets[t->bucket].in_flight--;
 	if (!t->flow)
 		return;
@@ -309,36 +339,49 @@ void vz_dispatch_done(struct vz_dispatch *d, unsigned int worker,
 void vz_dispatch_cancel(struct vz_dispatch *d, unsigned int worker,
 			const struct vz_dispatch_ticket *t)
 {
-	d->in_flight[worker]--;
+	d->view.load[worker]--;
 	d->buckets[t->bucket].in_flight--;
 	if (t->flow)
 		d->flows[t->flow - 1].in_flight--;
 }
 
-/* Load of every worker's buckets over the last period. */
+/* Where a bucket is going: its pending owner, else its owner. */
+static unsigned int destination(const struct bucket *k)
+{
+	return k->p.pending != NO_WORKER ? k->p.pending : k->p.owner;
+}
+
+/*
+ * Load of every worker's buckets over the last period, by destination; a
+ * bucket counts one frame more than it saw, so buckets with no history yet
+ * (a cold start, a new worker) are spread by number.
+ */
 static void worker_loads(const struct vz_dispatch *d, __u64 *load)
 {
 	unsigned int b;
 
 	memset(load, 0, sizeof(*load) * VZ_DISPATCH_MAX_WORKERS);
-	for (b = 0; b < VZ_DISPATCH_BUCKETS; b++) {
-		const struct bucket *k = &d->buckets[b];
-
-		load[k->pending != NO_WORKER ? k->pending : k->owner] +=
-			k->load;
-	}
+	for (b = 0; b < VZ_DISPATCH_NBUCKETS; b++)
+		load[destination(&d->buckets[b])] += d->buckets[b].load + 1;
 }
 
-/* Where a bucket is going: its pending owner, else its owner. */
-static unsigned int destination(const struct bucket *k)
+/* Send bucket `k` to worker `to`: policy.h moves it once it is quiescent. */
+static void send_bucket(struct vz_dispatch *d, struct bucket *k,
+			unsigned int to)
 {
-	return k->pending != NO_WORKER ? k->pending : k->owner;
+	if (k->p.owner == to) {
+		k->p.pending = NO_WORKER;
+		return;
+	}
+	if (k->p.pending == NO_WORKER)
+		k->p.pending_since = d->now;
+	k->p.pending = to;
 }
 
 /*
  * One step of RSS++: the busiest worker gives the idlest buckets worth what
  * brings one of them to the mean, largest first, so the fewest buckets
- * move. Returns the buckets moved.
+ * move; they move together, as one group. Returns the buckets sent.
  */
 static unsigned int rebalance_step(struct vz_dispatch *d)
 {
@@ -362,32 +405,65 @@ static unsigned int rebalance_step(struct vz_dispatch *d)
 	for (;;) {
 		struct bucket *best = NULL;
 
-		for (b = 0; b < VZ_DISPATCH_BUCKETS; b++) {
+		for (b = 0; b < VZ_DISPATCH_NBUCKETS; b++) {
 			struct bucket *k = &d->buckets[b];
 
-			if (destination(k) == hi && k->load && k->load <= gap &&
+			if (destination(k) == hi && k->load + 1 <= gap &&
 			    (!best || k->load > best->load))
 				best = k;
 		}
 		if (!best)
 			return moved;
-		gap -= best->load;
-		move_bucket(d, best, lo); /* its destination is lo now */
+		gap -= best->load + 1;
+		send_bucket(d, best, lo);
 		moved++;
 	}
 }
 
-/* Steps until the load is even or nothing fits, then a new period. */
-static void rebalance(struct vz_dispatch *d)
+/* Steps until the load is even or nothing fits. */
+static void even_out(struct vz_dispatch *d)
 {
-	unsigned int step, b;
+	unsigned int step;
 
 	d->stats.rebalances++;
 	for (step = 0; step < d->active; step++)
 		if (!rebalance_step(d))
 			break;
-	for (b = 0; b < VZ_DISPATCH_BUCKETS; b++)
+}
+
+/*
+ * Even out, then a new period. Not
+ * while the active set is still settling: the allocator grows and shrinks
+ * in bursts, and buckets evened over a set about to change again would
+ * only be moved back (that thrash cost 100x rss-mod's p99 at low load).
+ */
+static void rebalance(struct vz_dispatch *d)
+{
+	unsigned int b;
+
+	if (d->now - d->changed_at < d->cfg.settle_ns)
+		return;
+	even_out(d);
+	for (b = 0; b < VZ_DISPATCH_NBUCKETS; b++)
 		d->buckets[b].load /= 2;
+}
+
+/*
+ * adaptive: spread by load once queues differ by more than the gap
+ * flow-affinity tolerates, hash while they do not.
+ */
+static void adapt(struct vz_dispatch *d)
+{
+	unsigned int w;
+	__u32 lo = ~0u, hi = 0;
+
+	for (w = 0; w < d->active; w++) {
+		if (d->view.load[w] < lo)
+			lo = d->view.load[w];
+		if (d->view.load[w] > hi)
+			hi = d->view.load[w];
+	}
+	d->view.spread = hi - lo > d->cfg.migrate_gap;
 }
 
 void vz_dispatch_tick(struct vz_dispatch *d, __u64 now_ns)
@@ -395,9 +471,13 @@ void vz_dispatch_tick(struct vz_dispatch *d, __u64 now_ns)
 	unsigned int i;
 
 	d->now = now_ns;
-	if (d->cfg.policy == VZ_DISPATCH_BUCKETS_POLICY &&
-	    now_ns >= d->next_rebalance) {
-		if (d->next_rebalance)
+	if (d->cfg.policy == VZ_DISPATCH_ADAPTIVE)
+		adapt(d);
+	if (now_ns >= d->next_rebalance) {
+		/* A new period: a new budget of forced moves. */
+		d->forced_left = d->cfg.max_forced;
+		d->view.may_force = d->forced_left > 0;
+		if (d->next_rebalance && d->cfg.policy == VZ_DISPATCH_BUCKETS)
 			rebalance(d);
 		d->next_rebalance = now_ns + d->cfg.rebalance_ns;
 	}
@@ -411,6 +491,13 @@ void vz_dispatch_tick(struct vz_dispatch *d, __u64 now_ns)
 	}
 }
 
+/*
+ * Flows need nothing here: policy.h moves a flow of a parked worker, or
+ * one whose worker is behind a new, empty one, at its next frame once it
+ * has none in flight. Buckets of parked workers are sent, all at once, to
+ * the least loaded; a new worker starts empty and gets its share at once,
+ * as one group. Periodic rebalances wait for the set to settle.
+ */
 void vz_dispatch_set_active(struct vz_dispatch *d, unsigned int n)
 {
 	__u64 load[VZ_DISPATCH_MAX_WORKERS];
@@ -423,11 +510,12 @@ void vz_dispatch_set_active(struct vz_dispatch *d, unsigned int n)
 	if (n == d->active)
 		return;
 	d->active = n;
-	if (d->cfg.policy != VZ_DISPATCH_BUCKETS_POLICY)
+	d->view.nactive = n;
+	d->changed_at = d->now;
+	if (d->cfg.policy != VZ_DISPATCH_BUCKETS)
 		return;
-	/* Buckets of parked workers go, one by one, to the least loaded. */
 	worker_loads(d, load);
-	for (b = 0; b < VZ_DISPATCH_BUCKETS; b++) {
+	for (b = 0; b < VZ_DISPATCH_NBUCKETS; b++) {
 		struct bucket *k = &d->buckets[b];
 
 		if (destination(k) < n)
@@ -435,11 +523,10 @@ void vz_dispatch_set_active(struct vz_dispatch *d, unsigned int n)
 		for (to = 0, w = 1; w < n; w++)
 			if (load[w] < load[to])
 				to = w;
-		load[to] += k->load + 1; /* +1: spread unloaded ones too */
-		move_bucket(d, k, to);
+		load[to] += k->load + 1;
+		send_bucket(d, k, to);
 	}
-	/* A new worker starts empty: give it its share now. */
-	rebalance(d);
+	even_out(d);
 }
 
 unsigned int vz_dispatch_active(const struct vz_dispatch *d)
@@ -449,7 +536,7 @@ unsigned int vz_dispatch_active(const struct vz_dispatch *d)
 
 __u32 vz_dispatch_in_flight(const struct vz_dispatch *d, unsigned int worker)
 {
-	return d->in_flight[worker];
+	return d->view.load[worker];
 }
 
 int vz_dispatch_prepopulate(struct vz_dispatch *d, const __u32 *hashes,
@@ -460,13 +547,15 @@ int vz_dispatch_prepopulate(struct vz_dispatch *d, const __u32 *hashes,
 
 	for (i = 0; i < n; i++) {
 		struct flow *f = find_flow(d, hashes[i], now_ns, &fresh);
-		unsigned int w;
+		unsigned int w, k;
 
 		if (!f)
 			return -1;
 		if (!fresh)
 			continue;
-		w = least_loaded(d);
+		for (w = 0, k = 1; k < d->active; k++)
+			if (d->flows_on[k] < d->flows_on[w])
+				w = k;
 		f->worker = (__u8)w;
 		f->last_ns = now_ns;
 		d->flows_on[w]++;
@@ -474,10 +563,18 @@ int vz_dispatch_prepopulate(struct vz_dispatch *d, const __u32 *hashes,
 	return 0;
 }
 
+void vz_dispatch_record(struct vz_dispatch *d, vz_dispatch_recorder_fn *fn,
+			void *arg)
+{
+	d->recorder = fn;
+	d->recorder_arg = arg;
+}
+
 void vz_dispatch_get_stats(const struct vz_dispatch *d,
 			   struct vz_dispatch_stats *s)
 {
 	*s = d->stats;
-	memcpy(s->in_flight, d->in_flight, sizeof(s->in_flight));
+	memcpy(s->in_flight, d->view.load, sizeof(s->in_flight));
+	s->compared = d->view.compared;
 	s->active = d->active;
 }

@@ -1,26 +1,18 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The dispatch stage's policy: which worker gets a frame, from its flow's
- * RSS hash. One dispatcher calls it (it takes no locks); the userspace
- * runtime (src/afxdp) and the simulator (src/dispatch/sim) run this same code.
+ * The native dispatch stage: the state behind the policies of policy.h
+ * (where their rules are written, once, for this build and the XDP stage's)
+ * and the measurements. One dispatcher calls it (it takes no locks); the
+ * afxdp and dpdk dispatchers and the simulator (src/dispatch/sim) run this
+ * same code.
  *
- *   rss-mod        hash % active workers (Shenango). Changing the number of
- *                  workers moves most flows at once, and a flow whose
- *                  frames are still queued on its old worker is reordered.
- *   flow-affinity  a flow table keeps each flow on its worker (Calisto); a
- *                  new flow goes to the least-loaded active worker. A flow
- *                  on a worker that was parked moves only once none of its
- *                  frames is in flight, so no frame overtakes another.
- *   buckets        the hash space in VZ_DISPATCH_BUCKETS buckets, each owned
- *                  by a worker (RSS++): every rebalance period the busiest
- *                  worker hands the fewest buckets that even the load to
- *                  the idlest. Constant state whatever the number of flows,
- *                  and it corrects imbalance that flow-affinity, which
- *                  places a flow once, keeps for the flow's life. A bucket
- *                  moves when none of its frames is in flight, or, on an
- *                  overloaded worker whose queue never empties of them,
- *                  after hold_ns anyway: a forced move, which can reorder
- *                  (counted, and measured).
+ * State here: a flow table keyed by the RSS hash (each flow's worker and
+ * frames in flight), frames in flight per worker (the load a decision sees),
+ * and the buckets, which a rebalance every rebalance_ns evens out (RSS++:
+ * the busiest worker hands the fewest buckets that even the load to the
+ * idlest) unless the active set changed within settle_ns: buckets moved
+ * while the allocator is still growing or shrinking would only move back.
+ * Forced moves are bounded by max_forced per rebalance period.
  *
  * Every policy tracks flows the same way to measure what they do: frames in
  * flight per worker (the load), a ticket per frame within its flow, and at
@@ -34,23 +26,23 @@
 #include <stddef.h>
 #include <linux/types.h>
 
-#define VZ_DISPATCH_MAX_WORKERS 64
-#define VZ_DISPATCH_BUCKETS 512
-
-enum vz_dispatch_policy {
-	VZ_DISPATCH_RSS_MOD,
-	VZ_DISPATCH_FLOW_AFFINITY,
-	VZ_DISPATCH_BUCKETS_POLICY,
-};
+#include "dispatch/policy.h"
 
 struct vz_dispatch_config {
 	enum vz_dispatch_policy policy;
 	unsigned int workers; /* at most this many active, 1..64 */
 	unsigned int flow_slots; /* flow table, a power of two */
 	__u64 idle_ns; /* a flow idle this long is forgotten */
-	__u64 rebalance_ns; /* buckets: how often to even the load */
+	__u64 rebalance_ns; /* the period: buckets even the load, forced
+			     * moves get a new budget */
 	double imbalance; /* buckets: act when max load > (1 + this) * mean */
 	__u64 hold_ns; /* buckets: longest wait for a bucket to drain */
+	__u64 settle_ns; /* buckets: no rebalance this soon after a change
+			  * of active workers */
+	unsigned int max_forced; /* forced moves per rebalance period */
+	unsigned int migrate_gap; /* flow-affinity: see policy.h */
+	unsigned int force_gap; /* see policy.h; 0: never force a flow */
+	unsigned int choices; /* see policy.h: 0 (scan all) or 2 */
 };
 
 struct vz_dispatch_stats {
@@ -62,6 +54,8 @@ struct vz_dispatch_stats {
 	__u64 table_full; /* frames of a flow the table had no room for */
 	__u64 buckets_moved;
 	__u64 buckets_forced; /* of those, moved with frames in flight */
+	__u64 flows_forced; /* busy flows moved off a stuck worker */
+	__u64 compared; /* workers compared to find the least loaded */
 	__u64 rebalances;
 	__u64 frames_per_worker[VZ_DISPATCH_MAX_WORKERS];
 	__u32 in_flight[VZ_DISPATCH_MAX_WORKERS];
@@ -78,10 +72,6 @@ struct vz_dispatch_ticket {
 };
 
 struct vz_dispatch;
-
-/* Names as the command line spells them; -1 for an unknown one. */
-int vz_dispatch_policy_parse(const char *name);
-const char *vz_dispatch_policy_name(enum vz_dispatch_policy policy);
 
 /* Sensible defaults for `policy` on `workers` workers. */
 void vz_dispatch_config_default(struct vz_dispatch_config *cfg,
@@ -132,6 +122,15 @@ void vz_dispatch_tick(struct vz_dispatch *d, __u64 now_ns);
  */
 int vz_dispatch_prepopulate(struct vz_dispatch *d, const __u32 *hashes,
 			    size_t n, __u64 now_ns);
+
+/*
+ * Hand every decision policy.h takes, with its inputs, to fn (NULL: stop):
+ * the trace the BPF-vs-native differential test replays.
+ */
+typedef void vz_dispatch_recorder_fn(void *arg,
+				     const struct vz_policy_record *rec);
+void vz_dispatch_record(struct vz_dispatch *d, vz_dispatch_recorder_fn *fn,
+			void *arg);
 
 void vz_dispatch_get_stats(const struct vz_dispatch *d,
 			   struct vz_dispatch_stats *s);

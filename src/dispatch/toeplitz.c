@@ -3,30 +3,14 @@
 
 #include "dispatch/toeplitz.h"
 
-const __u8 vz_rss_key[VZ_RSS_KEY_LEN] = {
-	0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
-	0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,
-	0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
-	0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
-};
+const __u8 vz_rss_key[VZ_RSS_KEY_LEN] = VZ_RSS_KEY;
 
+/* policy.h's, the XDP stage's own: one Toeplitz for both builds. */
 __u32 vz_toeplitz(const __u8 key[VZ_RSS_KEY_LEN], const __u8 *input, size_t len)
 {
-	/* The 32 key bits lined up with the current input bit. */
-	__u32 window = (__u32)key[0] << 24 | (__u32)key[1] << 16 |
-		       (__u32)key[2] << 8 | key[3];
-	__u32 hash = 0;
-	size_t i;
-	int bit;
-
-	for (i = 0; i < len && i + 4 < VZ_RSS_KEY_LEN; i++) {
-		for (bit = 7; bit >= 0; bit--) {
-			if (input[i] & (1u << bit))
-				hash ^= window;
-			window = window << 1 | ((key[i + 4] >> bit) & 1);
-		}
-	}
-	return hash;
+	return vz_policy_toeplitz(key, input,
+				  len < VZ_RSS_INPUT_MAX ? (__u32)len
+							 : VZ_RSS_INPUT_MAX);
 }
 
 /*

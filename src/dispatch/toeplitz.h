@@ -3,8 +3,9 @@
  * The RSS hash in software, for ports that do not hand one over (AF_XDP
  * copy mode, veth): the Toeplitz hash with Microsoft's default key over
  * (source address, destination address, source port, destination port) in
- * network byte order, as NICs compute it. src/dispatch/xdp_stage.bpf.c computes
- * the same, so a flow lands on the same hash on every backend.
+ * network byte order, as NICs compute it: policy.h's Toeplitz, which
+ * src/dispatch/xdp_stage.bpf.c runs too, so a flow lands on the same hash
+ * on every backend.
  */
 #ifndef VZ_RUNTIME_TOEPLITZ_H
 #define VZ_RUNTIME_TOEPLITZ_H
@@ -12,7 +13,7 @@
 #include <stddef.h>
 #include <linux/types.h>
 
-#define VZ_RSS_KEY_LEN 40
+#include "dispatch/policy.h"
 
 extern const __u8 vz_rss_key[VZ_RSS_KEY_LEN];
 

@@ -16,7 +16,6 @@
 
 #define ETH_P_8021AD_ 0x88a8
 #define ETH_P_8021Q_ 0x8100
-#define HASH_INPUT_MAX 36
 
 struct {
 	__uint(type, BPF_MAP_TYPE_CPUMAP);
@@ -38,14 +37,6 @@ struct {
 	__type(value, struct vz_dsp_flow);
 	__uint(max_entries, VZ_DSP_FLOWS);
 } dsp_flows SEC(".maps");
-
-/* flow-affinity: live flows per CPU, the load new flows are placed by */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, __u32);
-	__type(value, __s64);
-	__uint(max_entries, VZ_DSP_MAX_CPUS);
-} dsp_load SEC(".maps");
 
 /* frames sent to each CPU */
 struct {
@@ -91,41 +82,8 @@ struct {
 	__uint(max_entries, VZ_DSP_BUCKETS);
 } dsp_bkt_pkts SEC(".maps");
 
-/* Microsoft's RSS key, as NICs and src/dispatch/toeplitz.c use it. */
-static const volatile __u8 rss_key[40] = {
-	0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
-	0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,
-	0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
-	0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
-};
-
-/*
- * Toeplitz: for each set input bit (most significant first), XOR in the 32
- * key bits that start at that bit's position.
- */
-static __always_inline __u32 toeplitz(const __u8 *in, __u32 len)
-{
-	__u32 hash = 0, i;
-	int bit;
-
-	for (i = 0; i < HASH_INPUT_MAX; i++) {
-		__u64 k;
-		__u8 b;
-
-		if (i >= len)
-			break;
-		k = (__u64)rss_key[i] << 32 | (__u64)rss_key[i + 1] << 24 |
-		    (__u64)rss_key[i + 2] << 16 | (__u64)rss_key[i + 3] << 8 |
-		    rss_key[i + 4];
-		b = in[i];
-		/* branchless: 2^288 paths would be too many for the verifier */
-#pragma unroll
-		for (bit = 0; bit < 8; bit++)
-			hash ^= (__u32)(k >> (8 - bit)) &
-				-(__u32)((b >> (7 - bit)) & 1);
-	}
-	return hash;
-}
+/* policy.h's key, as NICs and src/dispatch/toeplitz.c use it. */
+static const volatile __u8 rss_key[VZ_RSS_KEY_LEN] = VZ_RSS_KEY;
 
 /*
  * The flow key and the RSS hash input of a frame: Ethernet (one VLAN tag),
@@ -209,106 +167,92 @@ static __always_inline void count(__u32 counter)
 		*c += 1;
 }
 
-static __always_inline int is_active(const struct vz_dsp_config *cfg, __u32 cpu)
+static __always_inline void load_add(struct vz_dsp_config *cfg, __u32 cpu,
+				     __s32 delta)
 {
-	return cpu < VZ_DSP_MAX_CPUS && (cfg->active_mask >> cpu) & 1;
-}
+	__u32 *load = &cfg->view.load[cpu & (VZ_DSP_MAX_CPUS - 1)];
 
-static __always_inline __u32 active_cpu(const struct vz_dsp_config *cfg,
-					__u32 i)
-{
-	return cfg->active[i & (VZ_DSP_MAX_CPUS - 1)];
-}
-
-static __always_inline void load_add(__u32 cpu, __s64 delta)
-{
-	__s64 *load = bpf_map_lookup_elem(&dsp_load, &cpu);
-
-	if (!load)
-		return;
 	/* userspace recounts each interval: never below zero meanwhile */
-	if (delta < 0 && *load <= 0)
+	if (delta < 0 && !*load)
 		return;
 	__sync_fetch_and_add(load, delta);
 }
 
-/* The active CPU with the fewest live flows (the first on a tie). */
-static __always_inline __u32 least_loaded(const struct vz_dsp_config *cfg)
-{
-	__u32 i, cpu, best = active_cpu(cfg, 0);
-	__s64 best_load = 0x7fffffffffffffffll, *load;
-
-	for (i = 0; i < VZ_DSP_MAX_CPUS; i++) {
-		if (i >= cfg->nactive)
-			break;
-		cpu = active_cpu(cfg, i);
-		load = bpf_map_lookup_elem(&dsp_load, &cpu);
-		if (load && *load < best_load) {
-			best_load = *load;
-			best = cpu;
-		}
-	}
-	return best;
-}
-
-static __always_inline __u32 flow_affinity(const struct vz_dsp_config *cfg,
-					   const struct vz_dsp_flow_key *key)
+/*
+ * flow-affinity and adaptive: policy.h decides from the flow's CPU and
+ * whether it was seen within drain_ns (frames of it may still be queued
+ * there); this keeps the flow table and the per-CPU loads.
+ */
+static __always_inline __u32 place_flow(struct vz_dsp_config *cfg,
+					const struct vz_dsp_flow_key *key,
+					__u32 hash)
 {
 	struct vz_dsp_flow *flow, fresh = {};
-	__u64 now = bpf_ktime_get_ns(), idle;
-	__u32 cpu;
+	__u64 now = bpf_ktime_get_ns(), idle = 0;
+	__u32 cpu, worker = VZ_POLICY_NONE, event;
 
 	flow = bpf_map_lookup_elem(&dsp_flows, key);
 	if (flow) {
-		cpu = flow->cpu;
+		worker = flow->cpu & (VZ_DSP_MAX_CPUS - 1);
 		idle = now > flow->last_seen ? now - flow->last_seen : 0;
 		if (idle > cfg->aging_ns) {
-			/* forgotten: placed as a new flow */
-			load_add(cpu, -1);
+			/* forgotten: placed again as a new flow */
+			load_add(cfg, worker, -1);
 			count(VZ_DSP_FLOWS_AGED);
-			cpu = least_loaded(cfg);
-			load_add(cpu, 1);
-			count(VZ_DSP_FLOWS_NEW);
-		} else if (!is_active(cfg, cpu) && idle >= cfg->drain_ns) {
-			/* its CPU left the active set and none of its frames
-			 * can still be queued there: move it now */
-			load_add(cpu, -1);
-			cpu = least_loaded(cfg);
-			load_add(cpu, 1);
-			count(VZ_DSP_FLOWS_MOVED);
+			worker = VZ_POLICY_NONE;
 		}
-		/* else: its CPU, active, or inactive and the flow busy */
+	}
+	cpu = vz_policy_pick_flow(&cfg->view, hash, worker,
+				  worker != VZ_POLICY_NONE &&
+					  idle < cfg->drain_ns,
+				  bpf_get_prandom_u32(), &event);
+	cpu &= VZ_DSP_MAX_CPUS - 1;
+	if (worker == VZ_POLICY_NONE) {
+		load_add(cfg, cpu, 1);
+		count(VZ_DSP_FLOWS_NEW);
+	} else if (cpu != worker) {
+		load_add(cfg, worker, -1);
+		load_add(cfg, cpu, 1);
+		count(VZ_DSP_FLOWS_MOVED);
+	}
+	if (flow) {
 		flow->cpu = cpu;
 		flow->last_seen = now;
 		return cpu;
 	}
-	cpu = least_loaded(cfg);
 	fresh.cpu = cpu;
 	fresh.last_seen = now;
-	if (!bpf_map_update_elem(&dsp_flows, key, &fresh, BPF_ANY))
-		load_add(cpu, 1);
-	count(VZ_DSP_FLOWS_NEW);
+	if (bpf_map_update_elem(&dsp_flows, key, &fresh, BPF_ANY))
+		load_add(cfg, cpu, -1); /* not kept: not counted */
 	return cpu;
 }
 
-static __always_inline __u32 buckets(const struct vz_dsp_config *cfg,
-				     __u32 hash)
+/*
+ * buckets: userspace sets where each bucket should go (dsp_bkt_next);
+ * policy.h moves it once none of its frames can still be queued (not seen
+ * for drain_ns). No flow state here, and no forced moves.
+ */
+static __always_inline __u32 buckets(struct vz_dsp_config *cfg, __u32 hash)
 {
-	__u32 b = hash & (VZ_DSP_BUCKETS - 1);
+	__u32 b = hash & (VZ_DSP_BUCKETS - 1), event;
 	__u32 *cpu = bpf_map_lookup_elem(&dsp_bkt_cpu, &b);
 	__u32 *next = bpf_map_lookup_elem(&dsp_bkt_next, &b);
 	__u64 *seen = bpf_map_lookup_elem(&dsp_bkt_seen, &b);
 	__u64 *pkts = bpf_map_lookup_elem(&dsp_bkt_pkts, &b);
 	__u64 now = bpf_ktime_get_ns();
+	struct vz_policy_bucket bucket;
 
 	if (!cpu || !next || !seen || !pkts)
-		return active_cpu(cfg, 0);
-	/* a bucket moves once none of its frames can still be queued */
-	if (*next != *cpu &&
-	    (now < *seen || now - *seen >= cfg->drain_ns || !*seen)) {
-		*cpu = *next;
+		return cfg->active[0];
+	bucket.owner = *cpu;
+	bucket.pending = *next != *cpu ? *next : VZ_POLICY_NONE;
+	bucket.pending_since = now;
+	*cpu = vz_policy_bucket(&cfg->view, &bucket, VZ_POLICY_NONE, 0,
+				*seen && now >= *seen &&
+					now - *seen < cfg->drain_ns,
+				now, cfg->drain_ns, 0, &event);
+	if (event == VZ_POLICY_MOVED)
 		count(VZ_DSP_BUCKETS_MOVED);
-	}
 	*seen = now;
 	*pkts += 1;
 	return *cpu;
@@ -318,26 +262,27 @@ SEC("xdp.frags")
 int vz_xdp_dispatch(struct xdp_md *ctx)
 {
 	struct vz_dsp_flow_key key = {};
-	__u8 in[HASH_INPUT_MAX] = {};
+	__u8 in[VZ_RSS_INPUT_MAX] = {};
 	struct vz_dsp_config *cfg;
 	__u32 zero = 0, hash, cpu, len;
 	__u64 *pkts;
 	long ret;
 
 	cfg = bpf_map_lookup_elem(&dsp_config, &zero);
-	if (!cfg || !cfg->nactive)
+	if (!cfg || !cfg->view.nactive)
 		return XDP_PASS; /* never: configured before attaching */
 	len = parse(ctx, &key, in);
-	hash = toeplitz(in, len);
-	switch (cfg->policy) {
+	hash = vz_policy_toeplitz(rss_key, in, len);
+	switch (cfg->view.policy) {
 	case VZ_DSP_FLOW_AFFINITY:
-		cpu = flow_affinity(cfg, &key);
+	case VZ_DSP_ADAPTIVE:
+		cpu = place_flow(cfg, &key, hash);
 		break;
 	case VZ_DSP_BUCKETS_POLICY:
 		cpu = buckets(cfg, hash);
 		break;
 	default:
-		cpu = active_cpu(cfg, hash % cfg->nactive);
+		cpu = vz_policy_rss_mod(&cfg->view, hash);
 	}
 	cpu &= VZ_DSP_MAX_CPUS - 1;
 	pkts = bpf_map_lookup_elem(&dsp_cpu_pkts, &cpu);

@@ -31,7 +31,7 @@ struct vz_xdp_dispatch {
 	unsigned int workers;
 	int ncpus; /* possible CPUs: per-CPU values */
 	struct vz_dsp_config cfg;
-	int cfg_fd, cpu_map_fd, flows_fd, load_fd, cpu_pkts_fd, counters_fd;
+	int cfg_fd, cpu_map_fd, flows_fd, cpu_pkts_fd, counters_fd;
 	int bkt_cpu_fd, bkt_next_fd, bkt_pkts_fd;
 	__u32 bkt_next[VZ_DSP_BUCKETS]; /* what userspace last asked */
 	__u64 bkt_total[VZ_DSP_BUCKETS]; /* packets so far */
@@ -42,27 +42,14 @@ struct vz_xdp_dispatch {
 	__u64 *percpu; /* ncpus values */
 };
 
-static const char *const policy_names[] = {
-	[VZ_DSP_RSS_MOD] = "rss-mod",
-	[VZ_DSP_FLOW_AFFINITY] = "flow-affinity",
-	[VZ_DSP_BUCKETS_POLICY] = "buckets",
-};
-
 int vz_xdp_dispatch_policy_parse(const char *name)
 {
-	size_t i;
-
-	for (i = 0; i < sizeof(policy_names) / sizeof(policy_names[0]); i++)
-		if (!strcmp(name, policy_names[i]))
-			return (int)i;
-	return -1;
+	return vz_dispatch_policy_parse(name);
 }
 
 const char *vz_xdp_dispatch_policy_name(int policy)
 {
-	if (policy < 0 || policy > VZ_DSP_BUCKETS_POLICY)
-		return "?";
-	return policy_names[policy];
+	return vz_dispatch_policy_name((unsigned int)policy);
 }
 
 /* Is CPU `cpu` in the kernel's online list ("0-3,5")? */
@@ -235,7 +222,7 @@ static void set_active_cpus(struct vz_xdp_dispatch *d, unsigned int n)
 {
 	unsigned int i;
 
-	d->cfg.nactive = n;
+	d->cfg.view.nactive = n;
 	d->cfg.active_mask = 0;
 	memset(d->cfg.active, 0, sizeof(d->cfg.active));
 	for (i = 0; i < n; i++) {
@@ -322,7 +309,6 @@ struct vz_xdp_dispatch *vz_xdp_dispatch_open(int policy, unsigned int workers,
 	if ((d->cfg_fd = map_fd(d, "dsp_config", err, errlen)) < 0 ||
 	    (d->cpu_map_fd = map_fd(d, "cpu_map", err, errlen)) < 0 ||
 	    (d->flows_fd = map_fd(d, "dsp_flows", err, errlen)) < 0 ||
-	    (d->load_fd = map_fd(d, "dsp_load", err, errlen)) < 0 ||
 	    (d->cpu_pkts_fd = map_fd(d, "dsp_cpu_pkts", err, errlen)) < 0 ||
 	    (d->counters_fd = map_fd(d, "dsp_counters", err, errlen)) < 0 ||
 	    (d->bkt_cpu_fd = map_fd(d, "dsp_bkt_cpu", err, errlen)) < 0 ||
@@ -330,7 +316,8 @@ struct vz_xdp_dispatch *vz_xdp_dispatch_open(int policy, unsigned int workers,
 	    map_fd(d, "dsp_bkt_seen", err, errlen) < 0 ||
 	    (d->bkt_pkts_fd = map_fd(d, "dsp_bkt_pkts", err, errlen)) < 0)
 		goto fail;
-	d->cfg.policy = (__u32)policy;
+	d->cfg.view.policy = (__u32)policy;
+	d->cfg.view.migrate_gap = VZ_DSP_MIGRATE_GAP;
 	d->cfg.drain_ns = VZ_DSP_DRAIN_NS;
 	d->cfg.aging_ns = VZ_DSP_AGING_NS;
 	set_active_cpus(d, workers);
@@ -405,7 +392,7 @@ static __u32 least_loaded(const struct vz_xdp_dispatch *d, const __u64 *load)
 {
 	__u32 i, best = d->cfg.active[0];
 
-	for (i = 1; i < d->cfg.nactive; i++)
+	for (i = 1; i < d->cfg.view.nactive; i++)
 		if (load[d->cfg.active[i]] < load[best])
 			best = d->cfg.active[i];
 	return best;
@@ -451,11 +438,11 @@ static void rebalance(struct vz_xdp_dispatch *d)
 	__u32 cand[VZ_DSP_BUCKETS], ncand = 0, i, b, hi, lo;
 	bool moved = false;
 
-	if (d->cfg.nactive < 2)
+	if (d->cfg.view.nactive < 2)
 		return;
 	bucket_loads(d, load);
 	hi = lo = d->cfg.active[0];
-	for (i = 0; i < d->cfg.nactive; i++) {
+	for (i = 0; i < d->cfg.view.nactive; i++) {
 		__u32 c = d->cfg.active[i];
 
 		total += load[c];
@@ -466,7 +453,7 @@ static void rebalance(struct vz_xdp_dispatch *d)
 	}
 	if (!total || (double)load[hi] <= (1 + VZ_DSP_IMBALANCE) *
 						  (double)total /
-						  d->cfg.nactive)
+						  d->cfg.view.nactive)
 		return;
 	for (b = 0; b < VZ_DSP_BUCKETS; b++)
 		if (d->bkt_next[b] == hi && d->bkt_delta[b])
@@ -505,6 +492,23 @@ static __u64 now_ns(void)
 }
 
 /*
+ * adaptive: place by load once the CPUs' flows differ by more than the
+ * gap flow-affinity tolerates, by hash while they do not (policy.h).
+ */
+static void adapt(struct vz_xdp_dispatch *d)
+{
+	__u32 lo = ~0u, hi = 0, i;
+
+	for (i = 0; i < d->cfg.view.nactive; i++) {
+		if (d->cfg.view.load[i] < lo)
+			lo = d->cfg.view.load[i];
+		if (d->cfg.view.load[i] > hi)
+			hi = d->cfg.view.load[i];
+	}
+	d->cfg.view.spread = hi - lo > d->cfg.view.migrate_gap;
+}
+
+/*
  * Live flows per CPU, from the flow map itself: the kernel's counts miss
  * the flows the LRU evicted and those that went quiet for good.
  */
@@ -538,8 +542,11 @@ static void recount_flows(struct vz_xdp_dispatch *d)
 		first = false;
 	}
 	d->flows = total;
-	for (cpu = 0; cpu < d->workers; cpu++)
-		bpf_map_update_elem(d->load_fd, &cpu, &live[cpu], 0);
+	for (cpu = 0; cpu < VZ_DSP_MAX_CPUS; cpu++)
+		d->cfg.view.load[cpu] = (__u32)live[cpu];
+	if (d->policy == VZ_DSP_ADAPTIVE)
+		adapt(d);
+	write_config(d);
 }
 
 void vz_xdp_dispatch_tick(struct vz_xdp_dispatch *d)
@@ -547,7 +554,7 @@ void vz_xdp_dispatch_tick(struct vz_xdp_dispatch *d)
 	__u64 total;
 	__u32 b;
 
-	if (d->policy == VZ_DSP_FLOW_AFFINITY) {
+	if (d->policy == VZ_DSP_FLOW_AFFINITY || d->policy == VZ_DSP_ADAPTIVE) {
 		recount_flows(d);
 		return;
 	}
@@ -569,8 +576,8 @@ void vz_xdp_dispatch_read(struct vz_xdp_dispatch *d,
 	memset(s, 0, sizeof(*s));
 	s->policy = d->policy;
 	s->workers = d->workers;
-	s->nactive = d->cfg.nactive;
-	for (i = 0; i < d->cfg.nactive; i++)
+	s->nactive = d->cfg.view.nactive;
+	for (i = 0; i < d->cfg.view.nactive; i++)
 		s->active[i] = d->cfg.active[i];
 	for (i = 0; i < d->workers; i++)
 		s->cpu_packets[i] = percpu_sum(d, d->cpu_pkts_fd, i);

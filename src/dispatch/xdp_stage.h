@@ -27,27 +27,36 @@
 
 #include <linux/types.h>
 
-#define VZ_DSP_MAX_CPUS 64
-#define VZ_DSP_BUCKETS 512
+#include "dispatch/policy.h"
+
+/* The policy's limits and names are policy.h's; these name them as CPUs. */
+#define VZ_DSP_MAX_CPUS VZ_DISPATCH_MAX_WORKERS
+#define VZ_DSP_BUCKETS VZ_DISPATCH_NBUCKETS
+#define VZ_DSP_RSS_MOD VZ_DISPATCH_RSS_MOD
+#define VZ_DSP_FLOW_AFFINITY VZ_DISPATCH_FLOW_AFFINITY
+#define VZ_DSP_BUCKETS_POLICY VZ_DISPATCH_BUCKETS
+#define VZ_DSP_ADAPTIVE VZ_DISPATCH_ADAPTIVE
 #define VZ_DSP_FLOWS 65536
 #define VZ_DSP_QSIZE 2048 /* frames queued per CPU in the cpumap */
 #define VZ_DSP_DRAIN_NS 200000ull /* 200 us */
 #define VZ_DSP_AGING_NS 1000000000ull /* 1 s */
+/* flow-affinity: an idle flow moves when its CPU has more than this many
+ * live flows above the least loaded one's */
+#define VZ_DSP_MIGRATE_GAP 1
 
-enum vz_dsp_policy {
-	VZ_DSP_RSS_MOD = 0,
-	VZ_DSP_FLOW_AFFINITY = 1,
-	VZ_DSP_BUCKETS_POLICY = 2,
-};
-
-/* The one element of the dsp_config array map. */
+/*
+ * The one element of the dsp_config array map. The policy's view: worker
+ * index i is CPU i (the active CPUs are always 0..nactive-1), and its load
+ * is the CPU's live flows, which the stage keeps and userspace recounts
+ * each interval: the cpumap tells no frame's completion, so a flow counts
+ * as busy while it was seen within drain_ns.
+ */
 struct vz_dsp_config {
-	__u32 policy;
-	__u32 nactive; /* 1..VZ_DSP_MAX_CPUS */
 	__u64 active_mask; /* bit c: CPU c is active */
 	__u64 drain_ns;
 	__u64 aging_ns;
 	__u32 active[VZ_DSP_MAX_CPUS]; /* the active CPUs, nactive of them */
+	struct vz_policy_view view;
 };
 
 /* Key of the flow map: the 5-tuple (addresses and ports in network order). */
@@ -96,7 +105,7 @@ struct vz_xdp_dispatch_stats {
 	__u64 flows; /* flow-affinity: live flows at the last tick */
 };
 
-/* "rss-mod", "flow-affinity", "buckets" -> enum vz_dsp_policy; -1 else. */
+/* policy.h's names -> enum vz_dispatch_policy; -1 else. */
 int vz_xdp_dispatch_policy_parse(const char *name);
 const char *vz_xdp_dispatch_policy_name(int policy);
 

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(
 
 XDP_PASS, XDP_TX, XDP_REDIRECT = 2, 3, 4
 BPF_XDP_CPUMAP = 35  # enum bpf_attach_type
-RSS_MOD, FLOW_AFFINITY, BUCKETS = 0, 1, 2  # enum vz_dsp_policy
+RSS_MOD, FLOW_AFFINITY, BUCKETS, ADAPTIVE = 0, 1, 2, 3  # enum vz_dispatch_policy (policy.h)
 FLOWS_NEW, FLOWS_MOVED, FLOWS_AGED, BUCKETS_MOVED, NO_CPU = range(5)  # enum vz_dsp_counter
 MAX_CPUS, NBUCKETS = 64, 512
 MS = 1_000_000
@@ -200,7 +200,7 @@ class Dispatcher(BpfObject):
         self.prog = self.prog_fd("vz_xdp_dispatch")
         self.fds = {
             n: self.map_fd(n)
-            for n in ("cpu_map", "dsp_config", "dsp_flows", "dsp_load", "dsp_cpu_pkts",
+            for n in ("cpu_map", "dsp_config", "dsp_flows", "dsp_cpu_pkts",
                       "dsp_counters", "dsp_bkt_cpu", "dsp_bkt_next", "dsp_bkt_seen")
         }  # fmt: skip
         # the CPUs of this machine get a cpumap entry (no program: the
@@ -208,13 +208,24 @@ class Dispatcher(BpfObject):
         for cpu in range(min(NCPUS, 2)):
             self.update(self.fds["cpu_map"], struct.pack("<I", cpu), struct.pack("<Ii", 64, 0))
 
+    # struct vz_dsp_config: mask, drain, aging, active[], then policy.h's
+    # view: policy, nactive, migrate_gap, spread, force_gap, may_force,
+    # choices, pad, compared, load[]
+    CONFIG = struct.Struct(f"<QQQ{MAX_CPUS}I8IQ{MAX_CPUS}I")
+
     def configure(self, policy: int, active: list[int], drain_ns: int = 200_000,
-                  aging_ns: int = SEC) -> None:  # fmt: skip
+                  aging_ns: int = SEC, migrate_gap: int = 1,
+                  spread: bool = False) -> None:  # fmt: skip
+        assert active == list(range(len(active))), "the stage's active CPUs are 0..n-1"
         mask = sum(1 << c for c in active)
         cpus = active + [0] * (MAX_CPUS - len(active))
-        value = struct.pack(f"<IIQQQ{MAX_CPUS}I", policy, len(active), mask, drain_ns, aging_ns,
-                            *cpus)  # fmt: skip
+        value = self.CONFIG.pack(mask, drain_ns, aging_ns, *cpus, policy, len(active),
+                                 migrate_gap, int(spread), 0, 0, 0, 0, 0, *[0] * MAX_CPUS)  # fmt: skip
         self.update(self.fds["dsp_config"], b"\0" * 4, value)
+
+    def _config(self) -> list[int]:
+        raw = self.lookup(self.fds["dsp_config"], b"\0" * 4, self.CONFIG.size)
+        return list(self.CONFIG.unpack(raw))
 
     def sent(self) -> list[int]:
         return [self.percpu_u64(self.fds["dsp_cpu_pkts"], c) for c in range(MAX_CPUS)]
@@ -234,11 +245,12 @@ class Dispatcher(BpfObject):
         return self.send(frame)[0]
 
     def load(self, cpu: int) -> int:
-        raw = self.lookup(self.fds["dsp_load"], struct.pack("<I", cpu), 8)
-        return struct.unpack("<q", raw)[0]
+        return self._config()[3 + MAX_CPUS + 9 + cpu]
 
     def set_load(self, cpu: int, value: int) -> None:
-        self.update(self.fds["dsp_load"], struct.pack("<I", cpu), struct.pack("<q", value))
+        fields = self._config()
+        fields[3 + MAX_CPUS + 9 + cpu] = value
+        self.update(self.fds["dsp_config"], b"\0" * 4, self.CONFIG.pack(*fields))
 
     def flow(self, key: bytes) -> tuple[int, int] | None:
         """(cpu, last_seen) of a flow in the flow map"""
@@ -350,7 +362,7 @@ def test_non_ip_and_short_frames_hash_to_zero(dsp):
 # ---- rss-mod -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("active", [[0, 1], [1, 0], [0, 1, 5], [3]])
+@pytest.mark.parametrize("active", [[0, 1], [0], [0, 1, 2], [0, 1, 2, 3, 4, 5]])
 def test_rss_mod_picks_active_hash_mod_n(dsp, active):
     dsp.configure(RSS_MOD, active)
     for i in range(64):
@@ -431,6 +443,44 @@ def test_flow_affinity_keeps_busy_flows_on_a_deactivated_cpu(dsp):
     dsp.set_flow(key0, 0, now - 50 * SEC)
     assert dsp.cpu_of(frame0) == 0
     assert dsp.counter(FLOWS_MOVED) == 1
+
+
+def test_flow_affinity_moves_an_idle_flow_off_a_busier_cpu_and_never_a_busy_one(dsp):
+    # policy.h: an idle flow leaves a CPU with more than migrate_gap flows
+    # above the least loaded; within the gap, or while busy, it stays
+    dsp.configure(FLOW_AFFINITY, [0, 1], drain_ns=10 * SEC, aging_ns=100 * SEC, migrate_gap=2)
+    (frame, key), *_ = flows(1)
+    assert dsp.cpu_of(frame) == 0
+    now = time.monotonic_ns()
+    dsp.set_load(0, 3)
+    dsp.set_load(1, 1)  # within the gap: stays, busy or idle
+    dsp.set_flow(key, 0, now - 11 * SEC)
+    assert dsp.cpu_of(frame) == 0
+    dsp.set_load(0, 4)  # busy (just seen): stays whatever the gap
+    assert dsp.cpu_of(frame) == 0
+    assert dsp.counter(FLOWS_MOVED) == 0
+    dsp.set_flow(key, 0, now - 11 * SEC)  # idle and 3 above CPU 1: moves
+    assert dsp.cpu_of(frame) == 1
+    assert dsp.flow(key)[0] == 1
+    assert dsp.counter(FLOWS_MOVED) == 1
+    assert (dsp.load(0), dsp.load(1)) == (3, 2)
+
+
+def test_adaptive_hashes_until_the_loads_spread_then_places_by_load(dsp):
+    fl = flows(32)
+    dsp.configure(ADAPTIVE, [0, 1, 2], spread=False)
+    dsp.set_load(0, 100)  # ignored while not spread: rss-mod's placement
+    hashed = [dsp.cpu_of(frame) for frame, _ in fl[:16]]
+    for (frame, _), cpu in zip(fl[:16], hashed, strict=True):
+        ip = IP(frame[14:])
+        h = toeplitz(ipaddress.ip_address(ip.src).packed + ipaddress.ip_address(ip.dst).packed
+                     + struct.pack(">HH", ip[UDP].sport, ip[UDP].dport))  # fmt: skip
+        assert cpu == h % 3
+    assert len(set(hashed)) > 1
+    dsp.configure(ADAPTIVE, [0, 1, 2], spread=True)
+    dsp.set_load(0, 100)
+    dsp.set_load(2, 100)
+    assert {dsp.cpu_of(frame) for frame, _ in fl[16:]} == {1}
 
 
 def test_flow_affinity_treats_aged_flows_as_new(dsp):

@@ -218,7 +218,7 @@ static void test_prepopulate(void)
 
 static void test_buckets(void)
 {
-	struct vz_dispatch *d = make(VZ_DISPATCH_BUCKETS_POLICY, 2);
+	struct vz_dispatch *d = make(VZ_DISPATCH_BUCKETS, 2);
 	struct vz_dispatch_ticket t;
 	struct vz_dispatch_stats s;
 	__u64 now = 0;
@@ -256,16 +256,21 @@ static void test_buckets(void)
  * load; every flow's frames must complete in order for the policies that
  * promise it.
  */
-static struct vz_dispatch_stats random_run(enum vz_dispatch_policy policy,
-					   unsigned int seed, __u64 hold_ns)
+static struct vz_dispatch_stats run_random(enum vz_dispatch_policy policy,
+					   unsigned int seed,
+					   unsigned int force_gap)
 {
 	enum { W = 8, QCAP = 1 << 17, FLOWS = 300, STEPS = 200000 };
 	static struct vz_dispatch_ticket q[W][QCAP];
 	unsigned int head[W] = { 0 }, tail[W] = { 0 }, w, step;
-	struct vz_dispatch *d = make_held(policy, W, hold_ns);
+	struct vz_dispatch_config cfg;
+	struct vz_dispatch *d;
 	struct vz_dispatch_stats s;
 	__u64 now = 0;
 
+	vz_dispatch_config_default(&cfg, policy, W);
+	cfg.force_gap = force_gap;
+	d = vz_dispatch_new(&cfg);
 	srand(seed);
 	for (step = 0; step < STEPS; step++) {
 		now += 1000;
@@ -294,26 +299,49 @@ static struct vz_dispatch_stats random_run(enum vz_dispatch_policy policy,
 	return s;
 }
 
+/* The default force gap. */
+static struct vz_dispatch_stats random_run_forcing(enum vz_dispatch_policy policy,
+						   unsigned int seed)
+{
+	struct vz_dispatch_config cfg;
+
+	vz_dispatch_config_default(&cfg, policy, 8);
+	return run_random(policy, seed, cfg.force_gap);
+}
+
 static void test_no_reordering(void)
 {
-	struct vz_dispatch_stats rss = random_run(VZ_DISPATCH_RSS_MOD, 1, 0);
+	/* Force gap 0: no forced moves at all. */
+	struct vz_dispatch_stats rss = run_random(VZ_DISPATCH_RSS_MOD, 1, 0);
 	struct vz_dispatch_stats fa =
-		random_run(VZ_DISPATCH_FLOW_AFFINITY, 1, 0);
-	/* Buckets never forced out: they wait for their frames to drain. */
-	struct vz_dispatch_stats bk =
-		random_run(VZ_DISPATCH_BUCKETS_POLICY, 1, ~0ull >> 1);
-	/* Forced after 200 us on these deep queues: reordering, counted. */
-	struct vz_dispatch_stats forced =
-		random_run(VZ_DISPATCH_BUCKETS_POLICY, 1, 0);
+		run_random(VZ_DISPATCH_FLOW_AFFINITY, 1, 0);
+	struct vz_dispatch_stats bk = run_random(VZ_DISPATCH_BUCKETS, 1, 0);
+	struct vz_dispatch_stats ad = run_random(VZ_DISPATCH_ADAPTIVE, 1, 0);
+	/* The same runs with the default force gap: these random queues grow
+	 * deep, so busy flows are forced off stuck workers, counted. */
+	struct vz_dispatch_stats fa_forced =
+		random_run_forcing(VZ_DISPATCH_FLOW_AFFINITY, 1);
+	struct vz_dispatch_stats bk_forced =
+		random_run_forcing(VZ_DISPATCH_BUCKETS, 1);
 
 	CHECK(rss.reordered > 0, "rss-mod reorders when workers change");
-	CHECK(fa.reordered == 0, "flow-affinity reordered %llu",
-	      (unsigned long long)fa.reordered);
-	CHECK(bk.reordered == 0 && !bk.buckets_forced, "buckets reordered %llu",
-	      (unsigned long long)bk.reordered);
-	CHECK(forced.buckets_forced > 0 && forced.reordered > 0,
-	      "forced moves counted (%llu) and their reordering measured",
-	      (unsigned long long)forced.buckets_forced);
+	/* Without forced moves, nothing is ever reordered. */
+	CHECK(fa.reordered == 0 && !fa.flows_forced,
+	      "flow-affinity reordered %llu", (unsigned long long)fa.reordered);
+	CHECK(bk.reordered == 0 && !bk.buckets_forced && !bk.flows_forced,
+	      "buckets reordered %llu", (unsigned long long)bk.reordered);
+	CHECK(ad.reordered == 0 && !ad.flows_forced,
+	      "adaptive reordered %llu", (unsigned long long)ad.reordered);
+	/* With them, the same runs reorder, and only as often as busy flows
+	 * are forced away: each forced move is counted. */
+	CHECK(fa_forced.flows_forced > 0 && fa_forced.reordered > 0,
+	      "flow-affinity: %llu reordered, %llu forced",
+	      (unsigned long long)fa_forced.reordered,
+	      (unsigned long long)fa_forced.flows_forced);
+	CHECK(bk_forced.flows_forced > 0 && bk_forced.reordered > 0,
+	      "buckets: %llu reordered, %llu forced",
+	      (unsigned long long)bk_forced.reordered,
+	      (unsigned long long)bk_forced.flows_forced);
 	CHECK(fa.flows_moved < rss.flows_moved,
 	      "flow-affinity moves fewer flows (%llu vs %llu)",
 	      (unsigned long long)fa.flows_moved,

@@ -49,7 +49,7 @@
 enum arrivals { ARR_POISSON, ARR_BURSTY };
 enum service { SVC_EXP, SVC_CONST, SVC_HEAVY };
 enum flow_sizes { FS_UNIFORM, FS_HEAVY };
-enum ev_type { EV_ARRIVAL, EV_DONE, EV_WAKE, EV_TICK };
+enum ev_type { EV_ARRIVAL, EV_DONE, EV_WAKE, EV_TICK, EV_HANDOFF };
 
 struct opts {
 	enum vz_dispatch_policy policy;
@@ -68,6 +68,13 @@ struct opts {
 	bool alloc, prepopulate, json, verbose;
 	double wake_us;
 	double hold_us; /* buckets: < 0 for the library's default */
+	double settle_us; /* buckets: < 0 for the library's default */
+	long long max_forced; /* buckets: < 0 for the library's default */
+	long long migrate_gap; /* flow-affinity: < 0 for the default */
+	long long force_gap; /* < 0 for the default */
+	double migrate_us; /* a moved flow's next frame costs this more */
+	double dispatch_ns; /* the dispatcher's own time per frame */
+	double scan_ns; /* ... and per worker it compares */
 	unsigned long long queue_cap; /* frames a worker queues; 0: no bound */
 	unsigned long long seed;
 	unsigned long long timeline_us;
@@ -203,6 +210,7 @@ static double hist_quantile(const struct hist *h, double q)
 struct frame {
 	__u64 arrival;
 	__u64 service;
+	unsigned int flow;
 	struct vz_dispatch_ticket ticket;
 };
 
@@ -304,6 +312,7 @@ struct step_result {
 	struct hist lat;
 	double work_ns; /* service time that arrived */
 	__u64 lost; /* arrivals that found their worker's queue full */
+	__u64 cold; /* frames that paid --migrate-us: their flow moved */
 	double active_ns; /* integral of active workers over time */
 	struct snapshot begin, end;
 };
@@ -319,6 +328,15 @@ struct sim {
 	__u64 now, step_ns, total_ns, in_system;
 	unsigned int active;
 	__u64 accounted; /* active_ns integrated up to here */
+	/* The dispatcher as a server of its own (--dispatch-ns, --scan-ns):
+	 * arrivals wait in its FIFO; it decides one frame at a time, and the
+	 * frame reaches its worker when the decision's time is spent. */
+	struct frame *dq;
+	size_t dq_cap, dq_head, dq_len;
+	bool dsp_busy;
+	struct frame dsp_cur;
+	unsigned int dsp_worker;
+	__u8 *last_worker; /* per flow: the worker of its last frame */
 	FILE *timeline; /* JSON or table rows, written as they come */
 	size_t timeline_rows;
 	__u64 events;
@@ -445,6 +463,13 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		O_ALLOC,
 		O_WAKE,
 		O_HOLD,
+		O_SETTLE,
+		O_MAXFORCED,
+		O_GAP,
+		O_FGAP,
+		O_MIGRATE,
+		O_DSP_NS,
+		O_SCAN_NS,
 		O_QCAP,
 		O_PREPOP,
 		O_SEED,
@@ -470,6 +495,13 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "alloc", no_argument, NULL, O_ALLOC },
 		{ "wake-us", required_argument, NULL, O_WAKE },
 		{ "hold-us", required_argument, NULL, O_HOLD },
+		{ "settle-us", required_argument, NULL, O_SETTLE },
+		{ "max-forced", required_argument, NULL, O_MAXFORCED },
+		{ "migrate-gap", required_argument, NULL, O_GAP },
+		{ "force-gap", required_argument, NULL, O_FGAP },
+		{ "migrate-us", required_argument, NULL, O_MIGRATE },
+		{ "dispatch-ns", required_argument, NULL, O_DSP_NS },
+		{ "scan-ns", required_argument, NULL, O_SCAN_NS },
 		{ "queue-cap", required_argument, NULL, O_QCAP },
 		{ "prepopulate", no_argument, NULL, O_PREPOP },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -499,6 +531,10 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		.flow_slots = 1u << 16,
 		.wake_us = 5,
 		.hold_us = -1,
+		.settle_us = -1,
+		.max_forced = -1,
+		.migrate_gap = -1,
+		.force_gap = -1,
 		.seed = 1,
 	};
 	opterr = 0;
@@ -508,7 +544,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			c = vz_dispatch_policy_parse(optarg);
 			if (c < 0)
 				usage_error("unknown policy '%s' (rss-mod, "
-					    "flow-affinity, buckets)",
+					    "flow-affinity, buckets, adaptive)",
 					    optarg);
 			o->policy = (enum vz_dispatch_policy)c;
 			break;
@@ -573,6 +609,33 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case O_HOLD:
 			o->hold_us = parse_double("--hold-us", optarg, 0, 1e9);
+			break;
+		case O_SETTLE:
+			o->settle_us =
+				parse_double("--settle-us", optarg, 0, 1e9);
+			break;
+		case O_MAXFORCED:
+			o->max_forced = (long long)parse_u64(
+				"--max-forced", optarg, 0, 1u << 20);
+			break;
+		case O_GAP:
+			o->migrate_gap = (long long)parse_u64(
+				"--migrate-gap", optarg, 0, 1u << 20);
+			break;
+		case O_FGAP:
+			o->force_gap = (long long)parse_u64(
+				"--force-gap", optarg, 0, 1u << 20);
+			break;
+		case O_MIGRATE:
+			o->migrate_us =
+				parse_double("--migrate-us", optarg, 0, 1e6);
+			break;
+		case O_DSP_NS:
+			o->dispatch_ns =
+				parse_double("--dispatch-ns", optarg, 0, 1e6);
+			break;
+		case O_SCAN_NS:
+			o->scan_ns = parse_double("--scan-ns", optarg, 0, 1e6);
 			break;
 		case O_QCAP:
 			o->queue_cap =
@@ -828,21 +891,25 @@ static void enqueue(struct sim *s, unsigned int i, const struct frame *f)
 	try_serve(s, i);
 }
 
-static void on_arrival(struct sim *s)
+/*
+ * A decided frame reaches worker i: its queue, or lost if full (as the
+ * dispatcher does with a full ring). A flow that changed worker pays
+ * --migrate-us on this frame: its state is cold in the new worker's cache.
+ */
+static void hand_off(struct sim *s, unsigned int i, struct frame *f)
 {
-	struct frame f;
-	unsigned int flow = trace_flow(&s->tr), i;
-	double next;
+	struct step_result *step = &s->steps[step_of(s, f->arrival)];
+	__u8 *last = &s->last_worker[f->flow];
 
-	f.arrival = s->now;
-	f.service = trace_service(&s->tr, s->o);
-	i = vz_dispatch_pick(s->d, s->tr.hashes[flow], s->now, &f.ticket);
-	s->steps[step_of(s, s->now)].work_ns += (double)f.service;
+	step->work_ns += (double)f->service; /* offered: before any penalty */
+	if (*last != VZ_POLICY_NONE && *last != i && s->o->migrate_us > 0) {
+		f->service += (__u64)llround(s->o->migrate_us * 1000);
+		step->cold++;
+	}
+	*last = (__u8)i;
 	if (s->o->queue_cap && s->w[i].len >= s->o->queue_cap) {
-		/* As the dispatcher does with a full ring: the frame is lost.
-		 */
-		vz_dispatch_cancel(s->d, i, &f.ticket);
-		s->steps[step_of(s, s->now)].lost++;
+		vz_dispatch_cancel(s->d, i, &f->ticket);
+		step->lost++;
 	} else if (++s->in_system > MAX_QUEUED) {
 		fprintf(stderr,
 			"veloz: sim: more than %llu frames queued: the "
@@ -850,7 +917,77 @@ static void on_arrival(struct sim *s)
 			MAX_QUEUED);
 		exit(1);
 	} else {
-		enqueue(s, i, &f);
+		enqueue(s, i, f);
+	}
+}
+
+/* The dispatcher decides its next waiting frame, if idle and any wait. */
+static void dispatch_next(struct sim *s)
+{
+	struct vz_dispatch_stats before, after;
+	double cost;
+
+	if (s->dsp_busy || !s->dq_len)
+		return;
+	s->dsp_cur = s->dq[s->dq_head];
+	s->dq_head = (s->dq_head + 1) & (s->dq_cap - 1);
+	s->dq_len--;
+	vz_dispatch_get_stats(s->d, &before);
+	s->dsp_worker = vz_dispatch_pick(s->d, s->tr.hashes[s->dsp_cur.flow],
+					 s->now, &s->dsp_cur.ticket);
+	vz_dispatch_get_stats(s->d, &after);
+	cost = s->o->dispatch_ns +
+	       s->o->scan_ns * (double)(after.compared - before.compared);
+	s->dsp_busy = true;
+	heap_push(&s->heap, s->now + (__u64)llround(cost), EV_HANDOFF, 0);
+}
+
+static void dispatcher_push(struct sim *s, const struct frame *f)
+{
+	if (s->dq_len == s->dq_cap) {
+		size_t cap = s->dq_cap ? 2 * s->dq_cap : 64, k;
+		struct frame *q = xrealloc(NULL, cap * sizeof(*q));
+
+		for (k = 0; k < s->dq_len; k++)
+			q[k] = s->dq[(s->dq_head + k) & (s->dq_cap - 1)];
+		free(s->dq);
+		s->dq = q;
+		s->dq_cap = cap;
+		s->dq_head = 0;
+	}
+	s->dq[(s->dq_head + s->dq_len) & (s->dq_cap - 1)] = *f;
+	if (++s->dq_len > MAX_QUEUED) {
+		fprintf(stderr, "veloz: sim: more than %llu frames wait for "
+				"the dispatcher: it cannot keep up with this "
+				"load at this cost per frame\n",
+			MAX_QUEUED);
+		exit(1);
+	}
+	dispatch_next(s);
+}
+
+static void on_handoff(struct sim *s)
+{
+	s->dsp_busy = false;
+	hand_off(s, s->dsp_worker, &s->dsp_cur);
+	dispatch_next(s);
+}
+
+static void on_arrival(struct sim *s)
+{
+	struct frame f;
+	double next;
+	unsigned int i;
+
+	f.flow = trace_flow(&s->tr);
+	f.arrival = s->now;
+	f.service = trace_service(&s->tr, s->o);
+	if (s->o->dispatch_ns > 0 || s->o->scan_ns > 0) {
+		dispatcher_push(s, &f);
+	} else { /* a dispatcher that costs nothing: decided on arrival */
+		i = vz_dispatch_pick(s->d, s->tr.hashes[f.flow], s->now,
+				     &f.ticket);
+		hand_off(s, i, &f);
 	}
 	if (trace_next(&s->tr, s->o, &next))
 		heap_push(&s->heap, (__u64)llround(next), EV_ARRIVAL, 0);
@@ -937,7 +1074,7 @@ static void on_tick(struct sim *s, __u64 *next_timeline,
 		timeline_row(s);
 		*next_timeline += s->o->timeline_us * 1000;
 	}
-	if (!s->tr.over || s->in_system)
+	if (!s->tr.over || s->in_system || s->dq_len || s->dsp_busy)
 		heap_push(&s->heap, s->now + TICK_NS, EV_TICK, 0);
 }
 
@@ -946,7 +1083,7 @@ struct summary {
 	unsigned int used; /* workers that got frames */
 	struct hist *lat;
 	__u64 frames, lost, reordered, flows_moved, buckets_moved,
-		buckets_forced;
+		buckets_forced, flows_forced, cold, compared;
 	__u64 grows, shrinks;
 	__u64 per_worker[VZ_DISPATCH_MAX_WORKERS];
 };
@@ -959,12 +1096,13 @@ static void summarise(const struct sim *s, unsigned int from, unsigned int to,
 			      *e = &s->steps[to - 1].end;
 	double work = 0, active = 0, load = 0, mean;
 	unsigned int i;
-	__u64 most = 0, lost = 0;
+	__u64 most = 0, lost = 0, out_cold = 0;
 
 	memset(lat, 0, sizeof(*lat));
 	for (i = from; i < to; i++) {
 		hist_merge(lat, &s->steps[i].lat);
 		lost += s->steps[i].lost;
+		out_cold += s->steps[i].cold;
 		work += s->steps[i].work_ns;
 		active += s->steps[i].active_ns;
 		load += o->loads[i];
@@ -980,9 +1118,12 @@ static void summarise(const struct sim *s, unsigned int from, unsigned int to,
 		.flows_moved = e->d.flows_moved - b->d.flows_moved,
 		.buckets_moved = e->d.buckets_moved - b->d.buckets_moved,
 		.buckets_forced = e->d.buckets_forced - b->d.buckets_forced,
+		.flows_forced = e->d.flows_forced - b->d.flows_forced,
+		.compared = e->d.compared - b->d.compared,
 		.grows = e->a.grows - b->a.grows,
 		.shrinks = e->a.shrinks - b->a.shrinks,
 	};
+	out->cold = out_cold;
 	for (i = 0; i < o->cores; i++) {
 		out->per_worker[i] =
 			e->d.frames_per_worker[i] - b->d.frames_per_worker[i];
@@ -1022,7 +1163,8 @@ static void print_json_summary(const struct sim *s, const struct summary *x)
 	       "\"p99\": %.4f, \"p999\": %.4f, \"max\": %.4f}, "
 	       "\"reordered\": %llu, \"flows_moved\": %llu, "
 	       "\"buckets_moved\": %llu, \"buckets_forced\": %llu, "
-	       "\"reallocations\": %llu, "
+	       "\"flows_forced\": %llu, \"cold_frames\": %llu, "
+	       "\"workers_compared\": %llu, \"reallocations\": %llu, "
 	       "\"grows\": %llu, \"shrinks\": %llu, \"active_mean\": %.3f, "
 	       "\"imbalance\": %.4f, \"workers_used\": %u, \"share\": [",
 	       x->load, x->offered, (unsigned long long)x->frames,
@@ -1034,6 +1176,9 @@ static void print_json_summary(const struct sim *s, const struct summary *x)
 	       (unsigned long long)x->flows_moved,
 	       (unsigned long long)x->buckets_moved,
 	       (unsigned long long)x->buckets_forced,
+	       (unsigned long long)x->flows_forced,
+	       (unsigned long long)x->cold,
+	       (unsigned long long)x->compared,
 	       (unsigned long long)(x->grows + x->shrinks),
 	       (unsigned long long)x->grows, (unsigned long long)x->shrinks,
 	       x->active_mean, x->imbalance, x->used);
@@ -1062,7 +1207,7 @@ static void print_table_row(const char *label, const struct summary *x)
 	       (double)h->max / 1000, (unsigned long long)x->reordered,
 	       (unsigned long long)x->flows_moved,
 	       (unsigned long long)x->buckets_moved,
-	       (unsigned long long)x->buckets_forced,
+	       (unsigned long long)(x->buckets_forced + x->flows_forced),
 	       (unsigned long long)(x->grows + x->shrinks), x->active_mean,
 	       x->imbalance);
 }
@@ -1163,6 +1308,14 @@ int main(int argc, char **argv)
 	dcfg.flow_slots = o.flow_slots;
 	if (o.hold_us >= 0)
 		dcfg.hold_ns = (__u64)llround(o.hold_us * 1000);
+	if (o.settle_us >= 0)
+		dcfg.settle_ns = (__u64)llround(o.settle_us * 1000);
+	if (o.max_forced >= 0)
+		dcfg.max_forced = (unsigned int)o.max_forced;
+	if (o.migrate_gap >= 0)
+		dcfg.migrate_gap = (unsigned int)o.migrate_gap;
+	if (o.force_gap >= 0)
+		dcfg.force_gap = (unsigned int)o.force_gap;
 	s.d = vz_dispatch_new(&dcfg);
 	if (!s.d)
 		return 1;
@@ -1178,6 +1331,8 @@ int main(int argc, char **argv)
 		s.w[i].awake = true;
 	trace_init(&s.tr, &o);
 	s.tr.step_ns = (double)s.step_ns;
+	s.last_worker = xrealloc(NULL, o.flows);
+	memset(s.last_worker, VZ_POLICY_NONE, o.flows);
 	if (o.prepopulate &&
 	    vz_dispatch_prepopulate(s.d, s.tr.hashes, o.flows, 0)) {
 		fprintf(stderr,
@@ -1205,6 +1360,9 @@ int main(int argc, char **argv)
 			break;
 		case EV_DONE:
 			on_done(&s, ev.worker);
+			break;
+		case EV_HANDOFF:
+			on_handoff(&s);
 			break;
 		case EV_WAKE:
 			s.w[ev.worker].waking = false;
@@ -1243,6 +1401,8 @@ int main(int argc, char **argv)
 	for (i = 0; i < VZ_DISPATCH_MAX_WORKERS; i++)
 		free(s.w[i].q);
 	free(s.heap.e);
+	free(s.dq);
+	free(s.last_worker);
 	free(s.steps);
 	free(s.tr.hashes);
 	free(s.tr.cdf);
