@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from veloz import config, linux_backend, paths
+from veloz import config, linux_backend, paths, sim
 from veloz.control import objects
 from veloz.errors import VelozError
 
@@ -14,8 +14,6 @@ from veloz.errors import VelozError
 XDP_MODES = {"xdp": "native", "xdp-generic": "skb"}
 # backend -> the C tool that runs it in userspace
 USERSPACE = {"afxdp": "vz-afxdp", "dpdk": "vz-dpdk"}
-# The dispatch stage's policies (src/dispatch/).
-DISPATCH_POLICIES = ("rss-mod", "flow-affinity", "buckets")
 
 DESCRIPTION = """\
 Load the NF, attach it to each --iface (port 0, 1, ... in the order given) and
@@ -85,11 +83,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--dispatch",
-        choices=DISPATCH_POLICIES,
+        choices=sim.policy_choices(),
         help="spread flows over --workers through a dispatch stage (afxdp: a dispatcher "
         "thread and rings; xdp, xdp-generic: a cpumap redirect): rss-mod is hash modulo "
-        "active workers (Shenango), flow-affinity keeps each flow on its worker (Calisto), "
-        "buckets moves the fewest hash buckets to even the load",
+        "active workers (Shenango), flow-affinity keeps each busy flow on its worker "
+        "(Calisto) and moves idle ones to the least loaded, buckets moves the fewest hash "
+        "buckets to even the load (RSS++), adaptive hashes until queues build "
+        "(src/dispatch/policy.h)",
     )
     p.add_argument(
         "--alloc",

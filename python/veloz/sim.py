@@ -9,6 +9,7 @@ line, parses its JSON and prints it; `run_sim()` is the entry point for the lab.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -21,7 +22,6 @@ from rich.table import Table
 from veloz import paths
 from veloz.errors import VelozError
 
-POLICIES = ("rss-mod", "flow-affinity", "buckets")
 ARRIVALS = ("poisson", "bursty")
 SERVICES = ("exp", "const", "heavy")
 FLOW_SIZES = ("uniform", "heavy")
@@ -42,6 +42,16 @@ def tool() -> Path:
     if not path.exists():
         raise VelozError(f"vz-sim is not built; run `make build` in {paths.REPO_ROOT}", code=1)
     return path
+
+
+@functools.cache
+def policies() -> tuple[str, ...]:
+    """The dispatch policies, as the build names them (src/dispatch/policy.h)."""
+    done = subprocess.run([str(tool()), "--policies"], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise VelozError(f"vz-sim --policies failed: {done.stderr.strip()}", code=1)
+    return tuple(json.loads(done.stdout))
 
 
 def _ramp_text(ramp: str | list[float] | tuple[float, ...]) -> str:
@@ -70,6 +80,13 @@ def command(
     prepopulate: bool = False,
     seed: int | None = None,
     timeline_us: int | None = None,
+    settle_us: float | None = None,
+    max_forced: int | None = None,
+    migrate_gap: int | None = None,
+    force_gap: int | None = None,
+    migrate_us: float | None = None,
+    dispatch_ns: float | None = None,
+    scan_ns: float | None = None,
 ) -> list[str]:
     """vz-sim's argv for one policy; None leaves vz-sim's default."""
     cmd = [str(tool()), "--json", "--policy", policy]
@@ -80,7 +97,9 @@ def command(
         "--service": service, "--service-us": service_us, "--flows": flows,
         "--flow-sizes": flow_sizes, "--zipf-s": zipf_s, "--flow-slots": flow_slots,
         "--wake-us": wake_us, "--hold-us": hold_us, "--queue-cap": queue_cap, "--seed": seed,
-        "--timeline-us": timeline_us,
+        "--timeline-us": timeline_us, "--settle-us": settle_us, "--max-forced": max_forced,
+        "--migrate-gap": migrate_gap, "--force-gap": force_gap, "--migrate-us": migrate_us,
+        "--dispatch-ns": dispatch_ns, "--scan-ns": scan_ns,
     }  # fmt: skip
     for flag, value in valued.items():
         if value is not None:
@@ -99,8 +118,9 @@ def run_sim(**kw: Any) -> dict[str, Any]:
     load, offered, frames, lost, latency_us {mean, p50, p90, p99, p999, max} of the
     frames served, tail_us {p99, p999} of every frame offered (a lost one counting as
     slower than any served: None when the percentile falls among the lost),
-    reordered, flows_moved, buckets_moved, buckets_forced, reallocations, grows, shrinks,
-    active_mean, imbalance, share), "overall" (the same over every step) and,
+    reordered, flows_moved, buckets_moved, buckets_forced, flows_forced, cold_frames,
+    workers_compared, reallocations, grows, shrinks, active_mean, imbalance, share),
+    "overall" (the same over every step) and,
     with timeline_us, "timeline". Bad input raises VelozError (code 2).
     """
     try:
@@ -117,9 +137,18 @@ def run_sim(**kw: Any) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-def run_policies(policies: list[str] | tuple[str, ...], **kw: Any) -> list[dict[str, Any]]:
+def run_policies(names: list[str] | tuple[str, ...], **kw: Any) -> list[dict[str, Any]]:
     """The same trace (same seed and parameters) under each policy."""
-    return [run_sim(policy=p, **kw) for p in policies]
+    return [run_sim(policy=p, **kw) for p in names]
+
+
+def policy_choices(*extra: str) -> tuple[str, ...] | None:
+    """argparse choices: the build's policies, or None (no check here: the C
+    tool refuses an unknown one) when the build is not there to ask."""
+    try:
+        return (*policies(), *extra)
+    except VelozError:
+        return None
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -132,7 +161,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--policy",
         default="all",
-        choices=(*POLICIES, "all"),
+        choices=policy_choices("all"),
         help="dispatch policy, or all three on the same trace (default)",
     )
     p.add_argument("--cores", type=int, default=4, help="workers, 1..64 (default 4)")
@@ -181,6 +210,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="fill the flow table with the trace's flows first",
     )
+    p.add_argument("--settle-us", type=float,
+                   help="buckets: no periodic rebalance this soon after a change of workers "
+                   "(2000)")  # fmt: skip
+    p.add_argument(
+        "--max-forced", type=int, help="forced moves allowed per rebalance period of 1 ms (1024)"
+    )
+    p.add_argument("--migrate-gap", type=int,
+                   help="an idle flow moves when its worker has more than this many frames "
+                   "above the least loaded (1)")  # fmt: skip
+    p.add_argument("--force-gap", type=int,
+                   help="a busy flow is forced off a worker this many frames behind; 0 never "
+                   "(64)")  # fmt: skip
+    p.add_argument("--migrate-us", type=float,
+                   help="cache-affinity penalty: added to a flow's first frame on a new worker "
+                   "(0)")  # fmt: skip
+    p.add_argument(
+        "--dispatch-ns",
+        type=float,
+        help="the dispatcher's own time per frame; frames queue for it (0)",
+    )
+    p.add_argument("--scan-ns", type=float, help="the dispatcher's time per worker it compares (0)")
     p.add_argument("--seed", type=int, default=1, help="trace seed (1)")
     p.add_argument(
         "--timeline-us", type=int, help="also sample active workers and queue lengths every T us"
@@ -196,7 +246,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     names = ("cores", "load", "ramp", "step_ms", "arrivals", "burst_us", "service",
              "service_us", "flows", "flow_sizes", "zipf_s", "flow_slots", "alloc",
-             "wake_us", "hold_us", "queue_cap", "prepopulate", "seed", "timeline_us")  # fmt: skip
+             "wake_us", "hold_us", "queue_cap", "prepopulate", "seed", "timeline_us",
+             "settle_us", "max_forced", "migrate_gap", "force_gap", "migrate_us",
+             "dispatch_ns", "scan_ns")  # fmt: skip
     return {n: getattr(args, n) for n in names}
 
 
@@ -210,7 +262,8 @@ def _row(policy: str, label: str, s: dict[str, Any]) -> list[str]:
             _fmt(lat["mean"]),
             _fmt(lat["p50"]), _fmt(lat["p99"]), _fmt(lat["p999"]), _fmt(lat["max"]),
             f"{s['reordered']:,}", f"{s['flows_moved']:,}", f"{s['buckets_moved']:,}",
-            f"{s['buckets_forced']:,}", f"{s['reallocations']:,}", f"{s['active_mean']:.1f}",
+            f"{s['buckets_forced'] + s['flows_forced']:,}", f"{s['reallocations']:,}",
+            f"{s['active_mean']:.1f}",
             f"{s['imbalance']:.2f}"]  # fmt: skip
 
 
@@ -253,8 +306,8 @@ def print_table(runs: list[dict[str, Any]], console: Console) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    policies = POLICIES if args.policy == "all" else (args.policy,)
-    runs = run_policies(policies, **_kwargs(args))
+    chosen = policies() if args.policy == "all" else (args.policy,)
+    runs = run_policies(chosen, **_kwargs(args))
     if args.json:
         print(json.dumps(runs[0] if len(runs) == 1 else {"runs": runs}))
         return 0

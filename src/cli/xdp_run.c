@@ -7,8 +7,8 @@
  * program a killed run left behind.
  *
  * With --dispatch POLICY --workers N the interfaces run the dispatcher
- * (src/dispatch/xdp_stage.h) and the NF's cpumap build runs on CPUs 0..N-1 behind
- * it, its maps the ones the counters and the control socket use. SIGUSR1
+ * (src/dispatch/xdp_stage.h) and the NF's cpumap build runs on CPUs 0..N-1
+ * behind it, its maps the ones the counters and the control socket use. SIGUSR1
  * takes the highest active CPU out of the active set, SIGUSR2 puts the next
  * one back (applied at the next interval).
  */

@@ -6,7 +6,8 @@
  * workers are behind: one more becomes active. A worker that has had
  * nothing to do for park_idle means there is a worker too many: the
  * highest-numbered is parked (it finishes what it holds, then sleeps).
- * Called by the dispatcher (src/afxdp) and the simulator (src/dispatch/sim) alike.
+ * Called by the dispatcher (src/afxdp) and the simulator (src/dispatch/sim)
+ * alike.
  */
 #ifndef VZ_RUNTIME_CORE_ALLOC_H
 #define VZ_RUNTIME_CORE_ALLOC_H

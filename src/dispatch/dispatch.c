@@ -60,7 +60,8 @@ void vz_dispatch_config_default(struct vz_dispatch_config *cfg,
 		.imbalance = 0.02,
 		.hold_ns = 200000ull, /* 200 us */
 		.settle_ns = 2000000ull, /* two rebalance periods */
-		.max_forced = 1024, /* a period: at most ~1 in 10 frames at 10 Mpps */
+		.max_forced =
+			1024, /* a period: at most ~1 in 10 frames at 10 Mpps */
 		.migrate_gap = 1,
 		.force_gap = 64,
 		/* scanning 64 workers per frame costs the dispatcher more than
@@ -247,8 +248,7 @@ static unsigned int pick_bucket(struct vz_dispatch *d, struct bucket *b,
 }
 
 /* A flow's worker by policy.h, or by hash alone when the table is full. */
-static unsigned int pick_flow(struct vz_dispatch *d, struct flow *f,
-			      __u32 hash)
+static unsigned int pick_flow(struct vz_dispatch *d, struct flow *f, __u32 hash)
 {
 	struct vz_policy_record rec;
 	__u32 event, w, r;

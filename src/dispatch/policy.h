@@ -107,8 +107,8 @@ enum vz_policy_event {
  * its 64 iterations again on every path of every caller.
  */
 #ifdef __bpf__
-__attribute__((noinline)) __u32
-vz_policy_least_loaded(struct vz_policy_view *v, __u32 r)
+__attribute__((noinline)) __u32 vz_policy_least_loaded(struct vz_policy_view *v,
+						       __u32 r)
 #else
 static inline __u32 vz_policy_least_loaded(struct vz_policy_view *v, __u32 r)
 #endif
@@ -192,7 +192,8 @@ static __always_inline __u32 vz_policy_flow_affinity(struct vz_policy_view *v,
 			return worker;
 		}
 		best = vz_policy_least_loaded(v, r);
-		if (vz_policy_load(v, worker) <= vz_policy_load(v, best) + v->force_gap) {
+		if (vz_policy_load(v, worker) <=
+		    vz_policy_load(v, best) + v->force_gap) {
 			*event = VZ_POLICY_STAYED;
 			return worker;
 		}
@@ -201,7 +202,8 @@ static __always_inline __u32 vz_policy_flow_affinity(struct vz_policy_view *v,
 	}
 	best = vz_policy_least_loaded(v, r);
 	if (worker < v->nactive && worker < VZ_DISPATCH_MAX_WORKERS &&
-	    vz_policy_load(v, worker) <= vz_policy_load(v, best) + v->migrate_gap) {
+	    vz_policy_load(v, worker) <=
+		    vz_policy_load(v, best) + v->migrate_gap) {
 		*event = VZ_POLICY_STAYED; /* its cache is warm there */
 		return worker;
 	}
@@ -213,8 +215,7 @@ static __always_inline __u32 vz_policy_flow_affinity(struct vz_policy_view *v,
 /* adaptive: rss-mod's placement while !v->spread, flow-affinity's after. */
 static __always_inline __u32 vz_policy_adaptive(struct vz_policy_view *v,
 						__u32 hash, __u32 worker,
-						int busy, __u32 r,
-						__u32 *event)
+						int busy, __u32 r, __u32 *event)
 {
 	__u32 home;
 
@@ -225,7 +226,7 @@ static __always_inline __u32 vz_policy_adaptive(struct vz_policy_view *v,
 		return worker;
 	}
 	home = vz_policy_rss_mod(v, hash);
-	*event = worker == home ? VZ_POLICY_STAYED
+	*event = worker == home			    ? VZ_POLICY_STAYED
 		 : worker < VZ_DISPATCH_MAX_WORKERS ? VZ_POLICY_MOVED
 						    : VZ_POLICY_PLACED;
 	return home;
@@ -234,11 +235,11 @@ static __always_inline __u32 vz_policy_adaptive(struct vz_policy_view *v,
 /*
  * buckets: a frame of a flow known to have frames queued on `worker`
  * (`busy`) follows them there, unless that worker is stuck (see
- * force_gap), when it goes where its bucket goes. Otherwise the bucket decides: it goes to
- * its pending worker first if it has one and either none of its frames is
- * in flight (`bucket_busy` false) or it has waited hold_ns and the caller
- * may force the move (counted: those may reorder). A dispatcher that knows
- * its flows (the native one) passes bucket_busy false, since the flows
+ * force_gap), when it goes where its bucket goes. Otherwise the bucket decides:
+ * it goes to its pending worker first if it has one and either none of its
+ * frames is in flight (`bucket_busy` false) or it has waited hold_ns and the
+ * caller may force the move (counted: those may reorder). A dispatcher that
+ * knows its flows (the native one) passes bucket_busy false, since the flows
  * already keep order: its buckets move at once and never by force.
  */
 static __always_inline __u32 vz_policy_bucket(struct vz_policy_view *v,
@@ -255,7 +256,8 @@ static __always_inline __u32 vz_policy_bucket(struct vz_policy_view *v,
 
 		if (to == worker || !vz_policy_stuck(v, worker) ||
 		    to >= VZ_DISPATCH_MAX_WORKERS ||
-		    vz_policy_load(v, worker) <= vz_policy_load(v, to) + v->force_gap)
+		    vz_policy_load(v, worker) <=
+			    vz_policy_load(v, to) + v->force_gap)
 			return worker;
 		*event = VZ_POLICY_FORCED; /* the flow, not the bucket */
 		return to;
@@ -331,9 +333,9 @@ static __always_inline void vz_policy_replay(struct vz_policy_record *rec)
 			rec->bucket_busy, rec->now, rec->hold_ns,
 			rec->may_force, &event);
 	else
-		rec->out_worker = vz_policy_pick_flow(&rec->view, rec->hash,
-						      rec->worker, rec->busy,
-						      rec->r, &event);
+		rec->out_worker =
+			vz_policy_pick_flow(&rec->view, rec->hash, rec->worker,
+					    rec->busy, rec->r, &event);
 	rec->out_event = event;
 }
 
@@ -374,9 +376,10 @@ static inline const char *vz_dispatch_policy_name(unsigned int policy)
 #define VZ_RSS_KEY                                                            \
 	{                                                                     \
 		0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,   \
-		0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,   \
-		0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,   \
-		0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,   \
+			0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, \
+			0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, \
+			0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, \
+			0xac, 0x01, 0xfa,                                     \
 	}
 
 /*

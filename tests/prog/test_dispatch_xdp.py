@@ -219,8 +219,8 @@ class Dispatcher(BpfObject):
         assert active == list(range(len(active))), "the stage's active CPUs are 0..n-1"
         mask = sum(1 << c for c in active)
         cpus = active + [0] * (MAX_CPUS - len(active))
-        value = self.CONFIG.pack(mask, drain_ns, aging_ns, *cpus, policy, len(active),
-                                 migrate_gap, int(spread), 0, 0, 0, 0, 0, *[0] * MAX_CPUS)  # fmt: skip
+        view = (policy, len(active), migrate_gap, int(spread), 0, 0, 0, 0, 0)
+        value = self.CONFIG.pack(mask, drain_ns, aging_ns, *cpus, *view, *[0] * MAX_CPUS)
         self.update(self.fds["dsp_config"], b"\0" * 4, value)
 
     def _config(self) -> list[int]:

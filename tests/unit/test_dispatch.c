@@ -300,8 +300,8 @@ static struct vz_dispatch_stats run_random(enum vz_dispatch_policy policy,
 }
 
 /* The default force gap. */
-static struct vz_dispatch_stats random_run_forcing(enum vz_dispatch_policy policy,
-						   unsigned int seed)
+static struct vz_dispatch_stats
+random_run_forcing(enum vz_dispatch_policy policy, unsigned int seed)
 {
 	struct vz_dispatch_config cfg;
 
@@ -330,8 +330,8 @@ static void test_no_reordering(void)
 	      "flow-affinity reordered %llu", (unsigned long long)fa.reordered);
 	CHECK(bk.reordered == 0 && !bk.buckets_forced && !bk.flows_forced,
 	      "buckets reordered %llu", (unsigned long long)bk.reordered);
-	CHECK(ad.reordered == 0 && !ad.flows_forced,
-	      "adaptive reordered %llu", (unsigned long long)ad.reordered);
+	CHECK(ad.reordered == 0 && !ad.flows_forced, "adaptive reordered %llu",
+	      (unsigned long long)ad.reordered);
 	/* With them, the same runs reorder, and only as often as busy flows
 	 * are forced away: each forced move is counted. */
 	CHECK(fa_forced.flows_forced > 0 && fa_forced.reordered > 0,

@@ -74,7 +74,8 @@ static void record_run(struct trace *t, enum vz_dispatch_policy policy,
 				vz_dispatch_done(d, w, &q[w][head[w]++ % QCAP]);
 		}
 		if (rand() % 1500 == 0)
-			vz_dispatch_set_active(d, 1 + (unsigned)rand() % workers);
+			vz_dispatch_set_active(d,
+					       1 + (unsigned)rand() % workers);
 		vz_dispatch_tick(d, now);
 	}
 	vz_dispatch_free(d);
@@ -83,8 +84,7 @@ static void record_run(struct trace *t, enum vz_dispatch_policy policy,
 static bool same_answer(const struct vz_policy_record *a,
 			const struct vz_policy_record *b)
 {
-	return a->out_worker == b->out_worker &&
-	       a->out_event == b->out_event &&
+	return a->out_worker == b->out_worker && a->out_event == b->out_event &&
 	       a->out_bucket.owner == b->out_bucket.owner &&
 	       a->out_bucket.pending == b->out_bucket.pending;
 }
@@ -144,8 +144,9 @@ int main(int argc, char **argv)
 				      vz_dispatch_policy_name((unsigned)policy),
 				      sizes[s], t.n);
 				for (i = 0; i < t.n; i++) {
-					struct vz_policy_record native =
-						question(&t.rec[i]), bpf;
+					struct vz_policy_record
+						native = question(&t.rec[i]),
+						bpf;
 
 					vz_policy_replay(&native);
 					CHECK(same_answer(&native, &t.rec[i]),
@@ -162,14 +163,16 @@ int main(int argc, char **argv)
 					ret = bpf_replay(prog, &t.rec[i], &bpf);
 					CHECK(!ret, "BPF_PROG_TEST_RUN: %s",
 					      strerror(-ret));
-					CHECK(!ret && same_answer(&bpf, &t.rec[i]),
+					CHECK(!ret && same_answer(&bpf,
+								  &t.rec[i]),
 					      "BPF differs: %s on %u, record %u: "
 					      "worker %u vs %u, event %u vs %u",
 					      vz_dispatch_policy_name(
 						      (unsigned)policy),
 					      sizes[s], i, bpf.out_worker,
 					      t.rec[i].out_worker,
-					      bpf.out_event, t.rec[i].out_event);
+					      bpf.out_event,
+					      t.rec[i].out_event);
 					bpf_checked++;
 					if (failures > 20)
 						return 1;

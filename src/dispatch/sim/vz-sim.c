@@ -424,7 +424,8 @@ static void parse_ramp(struct opts *o, const char *s)
 }
 
 static const char help[] =
-	"usage: vz-sim [--policy rss-mod|flow-affinity|buckets] [--cores N]\n"
+	"usage: vz-sim [--policy rss-mod|flow-affinity|buckets|adaptive]\n"
+	"  [--cores N]"
 	"  [--load F | --ramp F,F,..] [--step-ms MS] [--arrivals "
 	"poisson|bursty]\n"
 	"  [--burst-us US] [--service exp|const|heavy] [--service-us US]\n"
@@ -433,6 +434,8 @@ static const char help[] =
 	"  [--alloc] [--wake-us US] [--hold-us US] [--prepopulate] "
 	"[--seed N]\n"
 	"  [--queue-cap N] [--timeline-us US] [--json] [--verbose]\n"
+	"  [--settle-us US] [--max-forced N] [--migrate-gap N] [--force-gap N]\n"
+	"  [--migrate-us US] [--dispatch-ns NS] [--scan-ns NS] [--policies]\n"
 	"Simulates the dispatch policy code on a generated trace: per-worker\n"
 	"FIFO queues, service one frame at a time, latency = completion -\n"
 	"arrival. --service heavy is bimodal: 90% short, 10% ten times as\n"
@@ -442,7 +445,13 @@ static const char help[] =
 	"forced move (the policy's hold_ns).\n"
 	"--queue-cap: frames a worker's queue holds (the afxdp dispatcher's\n"
 	"rings hold 4096); a frame that finds it full is lost, as there.\n"
-	"0 (the default) never loses one.\n";
+	"0 (the default) never loses one.\n"
+	"--migrate-gap, --force-gap: policy.h's gaps (frames); --max-forced:\n"
+	"forced moves per rebalance period; --settle-us: buckets' wait after a\n"
+	"change of workers. Costs: --dispatch-ns per frame and --scan-ns per\n"
+	"worker compared make the dispatcher a server frames queue for;\n"
+	"--migrate-us is added to the first frame of a flow on a new worker.\n"
+	"--policies prints the policies as a JSON list.\n";
 
 static void parse_args(struct opts *o, int argc, char **argv)
 {
@@ -475,6 +484,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		O_SEED,
 		O_TL,
 		O_JSON,
+		O_POLICIES,
 		O_VERBOSE,
 		O_HELP
 	};
@@ -507,6 +517,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "timeline-us", required_argument, NULL, O_TL },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "policies", no_argument, NULL, O_POLICIES },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -657,6 +668,12 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		case O_VERBOSE:
 			o->verbose = true;
 			break;
+		case O_POLICIES: /* policy.h's list, for Python */
+			for (c = 0; c < VZ_DISPATCH_POLICIES; c++)
+				printf("%s\"%s\"", c ? ", " : "[",
+				       vz_dispatch_policy_name((unsigned)c));
+			puts("]");
+			exit(0);
 		case O_HELP:
 			fputs(help, stdout);
 			exit(0);
@@ -957,9 +974,10 @@ static void dispatcher_push(struct sim *s, const struct frame *f)
 	}
 	s->dq[(s->dq_head + s->dq_len) & (s->dq_cap - 1)] = *f;
 	if (++s->dq_len > MAX_QUEUED) {
-		fprintf(stderr, "veloz: sim: more than %llu frames wait for "
-				"the dispatcher: it cannot keep up with this "
-				"load at this cost per frame\n",
+		fprintf(stderr,
+			"veloz: sim: more than %llu frames wait for "
+			"the dispatcher: it cannot keep up with this "
+			"load at this cost per frame\n",
 			MAX_QUEUED);
 		exit(1);
 	}
@@ -1176,8 +1194,7 @@ static void print_json_summary(const struct sim *s, const struct summary *x)
 	       (unsigned long long)x->flows_moved,
 	       (unsigned long long)x->buckets_moved,
 	       (unsigned long long)x->buckets_forced,
-	       (unsigned long long)x->flows_forced,
-	       (unsigned long long)x->cold,
+	       (unsigned long long)x->flows_forced, (unsigned long long)x->cold,
 	       (unsigned long long)x->compared,
 	       (unsigned long long)(x->grows + x->shrinks),
 	       (unsigned long long)x->grows, (unsigned long long)x->shrinks,
