@@ -13,6 +13,7 @@ void vz_core_alloc_config_default(struct vz_core_alloc_config *cfg,
 		.interval_ns = 5000, /* Shenango's 5 us */
 		.grow_delay_ns = 5000,
 		.park_idle_ns = 50000,
+		.shrink_holdoff_ns = 100000,
 	};
 }
 
@@ -66,7 +67,10 @@ unsigned int vz_core_alloc_tick(struct vz_core_alloc *a, struct vz_dispatch *d,
 		a->busy_at[n] = now_ns; /* a fresh worker is not idle yet */
 		vz_dispatch_set_active(d, n + 1);
 		a->stats.grows++;
-	} else if (!behind && spare && n > a->cfg.min_workers) {
+		a->grown_at = now_ns;
+	} else if (!behind && spare && n > a->cfg.min_workers &&
+		   (!a->stats.grows ||
+		    now_ns - a->grown_at >= a->cfg.shrink_holdoff_ns)) {
 		vz_dispatch_set_active(d, n - 1);
 		a->stats.shrinks++;
 		/* Judge the rest afresh: their load just grew. */

@@ -21,6 +21,10 @@ struct vz_core_alloc_config {
 	__u64 interval_ns; /* between checks */
 	__u64 grow_delay_ns; /* queueing delay that adds a worker */
 	__u64 park_idle_ns; /* a worker idle this long: one fewer */
+	/* hysteresis: no worker is parked this soon after one was added, so
+	 * a burst does not add and remove workers in turn (each change moves
+	 * flows and buckets, and wakes a core) */
+	__u64 shrink_holdoff_ns;
 };
 
 struct vz_core_alloc_stats {
@@ -31,6 +35,7 @@ struct vz_core_alloc_stats {
 struct vz_core_alloc {
 	struct vz_core_alloc_config cfg;
 	__u64 next_check;
+	__u64 grown_at; /* the last grow */
 	__u64 busy_at[VZ_DISPATCH_MAX_WORKERS]; /* last seen with work */
 	struct vz_core_alloc_stats stats;
 };

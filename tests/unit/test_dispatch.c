@@ -187,12 +187,27 @@ static void test_flow_affinity(void)
 	      (unsigned long long)s.reordered);
 	CHECK(s.flows_moved == 1, "one flow moved, not %llu",
 	      (unsigned long long)s.flows_moved);
+	/* An idle flow follows the allocator onto a new, emptier worker:
+	 * flow 100 (worker 0) gets a frame while worker 0 holds another
+	 * flow's frame and worker 3 has just come back empty. */
+	vz_dispatch_set_active(d, 4);
+	vz_dispatch_pick(d, 100, 4, &a[0]); /* 0: stays, busy now */
+	vz_dispatch_done(d, 0, &a[0]);
+	first = vz_dispatch_pick(d, 777, 4, &t); /* new: least loaded, 0 */
+	CHECK(first == 0, "new flow to worker 0, not %u", first);
+	w = vz_dispatch_pick(d, 100, 5, &u);
+	CHECK(w != 0, "idle flow left the busier worker");
+	vz_dispatch_done(d, first, &t);
+	vz_dispatch_done(d, w, &u);
+	vz_dispatch_get_stats(d, &s);
+	CHECK(s.flows_moved == 2 && s.reordered == 0, "moved %llu",
+	      (unsigned long long)s.flows_moved);
 	/* Idle entries age out. */
 	vz_dispatch_tick(d, 10ull * 1000000000);
 	for (w = 0; w < 20; w++)
 		vz_dispatch_tick(d, 10ull * 1000000000);
 	vz_dispatch_get_stats(d, &s);
-	CHECK(s.flows == 0 && s.flows_aged == 5, "aged %llu of 5, %u left",
+	CHECK(s.flows == 0 && s.flows_aged == 6, "aged %llu of 6, %u left",
 	      (unsigned long long)s.flows_aged, s.flows);
 	vz_dispatch_free(d);
 }
@@ -381,8 +396,12 @@ static void test_core_alloc(void)
 	oldest[0] = 0;
 	/* Idle, but not for park_idle yet. */
 	CHECK(vz_core_alloc_tick(&a, d, 20000, oldest) == 2, "still 2");
-	CHECK(vz_core_alloc_tick(&a, d, 60000, oldest) == 1,
-	      "idle 50 us: parked one");
+	/* Idle 50 us, but a worker was added 53 us ago: the hysteresis. */
+	CHECK(vz_core_alloc_tick(&a, d, 60000, oldest) == 2,
+	      "no park within shrink_holdoff of a grow");
+	CHECK(vz_core_alloc_tick(&a, d, 7000 + cfg.shrink_holdoff_ns, oldest) ==
+		      1,
+	      "idle and past the holdoff: parked one");
 	CHECK(a.stats.grows == 1 && a.stats.shrinks == 1, "counted");
 	cfg.park_idle_ns = 1;
 	CHECK(vz_core_alloc_init(&a, &cfg, 0) == -1, "bad config refused");

@@ -72,6 +72,7 @@ struct opts {
 	long long max_forced; /* buckets: < 0 for the library's default */
 	long long migrate_gap; /* flow-affinity: < 0 for the default */
 	long long force_gap; /* < 0 for the default */
+	double holdoff_us; /* allocator: < 0 for the default */
 	double migrate_us; /* a moved flow's next frame costs this more */
 	double dispatch_ns; /* the dispatcher's own time per frame */
 	double scan_ns; /* ... and per worker it compares */
@@ -436,6 +437,7 @@ static const char help[] =
 	"  [--queue-cap N] [--timeline-us US] [--json] [--verbose]\n"
 	"  [--settle-us US] [--max-forced N] [--migrate-gap N] [--force-gap N]\n"
 	"  [--migrate-us US] [--dispatch-ns NS] [--scan-ns NS] [--policies]\n"
+	"  [--shrink-holdoff-us US]\n"
 	"Simulates the dispatch policy code on a generated trace: per-worker\n"
 	"FIFO queues, service one frame at a time, latency = completion -\n"
 	"arrival. --service heavy is bimodal: 90% short, 10% ten times as\n"
@@ -451,6 +453,8 @@ static const char help[] =
 	"change of workers. Costs: --dispatch-ns per frame and --scan-ns per\n"
 	"worker compared make the dispatcher a server frames queue for;\n"
 	"--migrate-us is added to the first frame of a flow on a new worker.\n"
+	"--shrink-holdoff-us: the allocator parks no worker this soon after\n"
+	"adding one (100).\n"
 	"--policies prints the policies as a JSON list.\n";
 
 static void parse_args(struct opts *o, int argc, char **argv)
@@ -476,6 +480,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		O_MAXFORCED,
 		O_GAP,
 		O_FGAP,
+		O_HOLDOFF,
 		O_MIGRATE,
 		O_DSP_NS,
 		O_SCAN_NS,
@@ -509,6 +514,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "max-forced", required_argument, NULL, O_MAXFORCED },
 		{ "migrate-gap", required_argument, NULL, O_GAP },
 		{ "force-gap", required_argument, NULL, O_FGAP },
+		{ "shrink-holdoff-us", required_argument, NULL, O_HOLDOFF },
 		{ "migrate-us", required_argument, NULL, O_MIGRATE },
 		{ "dispatch-ns", required_argument, NULL, O_DSP_NS },
 		{ "scan-ns", required_argument, NULL, O_SCAN_NS },
@@ -546,6 +552,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		.max_forced = -1,
 		.migrate_gap = -1,
 		.force_gap = -1,
+		.holdoff_us = -1,
 		.seed = 1,
 	};
 	opterr = 0;
@@ -632,6 +639,10 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		case O_GAP:
 			o->migrate_gap = (long long)parse_u64(
 				"--migrate-gap", optarg, 0, 1u << 20);
+			break;
+		case O_HOLDOFF:
+			o->holdoff_us = parse_double("--shrink-holdoff-us",
+						     optarg, 0, 1e9);
 			break;
 		case O_FGAP:
 			o->force_gap = (long long)parse_u64(
@@ -1339,6 +1350,9 @@ int main(int argc, char **argv)
 	s.active = o.cores;
 	if (o.alloc) {
 		vz_core_alloc_config_default(&acfg, o.cores);
+		if (o.holdoff_us >= 0)
+			acfg.shrink_holdoff_ns =
+				(__u64)llround(o.holdoff_us * 1000);
 		vz_dispatch_set_active(s.d, acfg.min_workers);
 		if (vz_core_alloc_init(&s.alloc, &acfg, 0))
 			return 1;
