@@ -1,12 +1,16 @@
 """Dispatch: Calisto's experiment. The offered load rises in steps; at each
 step, the latency percentiles, the frames reordered within their flow, the
-flows and buckets moved and the reallocations of three dispatch policies:
+flows and buckets moved and the reallocations of the dispatch policies the
+build has (src/dispatch/policy.h):
 
   - rss-mod: hash modulo active workers (Shenango's IOKernel);
-  - flow-affinity: a flow table keeps each flow on its worker, new flows go
-    to the least-loaded one (Calisto);
+  - flow-affinity: a busy flow stays on its worker (Calisto), an idle one
+    moves to a less loaded worker, so flows follow the allocator both ways
+    without reordering;
   - buckets: 512 hash buckets owned by workers, rebalanced by moving the
-    fewest buckets (RSS++-style; veloz's own).
+    fewest buckets (RSS++); busy flows stay with their frames;
+  - adaptive: rss-mod's placement until queues build, flow-affinity's after
+    (Calisto's alternation by load).
 
 All with the core allocator (--alloc: a worker is added when a frame has
 queued 5 µs, parked after 50 µs idle), as Calisto ran on Shenango.
@@ -26,7 +30,11 @@ libveloz_dispatch) on a generated trace: Poisson arrivals, exponential
 service of 1 µs, uniform flows (the testbed's 256 at 2 cores, 1000 at 16
 and 64), load as a fraction of the cores' capacity, for 2, 16 and 64 cores;
 one seed per trial. Its worker queues hold 4096 frames, as the
-dispatcher's rings do, and a frame that finds one full is lost.
+dispatcher's rings do, and a frame that finds one full is lost. Each
+simulation runs twice: with a free dispatcher, and with costs modelled
+(SIM_COSTS: 10 ns of dispatcher time per frame plus 1 ns per worker a
+policy compares, and 0.5 µs on the first frame of a flow on a new worker,
+its cache cold there).
 
 Tail latency counts loss: the p99 of every frame offered, a lost frame
 counting as slower than any that arrived. A policy that overloads one
@@ -37,13 +45,13 @@ lost frames it is shown as "lost".
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
 from veloz.lab import stats, summary, trial
 
-POLICIES = ("rss-mod", "flow-affinity", "buckets")
 WORKERS = 2
 FLOWS = 256
 ACCESSES = 16000  # per frame: one worker saturates near 70k pps on this machine
@@ -52,6 +60,17 @@ SIM_FLOWS = {2: FLOWS}  # the testbed's flows at its 2 cores; else 1000
 SIM_QUEUE = 4096  # frames a worker's queue holds: the dispatcher's JOB_RING
 SIM_LOADS = (0.2, 0.5, 0.8, 0.95)
 SIM_STEP_MS = 50
+SIM_COSTS: dict[str, dict[str, float]] = {
+    "free": {},
+    "costed": {"dispatch_ns": 10, "scan_ns": 1, "migrate_us": 0.5},
+}
+
+
+def policies() -> tuple[str, ...]:
+    """The build's policies, rss-mod (the baseline) first."""
+    from veloz import sim
+
+    return sim.policies()
 
 
 class Dispatch:
@@ -60,7 +79,7 @@ class Dispatch:
     doc = __doc__
 
     def count(self, s: dict) -> int:
-        return s["trials"] * len(POLICIES) * (len(s["rates"]) + len(SIM_CORES))
+        return s["trials"] * len(policies()) * (len(s["rates"]) + len(SIM_CORES) * len(SIM_COSTS))
 
     def run(self, ctx) -> None:
         from veloz.sim import run_sim
@@ -68,7 +87,7 @@ class Dispatch:
         s = ctx.settings
         for t in range(s["trials"]):
             for rate in s["rates"]:
-                for policy in POLICIES:
+                for policy in policies():
                     extra = ["--workers", str(WORKERS), "--dispatch", policy, "--alloc",
                              "--set", f"accesses={ACCESSES}", "--set", "reflect=1"]  # fmt: skip
                     rec = trial.measure("memaccess", "afxdp", size=s["sizes"][0], rate=rate,
@@ -78,31 +97,34 @@ class Dispatch:
                                | _tail(rec.get("histogram"), rec.get("lost") or 0))  # fmt: skip
                     ctx.record(f"testbed {policy} at {rate:,} pps", rec, trial=t, rate=rate,
                                policy=policy, kind="testbed", experiment=self.name)  # fmt: skip
-            for cores in SIM_CORES:
-                for policy in POLICIES:
-                    out = run_sim(policy=policy, cores=cores, ramp=list(SIM_LOADS),
-                                  step_ms=SIM_STEP_MS, alloc=True, seed=t + 1,
-                                  flows=SIM_FLOWS.get(cores, 1000),
-                                  queue_cap=SIM_QUEUE)  # fmt: skip
-                    for step in out["steps"]:
-                        lat = step["latency_us"]
-                        rec = {
-                            "kind": "sim", "cores": cores, "policy": policy,
-                            "load": step["load"], "frames": step["frames"],
-                            "sent": step["frames"], "lost": step["lost"],
-                            "loss": step["lost"] / step["frames"] if step["frames"] else 0.0,
-                            "lat_p50_us": lat["p50"], "lat_p99_us": lat["p99"],
-                            "lat_p999_us": lat["p999"],
-                            "tail_p99_us": step["tail_us"]["p99"],
-                            "tail_p999_us": step["tail_us"]["p999"],
-                            "reordered": step["reordered"],
-                            "flows_moved": step["flows_moved"],
-                            "buckets_moved": step["buckets_moved"],
-                            "reallocations": step["reallocations"],
-                            "mean_active": step["active_mean"],
-                        }  # fmt: skip
-                        ctx.records.append({**rec, "trial": t, "experiment": self.name})
-                    ctx.advance(f"sim {policy} on {cores} cores")
+            for cores, (costs, cost_kw), policy in itertools.product(
+                SIM_CORES, SIM_COSTS.items(), policies()
+            ):
+                out = run_sim(policy=policy, cores=cores, ramp=list(SIM_LOADS),
+                              step_ms=SIM_STEP_MS, alloc=True, seed=t + 1,
+                              flows=SIM_FLOWS.get(cores, 1000), queue_cap=SIM_QUEUE,
+                              **cost_kw)  # fmt: skip
+                for step in out["steps"]:
+                    lat = step["latency_us"]
+                    rec = {
+                        "kind": "sim", "cores": cores, "policy": policy,
+                        "load": step["load"], "frames": step["frames"],
+                        "sent": step["frames"], "lost": step["lost"],
+                        "loss": step["lost"] / step["frames"] if step["frames"] else 0.0,
+                        "lat_p50_us": lat["p50"], "lat_p99_us": lat["p99"],
+                        "lat_p999_us": lat["p999"],
+                        "tail_p99_us": step["tail_us"]["p99"],
+                        "tail_p999_us": step["tail_us"]["p999"],
+                        "reordered": step["reordered"],
+                        "flows_moved": step["flows_moved"],
+                        "forced": step["flows_forced"] + step["buckets_forced"],
+                        "costs": costs,
+                        "buckets_moved": step["buckets_moved"],
+                        "reallocations": step["reallocations"],
+                        "mean_active": step["active_mean"],
+                    }  # fmt: skip
+                    ctx.records.append({**rec, "trial": t, "experiment": self.name})
+                ctx.advance(f"sim {policy} on {cores} cores, {costs}")
 
     def sections(self, records: list[dict], s: dict) -> list[dict]:
         out = []
@@ -119,19 +141,19 @@ class Dispatch:
                        "compare with the loss column. " + _NOTE)  # fmt: skip
         out.append(sec)
         out.append(_moves_table("Testbed: what each policy did (sums over trials)", bed, "rate"))
-        for cores in sorted({r["cores"] for r in records if r.get("kind") == "sim"}):
-            sim = [r for r in records if r.get("kind") == "sim" and r["cores"] == cores]
-            out.append(_tail_section(f"Simulator, {cores} cores: p99 latency (µs) of every "
-                                     "frame offered, loss counted", sim, "tail_p99_us",
-                                     "load"))  # fmt: skip
-            sec = summary.rate_section(sim, f"Simulator, {cores} cores: p99 latency (µs) of "
-                                       "the frames served", metric="lat_p99_us", unit=1.0,
-                                       unit_name="µs", category="policy", series="load",
+        sims = [r for r in records if r.get("kind") == "sim"]
+        for cores, costs in sorted({(r["cores"], r.get("costs", "free")) for r in sims}):
+            sim = [r for r in sims if r["cores"] == cores and r.get("costs", "free") == costs]
+            where = f"Simulator, {cores} cores" + ("" if costs == "free" else f", {costs}")
+            out.append(_tail_section(f"{where}: p99 latency (µs) of every frame offered, "
+                                     "loss counted", sim, "tail_p99_us", "load"))  # fmt: skip
+            sec = summary.rate_section(sim, f"{where}: p99 latency (µs) of the frames served",
+                                       metric="lat_p99_us", unit=1.0, unit_name="µs",
+                                       category="policy", series="load",
                                        baseline="rss-mod")  # fmt: skip
             sec["text"] = "Median over seeds, 95% bootstrap CI; ratio to rss-mod."
             out.append(sec)
-            out.append(_moves_table(f"Simulator, {cores} cores: what each policy did", sim,
-                                    "load"))  # fmt: skip
+            out.append(_moves_table(f"{where}: what each policy did", sim, "load"))
         out.append(_agreement(records))
         return out
 
@@ -161,16 +183,18 @@ def _moves_table(title: str, records: list[dict], series: str) -> dict:
 
         active = [r["mean_active"] for r in recs if r.get("mean_active") is not None]
         sent = total("sent")
-        rows.append([x, policy, len(recs), total("reordered"), total("flows_moved"),
-                     total("buckets_moved"), total("reallocations"),
+        rows.append([x, policy, len(recs), total("reordered"), total("forced"),
+                     total("flows_moved"), total("buckets_moved"), total("reallocations"),
                      round(sum(active) / len(active), 2) if active else None,
                      round(total("lost") / sent, 4) if sent else None])  # fmt: skip
     return {
         "title": title,
-        "text": ("reordered: frames completed behind a later frame of their flow. loss: "
+        "text": ("reordered: frames completed behind a later frame of their flow; forced: "
+                 "busy flows or buckets moved off a worker that fell behind, which is how "
+                 "a policy but rss-mod can reorder. loss: "
                  "frames sent and never back (testbed); latency percentiles are of the "
                  "frames that came back, so a policy that loses more can show a lower p99."),
-        "table": {"columns": [series, "policy", "runs", "reordered", "flows moved",
+        "table": {"columns": [series, "policy", "runs", "reordered", "forced", "flows moved",
                               "buckets moved", "reallocations", "mean active", "loss"],
                   "rows": rows},
     }  # fmt: skip
@@ -220,7 +244,7 @@ def _tail_section(title: str, records: list[dict], metric: str, series: str) -> 
     rows = []
     for (x,), sub in sorted(summary.group(records, series).items()):
         base = _tails([r for r in sub if r["policy"] == "rss-mod"], metric)
-        for policy in POLICIES:
+        for policy in _policies_in(records):
             recs = [r for r in sub if r["policy"] == policy]
             xs = _tails(recs, metric)
             if not xs:
@@ -273,13 +297,14 @@ def _agreement(records: list[dict]) -> dict:
     still copes?"""
     rows = []
     for kind, x in (("testbed", "rate"), ("sim", "load")):
-        sub = [r for r in records if r.get("kind") == kind and r.get("cores", 2) == 2]
+        sub = [r for r in records if r.get("kind") == kind and r.get("cores", 2) == 2
+               and r.get("costs", "free") == "free"]  # fmt: skip
         knee = _knee(sub, x)
         if knee is None:
             continue
         at = [r for r in sub if r[x] == knee]
         base = _tails([r for r in at if r["policy"] == "rss-mod"], "tail_p99_us")
-        for policy in POLICIES[1:]:
+        for policy in _policies_in(at)[1:]:
             recs = [r for r in at if r["policy"] == policy]
             xs = _tails(recs, "tail_p99_us")
             p, way = _direction(xs, base)
@@ -304,6 +329,13 @@ def _agreement(records: list[dict]) -> dict:
                               "rss-mod p99 (µs)", "median loss", "Mann-Whitney p",
                               "direction"], "rows": rows},
     }  # fmt: skip
+
+
+def _policies_in(records: list[dict]) -> list[str]:
+    """The policies the records hold, rss-mod (the baseline) first, the rest
+    in the order they were run."""
+    seen = list(dict.fromkeys(r["policy"] for r in records))
+    return sorted(seen, key=lambda p: p != "rss-mod")
 
 
 def _r(v: float | None) -> float | None:
