@@ -483,7 +483,7 @@ void afxdp_dispatch_report(struct vz_us_run *run, double t, bool summary)
 		       "%.3f, \"frames\": %llu, \"reordered\": %llu, "
 		       "\"flows_moved\": %llu, \"flows_new\": %llu, "
 		       "\"flows\": %u, \"buckets_moved\": %llu, "
-		       "\"buckets_forced\": %llu, "
+		       "\"buckets_forced\": %llu, \"flows_forced\": %llu, "
 		       "\"reallocations\": %llu, \"grows\": %llu, "
 		       "\"shrinks\": %llu, \"ring_full\": %llu, "
 		       "\"frames_per_worker\": [",
@@ -500,6 +500,8 @@ void afxdp_dispatch_report(struct vz_us_run *run, double t, bool summary)
 					    base->buckets_moved),
 		       (unsigned long long)(s.buckets_forced -
 					    base->buckets_forced),
+		       (unsigned long long)(s.flows_forced -
+					    base->flows_forced),
 		       (unsigned long long)(as.grows + as.shrinks),
 		       (unsigned long long)as.grows,
 		       (unsigned long long)as.shrinks,

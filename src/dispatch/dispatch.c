@@ -63,7 +63,7 @@ void vz_dispatch_config_default(struct vz_dispatch_config *cfg,
 		.max_forced =
 			1024, /* a period: at most ~1 in 10 frames at 10 Mpps */
 		.migrate_gap = 0,
-		.force_gap = 64,
+		.force_gap = 256,
 		/* scanning 64 workers per frame costs the dispatcher more than
 		 * it gains (vz-sim --scan-ns): two choices beyond 8 */
 		.choices = workers > 8 ? 2 : 0,

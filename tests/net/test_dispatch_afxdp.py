@@ -26,7 +26,7 @@ def send(rate: str, seconds: float, flows: int = 256) -> None:
     subprocess.run(in_netns("vz-gen", veloz_argv(*argv)), check=True, capture_output=True)
 
 
-@pytest.mark.parametrize("policy", ["rss-mod", "flow-affinity", "buckets"])
+@pytest.mark.parametrize("policy", ["rss-mod", "flow-affinity", "buckets", "adaptive"])
 def test_dispatch_with_the_core_allocator(testbed, policy):
     nf = run_nf("tx", "afxdp", "--workers", "2", "--dispatch", policy, "--alloc")
     try:
@@ -46,12 +46,11 @@ def test_dispatch_with_the_core_allocator(testbed, policy):
     if policy == "rss-mod":
         # hash % active: every reallocation moves flows
         assert dispatch["flows_moved"] > 0
-    elif policy == "flow-affinity":
-        assert dispatch["reordered"] == 0, dispatch
     else:
-        # buckets reorder only through moves forced off a worker that never
-        # drains them (after 200 us): none forced, none reordered
-        assert dispatch["reordered"] == 0 or dispatch["buckets_forced"] > 0, dispatch
+        # the others reorder only through moves forced off a worker that
+        # fell behind (policy.h's force gap), and count every one
+        forced = dispatch["buckets_forced"] + dispatch["flows_forced"]
+        assert dispatch["reordered"] == 0 or forced > 0, dispatch
     intervals = [r for r in nf.records if r.get("event") == "dispatch"]
     assert intervals and all(r["policy"] == policy for r in intervals)
 
@@ -64,7 +63,10 @@ def test_fixed_workers_share_the_flows(testbed):
         summary = nf.stop()
     dispatch = [r for r in nf.records if r.get("event") == "dispatch_summary"][-1]
     assert dispatch["frames"] == summary["tx"] == 200_000
-    assert dispatch["reordered"] == 0 and dispatch["mean_active"] == 2.0
+    # nothing reordered but by a counted forced move (a worker 256 frames
+    # behind: on this shared 2-CPU machine a descheduled worker can be)
+    assert dispatch["reordered"] == 0 or dispatch["flows_forced"] > 0, dispatch
+    assert dispatch["mean_active"] == 2.0
     # Both workers got flows: a flow's frames all on one of them.
     assert all(n > 0 for n in dispatch["frames_per_worker"])
     assert summary["workers"][0]["rx"] + summary["workers"][1]["rx"] == 200_000

@@ -114,8 +114,8 @@ def test_reorders_nothing_while_workers_change_unless_forced(policy):
 
 
 def test_reordering_comes_only_with_moves_counted_as_forced(ramp_runs):
-    # This bursty ramp (200 flows on 8 workers) leaves workers 64 frames
-    # behind: busy flows are forced away, counted, and only then reordered.
+    # On this bursty ramp (200 flows on 8 workers) a policy but rss-mod
+    # reorders only where it forced busy flows off a worker left behind.
     for policy in ("flow-affinity", "buckets", "adaptive"):
         for step in ramp_runs[policy]["steps"]:
             forced = step["flows_forced"] + step["buckets_forced"]
