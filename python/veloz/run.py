@@ -87,14 +87,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--dispatch",
         choices=DISPATCH_POLICIES,
         help="spread flows over --workers through a dispatch stage (afxdp: a dispatcher "
-        "thread and rings; xdp, xdp-generic: a cpumap redirect): rss-mod is hash modulo "
+        "thread and rings; dpdk: a dispatcher lcore and rte_rings; xdp, xdp-generic: a "
+        "cpumap redirect): rss-mod is hash modulo "
         "active workers (Shenango), flow-affinity keeps each flow on its worker (Calisto), "
         "buckets moves the fewest hash buckets to even the load",
     )
     p.add_argument(
         "--alloc",
         action="store_true",
-        help="with --dispatch on afxdp: grow and shrink the active workers with queueing delay",
+        help="with --dispatch on afxdp or dpdk: grow and shrink the active workers with "
+        "queueing delay",
     )
     us = p.add_argument_group("afxdp and dpdk")
     us.add_argument(
@@ -188,7 +190,7 @@ def _refuse_foreign_options(args: argparse.Namespace) -> None:
         "xdp": {"--dispatch", "--workers", "--ctl-group"},
         "xdp-generic": {"--dispatch", "--workers", "--ctl-group"},
         "dpdk": {"--workers", "--queues", "--batch", "--pmd", "--no-huge", "EAL arguments",
-                 "--ctl-group"},
+                 "--dispatch", "--alloc", "--ctl-group"},
     }.get(args.backend, set())  # fmt: skip
     for option, is_given in given.items():
         if is_given and option not in accepted:

@@ -1,6 +1,7 @@
-"""The afxdp dispatch stage on the testbed: a dispatcher thread spreads the
-generator's flows over two workers by policy, and with --alloc the core
-allocator grows and shrinks them as the offered load steps up and down.
+"""The userspace dispatch stages on the testbed, afxdp's and dpdk's: a
+dispatcher thread (lcore) spreads the generator's flows over two workers by
+policy, and with --alloc the core allocator grows and shrinks them as the
+offered load steps up and down.
 
 Counted by the run itself: every frame the NF handled went through the
 policy, flow-affinity and buckets complete every flow's frames in order
@@ -26,18 +27,28 @@ def send(rate: str, seconds: float, flows: int = 256) -> None:
     subprocess.run(in_netns("vz-gen", veloz_argv(*argv)), check=True, capture_output=True)
 
 
+BACKENDS = ["afxdp", "dpdk"]
+# How each names its dispatcher in the "attached" line.
+DISPATCHER = {"afxdp": "dispatcher thread with ", "dpdk": "dispatcher lcore "}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("policy", ["rss-mod", "flow-affinity", "buckets"])
-def test_dispatch_with_the_core_allocator(testbed, policy):
-    nf = run_nf("tx", "afxdp", "--workers", "2", "--dispatch", policy, "--alloc")
+def test_dispatch_with_the_core_allocator(testbed, backend, policy):
+    nf = run_nf("tx", backend, "--workers", "2", "--dispatch", policy, "--alloc")
     try:
-        assert "dispatcher thread with " + policy in nf.attached["detail"]
+        detail = nf.attached["detail"]
+        assert DISPATCHER[backend] in detail and f"with {policy} and the core allocator" in detail
         for rate in ("100k", "1M", "100k"):  # low, beyond one worker, low
             send(rate, 1.0)
     finally:
         summary = nf.stop()
     dispatch = [r for r in nf.records if r.get("event") == "dispatch_summary"][-1]
-    # Every frame the NF saw was dispatched, and went back out.
-    assert dispatch["frames"] == summary["rx"] == summary["tx"] > 100_000
+    # Every frame dispatched either reached the NF and went back out, or was
+    # dropped, counted, at its worker's full queue (on two shared CPUs a
+    # worker can be off its CPU for milliseconds at 1 Mpps).
+    assert dispatch["frames"] - dispatch["ring_full"] == summary["rx"] == summary["tx"] > 100_000
+    assert summary["errors"]["rx_missed"] >= dispatch["ring_full"]
     assert sum(dispatch["frames_per_worker"]) == dispatch["frames"]
     assert dispatch["flows_new"] >= 256
     # The allocator used the second worker under 1 Mpps and parked it after.
@@ -56,15 +67,19 @@ def test_dispatch_with_the_core_allocator(testbed, policy):
     assert intervals and all(r["policy"] == policy for r in intervals)
 
 
-def test_fixed_workers_share_the_flows(testbed):
-    nf = run_nf("tx", "afxdp", "--workers", "2", "--dispatch", "flow-affinity")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fixed_workers_share_the_flows(testbed, backend):
+    nf = run_nf("tx", backend, "--workers", "2", "--dispatch", "flow-affinity")
     try:
         send("200k", 1.0)
     finally:
         summary = nf.stop()
     dispatch = [r for r in nf.records if r.get("event") == "dispatch_summary"][-1]
-    assert dispatch["frames"] == summary["tx"] == 200_000
+    # Every frame sent was dispatched and sent back, or counted where it was
+    # lost (the shared CPUs can starve the dispatcher of a few).
+    assert dispatch["frames"] - dispatch["ring_full"] == summary["tx"] > 190_000, dispatch
+    assert summary["tx"] + summary["errors"]["rx_missed"] == 200_000, summary
     assert dispatch["reordered"] == 0 and dispatch["mean_active"] == 2.0
     # Both workers got flows: a flow's frames all on one of them.
     assert all(n > 0 for n in dispatch["frames_per_worker"])
-    assert summary["workers"][0]["rx"] + summary["workers"][1]["rx"] == 200_000
+    assert summary["workers"][0]["rx"] + summary["workers"][1]["rx"] == summary["tx"]
