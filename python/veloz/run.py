@@ -95,8 +95,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--alloc",
         action="store_true",
-        help="with --dispatch on afxdp or dpdk: grow and shrink the active workers with "
-        "queueing delay",
+        help="with --dispatch: grow and shrink the active workers with queueing delay "
+        "(xdp, xdp-generic: the CPUs' cpumap queues, checked every millisecond)",
     )
     us = p.add_argument_group("afxdp and dpdk")
     us.add_argument(
@@ -187,8 +187,8 @@ def _refuse_foreign_options(args: argparse.Namespace) -> None:
     accepted = {
         "afxdp": {"--workers", "--queues", "--batch", "--copy", "--zero-copy", "--busy-poll",
                   "--xdp-mode", "--dispatch", "--alloc", "--ctl-group"},
-        "xdp": {"--dispatch", "--workers", "--ctl-group"},
-        "xdp-generic": {"--dispatch", "--workers", "--ctl-group"},
+        "xdp": {"--dispatch", "--alloc", "--workers", "--ctl-group"},
+        "xdp-generic": {"--dispatch", "--alloc", "--workers", "--ctl-group"},
         "dpdk": {"--workers", "--queues", "--batch", "--pmd", "--no-huge", "EAL arguments",
                  "--dispatch", "--alloc", "--ctl-group"},
     }.get(args.backend, set())  # fmt: skip
@@ -220,6 +220,7 @@ def command(args: argparse.Namespace) -> list[str]:
             if not 1 <= args.workers <= 64:
                 raise VelozError("--workers must be between 1 and 64")
             cmd += ["--dispatch", args.dispatch, "--workers", str(args.workers)]
+            cmd += ["--alloc"] if args.alloc else []
         elif args.workers != 1:
             raise VelozError(
                 "--workers on xdp goes with --dispatch (the NIC's RSS spreads otherwise)"

@@ -91,6 +91,17 @@ def test_userspace_backends_dispatch(backend, tool):
     assert "--queues" not in cmd  # dispatching, one thread takes every queue
 
 
+@pytest.mark.parametrize("backend", ["xdp", "xdp-generic"])
+def test_xdp_dispatch_with_the_allocator(backend):
+    cmd = run_command("tx", "--backend", backend, "--iface", "x", "--workers", "2",
+                      "--dispatch", "rss-mod", "--alloc")  # fmt: skip
+    assert cmd[0].endswith("vz-xdp")
+    assert cmd[cmd.index("--dispatch") + 1] == "rss-mod" and "--alloc" in cmd
+    assert "--alloc" not in run_command(
+        "tx", "--backend", backend, "--iface", "x", "--workers", "2", "--dispatch", "rss-mod"
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -101,7 +112,8 @@ def test_userspace_backends_dispatch(backend, tool):
             "--dispatch is not an option of the linux",
         ),
         (["--backend", "afxdp", "--alloc"], "--alloc goes with --dispatch"),
-        (["--backend", "xdp", "--alloc", "--dispatch", "rss-mod"], "--alloc is not an option"),
+        (["--backend", "xdp", "--alloc"], "--alloc goes with --dispatch"),
+        (["--backend", "linux", "--alloc", "--dispatch", "rss-mod"], "is not an option"),
         (["--backend", "afxdp", "--pmd", "af_packet"], "--pmd is not an option of the afxdp"),
         (["--backend", "dpdk", "--copy"], "--copy is not an option of the dpdk backend"),
         (["--backend", "xdp", "--", "-l", "0"], "EAL arguments is not an option of the xdp"),
