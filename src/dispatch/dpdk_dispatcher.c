@@ -126,8 +126,7 @@ static void wake(struct nf_worker *w)
 /* ---- workers ---------------------------------------------------------------
  */
 
-static void run_job(struct nf_worker *nw, const struct job *j,
-		    struct result *r)
+static void run_job(struct nf_worker *nw, const struct job *j, struct result *r)
 {
 	struct vz_us_run *run = nw->ds->run;
 	struct vz_worker_counters *c = &run->counters[nw->id];
@@ -207,8 +206,8 @@ static void flush_stage(struct vz_dpdk_dispatch *ds, struct nf_worker *nw,
 {
 	unsigned int n, i;
 
-	n = rte_ring_enqueue_burst_elem(nw->jobs, nw->stage,
-					sizeof(*nw->stage), nw->staged, NULL);
+	n = rte_ring_enqueue_burst_elem(nw->jobs, nw->stage, sizeof(*nw->stage),
+					nw->staged, NULL);
 	for (i = 0; i < n; i++)
 		nw->stamp[(nw->pushed + i) & (JOB_RING - 1)] = now;
 	nw->pushed += n;
@@ -246,7 +245,7 @@ static uint16_t dispatch_rx(struct vz_dpdk_dispatch *ds, int p, uint16_t q,
 			       ? m->hash.rss
 			       : vz_rss_hash_frame(rte_pktmbuf_mtod(m, void *),
 						   m->data_len);
-		/* one stage per worker, in arrival order: flows stay in order */
+		/* a stage per worker, in arrival order: flows stay in order */
 		w = vz_dispatch_pick(ds->policy, hash, now, &j.ticket);
 		nw = &ds->workers[w];
 		nw->stage[nw->staged++] = j;

@@ -47,8 +47,8 @@ __u64 vz_dispatch_report_ring_full(struct vz_dispatch_report *r)
 	return n;
 }
 
-void vz_dispatch_report_print(struct vz_dispatch_report *r, bool json,
-			      double t, bool summary)
+void vz_dispatch_report_print(struct vz_dispatch_report *r, bool json, double t,
+			      bool summary)
 {
 	struct vz_dispatch_stats s, zero = { 0 };
 	const struct vz_dispatch_stats *base;
@@ -67,10 +67,10 @@ void vz_dispatch_report_print(struct vz_dispatch_report *r, bool json,
 	/* Per interval, except the summary: the whole run. */
 	base = summary ? &zero : &r->last;
 	span = ns - (summary ? 0 : r->last_ns);
-	mean_active = span ? (double)(active_ns -
-				      (summary ? 0 : r->last_active_ns)) /
-				      (double)span
-			   : s.active;
+	mean_active =
+		span ? (double)(active_ns - (summary ? 0 : r->last_active_ns)) /
+				(double)span
+		     : s.active;
 	if (json) {
 		printf("{\"event\": \"%s\", \"t\": %.3f, \"policy\": \"%s\", "
 		       "\"active\": %u, \"workers\": %u, \"mean_active\": "

@@ -52,7 +52,7 @@ void vz_dispatch_report_publish(struct vz_dispatch_report *r,
 __u64 vz_dispatch_report_ring_full(struct vz_dispatch_report *r);
 
 /* One `dispatch` line (per interval), or the run's `dispatch_summary`. */
-void vz_dispatch_report_print(struct vz_dispatch_report *r, bool json,
-			      double t, bool summary);
+void vz_dispatch_report_print(struct vz_dispatch_report *r, bool json, double t,
+			      bool summary);
 
 #endif

@@ -12,8 +12,9 @@ int vz_xdp_alloc_init(struct vz_xdp_alloc *a, unsigned int workers,
 
 	if (workers < 1 || workers > VZ_XDP_ALLOC_MAX_CPUS || active < 1 ||
 	    active > workers) {
-		fprintf(stderr, "xdp allocator: need 1 <= active <= workers "
-				"<= %d\n",
+		fprintf(stderr,
+			"xdp allocator: need 1 <= active <= workers "
+			"<= %d\n",
 			VZ_XDP_ALLOC_MAX_CPUS);
 		return -1;
 	}
@@ -113,8 +114,8 @@ unsigned int vz_xdp_alloc_check(struct vz_xdp_alloc *a, __u64 now_ns,
 		/* queued, or in service since the last check */
 		busy[c] = sent[c] > done || ran;
 	}
-	a->active = vz_core_alloc_decide(&a->core, a->active, now_ns, busy,
-					 oldest);
+	a->active =
+		vz_core_alloc_decide(&a->core, a->active, now_ns, busy, oldest);
 	return a->active;
 }
 

@@ -135,7 +135,7 @@ static inline int set_frame(struct rte_mbuf *m, __u8 *data, __u8 *end)
 	return 0;
 }
 
-/* A frame with the geometry the NF contract promises; else counted and freed. */
+/* A frame with the geometry the NF contract promises; else counted, freed. */
 static inline bool rx_valid(struct rte_mbuf *m, struct vz_worker_counters *c)
 {
 	if (likely(m->nb_segs == 1 && m->data_len <= VZ_LINEAR_MAX &&
