@@ -94,6 +94,7 @@ struct vz_dpdk_dispatch {
 	__u64 active_ns; /* integral of active workers over time */
 	__u64 start_ns;
 	struct vz_dispatch_report report; /* what the counting thread reads */
+	bool dispatcher_done; /* it has stopped: workers empty their rings */
 };
 
 static __u64 now_ns(void)
@@ -149,16 +150,48 @@ static void run_job(struct nf_worker *nw, const struct job *j, struct result *r)
 	}
 }
 
+/*
+ * Verdicts back to the dispatcher, which empties this ring every loop. Once
+ * it has stopped, what finds no room is freed here.
+ */
+static void hand_back(struct nf_worker *nw, struct result *results,
+		      unsigned int n)
+{
+	unsigned int sent = 0;
+
+	for (;;) {
+		sent += rte_ring_enqueue_burst_elem(nw->results, results + sent,
+						    sizeof(*results), n - sent,
+						    NULL);
+		if (sent == n)
+			return;
+		if (__atomic_load_n(&nw->ds->dispatcher_done, __ATOMIC_ACQUIRE))
+			break;
+		sched_yield();
+	}
+	for (; sent < n; sent++)
+		rte_pktmbuf_free(results[sent].m);
+}
+
+/*
+ * A worker stops after the dispatcher, with its ring empty: every frame
+ * the dispatcher handed over is run, so the frames the policy counted are
+ * the NF's, less those its full ring refused (ring_full), exactly.
+ */
 static int worker_main(void *arg)
 {
 	struct nf_worker *nw = arg;
 	struct vz_us_run *run = nw->ds->run;
 	struct job jobs[VZ_US_BATCH_MAX];
 	struct result results[VZ_US_BATCH_MAX];
-	unsigned int idle = 0, n, i, sent;
+	unsigned int idle = 0, n, i;
+	bool last;
 
 	vz_us_worker_enter(nw->id);
-	while (!run->stop) {
+	for (;;) {
+		/* read before the ring: its last frames came before this */
+		last = __atomic_load_n(&nw->ds->dispatcher_done,
+				       __ATOMIC_ACQUIRE);
 		n = rte_ring_dequeue_burst_elem(nw->jobs, jobs, sizeof(*jobs),
 						run->batch, NULL);
 		if (n) {
@@ -168,19 +201,14 @@ static int worker_main(void *arg)
 						jobs[i + 1].m, void *));
 				run_job(nw, &jobs[i], &results[i]);
 			}
-			/* The dispatcher empties this ring every loop. */
-			for (sent = 0; sent < n && !run->stop;) {
-				sent += rte_ring_enqueue_burst_elem(
-					nw->results, results + sent,
-					sizeof(*results), n - sent, NULL);
-				if (sent < n)
-					sched_yield();
-			}
+			hand_back(nw, results, n);
 			idle = 0;
 			continue;
 		}
-		if (nw->id <
-		    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE)) {
+		if (last)
+			break;
+		if (run->stop || nw->id < __atomic_load_n(&nw->ds->active,
+							  __ATOMIC_ACQUIRE)) {
 			/* Active: poll, but let a CPU shared with others go. */
 			if (++idle % IDLE_SPINS == 0)
 				sched_yield();
@@ -358,6 +386,7 @@ static int dispatcher_main(void *arg)
 	now = now_ns();
 	ds->active_ns += (now - last) * ds->active;
 	publish(ds, now, true);
+	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
 	if (w->spare) {
 		rte_pktmbuf_free(w->spare);
 		w->spare = NULL;
@@ -481,7 +510,10 @@ int dpdk_dispatch_start(struct vz_us_run *run, struct dpdk *d)
 	return 0;
 }
 
-/* The dispatcher first: it stops, then no worker is woken any more. */
+/*
+ * The dispatcher first: it stops, then no worker is woken any more, and the
+ * workers run what their rings still hold.
+ */
 void dpdk_dispatch_join(struct vz_us_run *run, struct dpdk *d)
 {
 	struct vz_dpdk_dispatch *ds = d->dispatch;
@@ -492,6 +524,8 @@ void dpdk_dispatch_join(struct vz_us_run *run, struct dpdk *d)
 		rte_eal_wait_lcore(ds->owner->lcore);
 		ds->owner->launched = false;
 	}
+	/* also when it never started: then no worker waits for it */
+	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
 	for (i = 0; i < ds->nworkers; i++)
 		if (ds->workers[i].lc->launched) {
 			wake(&ds->workers[i]);

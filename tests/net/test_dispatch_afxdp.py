@@ -10,6 +10,7 @@ however often workers come and go, and rss-mod's moves are measured.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -83,3 +84,23 @@ def test_fixed_workers_share_the_flows(testbed, backend):
     # Both workers got flows: a flow's frames all on one of them.
     assert all(n > 0 for n in dispatch["frames_per_worker"])
     assert summary["workers"][0]["rx"] + summary["workers"][1]["rx"] == summary["tx"]
+
+
+def test_dpdk_counts_every_frame_stopped_under_overload():
+    """net_null hands the dispatcher frames as fast as it can take them, all
+    of one flow (zeros): far more than one worker runs. Stopped in the middle
+    of that, every frame the policy counted was run by the NF or refused by
+    its worker's full ring, and those refusals are in rx_missed. No testbed:
+    the port is EAL's own."""
+    argv = veloz_argv("run", "drop", "--backend", "dpdk", "--pmd", "eal", "--iface", "net_null0",
+                      "--no-huge", "--workers", "2", "--dispatch", "flow-affinity", "--alloc",
+                      "--duration", "1", "--json", "--", "--vdev", "net_null0")  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    summary = [r for r in records if r.get("summary")][-1]
+    dispatch = [r for r in records if r.get("event") == "dispatch_summary"][-1]
+    assert dispatch["frames"] - dispatch["ring_full"] == summary["rx"] == summary["drop"] > 0
+    assert summary["errors"]["rx_missed"] >= dispatch["ring_full"] > 0, (summary, dispatch)
+    assert sum(dispatch["frames_per_worker"]) == dispatch["frames"]
+    assert dispatch["flows_new"] == 1 and dispatch["reordered"] == 0, dispatch
