@@ -430,8 +430,16 @@ static void alloc_check(struct runner *r)
 			run[c] += r->percpu[c].packets;
 	}
 	after = vz_xdp_alloc_check(&r->xa, mono_ns(), sent, run);
-	if (after != before && vz_xdp_dispatch_set_active(r->dsp, after))
+	if (after == before)
+		return;
+	if (vz_xdp_dispatch_set_active(r->dsp, after))
 		vz_err("cannot change the active CPUs: %s", strerror(errno));
+	/*
+	 * Buckets: a CPU just added gets buckets now, not at the next counters
+	 * interval; till then it would sit idle and be parked again.
+	 */
+	else if (after > before && r->policy == VZ_DSP_BUCKETS_POLICY)
+		vz_xdp_dispatch_tick(r->dsp);
 }
 
 /* Sleep until `until`; with --alloc, checking every period meanwhile. */

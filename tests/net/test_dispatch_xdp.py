@@ -110,9 +110,12 @@ class Records(threading.Thread):
         return summary[-1]
 
 
+# flow-affinity is left out: its flows stay on the CPU that was active when
+# they began (issue 19), so a CPU added under load gets none and is parked.
+@pytest.mark.parametrize("policy", ["rss-mod", "buckets"])
 @pytest.mark.parametrize("backend", ["xdp", "xdp-generic"])
-def test_the_allocator_grows_under_load_and_shrinks_after(testbed, backend):
-    nf = run_nf("tx", backend, "--dispatch", "rss-mod", "--workers", "2", "--alloc",
+def test_the_allocator_grows_under_load_and_shrinks_after(testbed, backend, policy):
+    nf = run_nf("tx", backend, "--dispatch", policy, "--workers", "2", "--alloc",
                 "--interval", "0.1")  # fmt: skip
     records = Records(nf)
     try:
