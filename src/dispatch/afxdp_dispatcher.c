@@ -76,6 +76,7 @@ struct vz_afxdp_dispatch {
 	__u64 active_ns; /* integral of active workers over time */
 	__u64 start_ns;
 	struct vz_dispatch_report report; /* what the counting thread reads */
+	bool dispatcher_done; /* it has stopped: workers empty their rings */
 };
 
 static __u64 now_ns(void)
@@ -130,26 +131,39 @@ static void run_job(struct nf_worker *nw, const struct job *j)
 	if (r.out < 0)
 		r.addr = base;
 	/* The dispatcher empties this ring every loop: wait for room. */
-	while (!vz_spsc_push(&nw->results, &r) && !run->stop)
+	while (!vz_spsc_push(&nw->results, &r) &&
+	       !__atomic_load_n(&nw->ds->dispatcher_done, __ATOMIC_ACQUIRE))
 		sched_yield();
 }
 
+/*
+ * A worker stops after the dispatcher, with its ring empty: every frame
+ * the dispatcher handed over is run, so the frames the policy counted are
+ * the NF's, less those a full ring refused (ring_full), exactly.
+ */
 static void *worker_main(void *arg)
 {
 	struct nf_worker *nw = arg;
 	struct vz_us_run *run = nw->ds->run;
 	unsigned int idle = 0;
 	struct job j;
+	bool last;
 
 	vz_us_worker_enter(nw->id);
-	while (!run->stop) {
+	for (;;) {
+		/* read before the ring: its last frames came before this */
+		last = __atomic_load_n(&nw->ds->dispatcher_done,
+				       __ATOMIC_ACQUIRE);
 		if (vz_spsc_pop(&nw->jobs, &j)) {
 			run_job(nw, &j);
 			idle = 0;
 			continue;
 		}
-		if (nw->id <
-		    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE)) {
+		if (last)
+			break;
+		if (run->stop ||
+		    nw->id <
+			    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE)) {
 			/* Active: poll, but let a CPU shared with others go. */
 			if (++idle % IDLE_SPINS == 0)
 				sched_yield();
@@ -313,6 +327,7 @@ static void *dispatcher_main(void *arg)
 	now = now_ns();
 	ds->active_ns += (now - last) * ds->active;
 	publish(ds, now, true);
+	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -399,6 +414,8 @@ void afxdp_dispatch_join(struct vz_us_run *run, struct afxdp *a)
 		pthread_join(ds->owner->thread, NULL);
 		ds->owner->running = false;
 	}
+	/* also when it never started: then no worker waits for it */
+	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
 	for (i = 0; i < ds->nworkers; i++)
 		if (ds->workers[i].running) {
 			wake(&ds->workers[i]);
