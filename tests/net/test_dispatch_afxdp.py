@@ -89,12 +89,13 @@ def test_fixed_workers_share_the_flows(testbed, backend):
 
 def test_dpdk_counts_every_frame_stopped_under_overload():
     """net_null hands the dispatcher frames as fast as it can take them, all
-    of one flow (zeros): far more than one worker runs. Stopped in the middle
-    of that, every frame the policy counted was run by the NF or refused by
-    its worker's full ring, and those refusals are in rx_missed. No testbed:
-    the port is EAL's own."""
-    argv = veloz_argv("run", "drop", "--backend", "dpdk", "--pmd", "eal", "--iface", "net_null0",
-                      "--no-huge", "--workers", "2", "--dispatch", "flow-affinity", "--alloc",
+    of one flow (zeros), to a worker that costs ~14 us a frame: its ring is
+    full from the start. Stopped in the middle of that, every frame the
+    policy counted was run by the NF or refused by its worker's full ring,
+    and those refusals are in rx_missed. No testbed: the port is EAL's own."""
+    argv = veloz_argv("run", "memaccess", "--backend", "dpdk", "--pmd", "eal",
+                      "--iface", "net_null0", "--set", "accesses=16000", "--no-huge",
+                      "--workers", "2", "--dispatch", "flow-affinity", "--alloc",
                       "--duration", "1", "--json", "--", "--vdev", "net_null0")  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
