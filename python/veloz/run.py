@@ -85,16 +85,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--dispatch",
         choices=sim.policy_choices(),
         help="spread flows over --workers through a dispatch stage (afxdp: a dispatcher "
-        "thread and rings; xdp, xdp-generic: a cpumap redirect): rss-mod is hash modulo "
-        "active workers (Shenango), flow-affinity keeps each busy flow on its worker "
-        "(Calisto) and moves idle ones to the least loaded, buckets moves the fewest hash "
-        "buckets to even the load (RSS++), adaptive hashes until queues build "
-        "(src/dispatch/policy.h)",
+        "thread and rings; dpdk: a dispatcher lcore and rte_rings; xdp, xdp-generic: a "
+        "cpumap redirect): rss-mod is hash modulo active workers (Shenango), flow-affinity "
+        "keeps each busy flow on its worker (Calisto) and moves idle ones to the least "
+        "loaded, buckets moves the fewest hash buckets to even the load (RSS++), adaptive "
+        "hashes until queues build (src/dispatch/policy.h)",
     )
     p.add_argument(
         "--alloc",
         action="store_true",
-        help="with --dispatch on afxdp: grow and shrink the active workers with queueing delay",
+        help="with --dispatch: grow and shrink the active workers with queueing delay "
+        "(xdp, xdp-generic: the CPUs' cpumap queues, checked every millisecond)",
     )
     us = p.add_argument_group("afxdp and dpdk")
     us.add_argument(
@@ -185,10 +186,10 @@ def _refuse_foreign_options(args: argparse.Namespace) -> None:
     accepted = {
         "afxdp": {"--workers", "--queues", "--batch", "--copy", "--zero-copy", "--busy-poll",
                   "--xdp-mode", "--dispatch", "--alloc", "--ctl-group"},
-        "xdp": {"--dispatch", "--workers", "--ctl-group"},
-        "xdp-generic": {"--dispatch", "--workers", "--ctl-group"},
+        "xdp": {"--dispatch", "--alloc", "--workers", "--ctl-group"},
+        "xdp-generic": {"--dispatch", "--alloc", "--workers", "--ctl-group"},
         "dpdk": {"--workers", "--queues", "--batch", "--pmd", "--no-huge", "EAL arguments",
-                 "--ctl-group"},
+                 "--dispatch", "--alloc", "--ctl-group"},
     }.get(args.backend, set())  # fmt: skip
     for option, is_given in given.items():
         if is_given and option not in accepted:
@@ -218,6 +219,7 @@ def command(args: argparse.Namespace) -> list[str]:
             if not 1 <= args.workers <= 64:
                 raise VelozError("--workers must be between 1 and 64")
             cmd += ["--dispatch", args.dispatch, "--workers", str(args.workers)]
+            cmd += ["--alloc"] if args.alloc else []
         elif args.workers != 1:
             raise VelozError(
                 "--workers on xdp goes with --dispatch (the NIC's RSS spreads otherwise)"

@@ -8,9 +8,11 @@
  *
  * With --dispatch POLICY --workers N the interfaces run the dispatcher
  * (src/dispatch/xdp_stage.h) and the NF's cpumap build runs on CPUs 0..N-1
- * behind it, its maps the ones the counters and the control socket use. SIGUSR1
- * takes the highest active CPU out of the active set, SIGUSR2 puts the next
- * one back (applied at the next interval).
+ * behind it, its maps the ones the counters and the control socket use. With
+ * --alloc the core allocator sets the active CPUs from their cpumap queues'
+ * delay (src/dispatch/xdp_alloc.h), checked every millisecond; without it,
+ * SIGUSR1 takes the highest active CPU out of the active set, SIGUSR2 puts
+ * the next one back (applied at the next interval).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -31,6 +33,7 @@
 #include "runtime/ctl.h"
 #include "runtime/peercred.h"
 #include "xdp/attach.h"
+#include "dispatch/xdp_alloc.h"
 #include "dispatch/xdp_stage.h"
 
 struct port {
@@ -62,10 +65,21 @@ struct runner {
 	bool workers_given;
 	struct vz_xdp_dispatch *dsp;
 	struct vz_xdp_dispatch_stats dsp_stats;
+	bool alloc; /* --alloc */
+	struct vz_xdp_alloc xa;
 };
 
 static volatile sig_atomic_t stop_signal;
 static volatile sig_atomic_t active_delta; /* SIGUSR2 +1, SIGUSR1 -1 */
+
+/* bpf_ktime_get_ns()'s clock, as the allocator counts time */
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
+}
 
 static void on_signal(int sig)
 {
@@ -86,7 +100,7 @@ static void usage(FILE *out)
 		"[--json]\n"
 		"                  [--interval S] [--duration S] [--replace]\n"
 		"                  [--ops FILE] [--dispatch rss-mod|flow-affinity|"
-		"buckets --workers N]\n"
+		"buckets --workers N [--alloc]]\n"
 		"                  [--ctl-group GROUP]\n");
 }
 
@@ -136,7 +150,9 @@ static void take_snapshot(struct runner *r, struct vz_snapshot *s)
  */
 static void print_dispatch(const void *arg, bool json)
 {
-	const struct vz_xdp_dispatch_stats *d = arg;
+	const struct runner *r = arg;
+	const struct vz_xdp_dispatch_stats *d = &r->dsp_stats;
+	const struct vz_core_alloc_stats *as = &r->xa.core.stats;
 	unsigned int i;
 
 	if (!json) {
@@ -150,6 +166,9 @@ static void print_dispatch(const void *arg, bool json)
 							      [VZ_DSP_BUCKETS_MOVED]
 						    : d->counter
 							      [VZ_DSP_FLOWS_MOVED]));
+		if (r->alloc)
+			printf("  reallocations %llu",
+			       (unsigned long long)(as->grows + as->shrinks));
 		return;
 	}
 	printf(", \"dispatch\": {\"policy\": \"%s\", \"workers\": %u, "
@@ -164,7 +183,7 @@ static void print_dispatch(const void *arg, bool json)
 	printf("], \"flows_new\": %llu, \"flows_moved\": %llu, "
 	       "\"flows_aged\": %llu, \"flows\": %llu, "
 	       "\"buckets_moved\": %llu, \"bucket_moves_requested\": %llu, "
-	       "\"rebalances\": %llu, \"no_cpu\": %llu}",
+	       "\"rebalances\": %llu, \"no_cpu\": %llu",
 	       (unsigned long long)d->counter[VZ_DSP_FLOWS_NEW],
 	       (unsigned long long)d->counter[VZ_DSP_FLOWS_MOVED],
 	       (unsigned long long)d->counter[VZ_DSP_FLOWS_AGED],
@@ -173,6 +192,16 @@ static void print_dispatch(const void *arg, bool json)
 	       (unsigned long long)d->buckets_requested,
 	       (unsigned long long)d->rebalances,
 	       (unsigned long long)d->counter[VZ_DSP_NO_CPU]);
+	if (r->alloc)
+		printf(", \"alloc\": {\"mean_active\": %.3f, "
+		       "\"reallocations\": %llu, \"grows\": %llu, "
+		       "\"shrinks\": %llu, \"written_off\": %llu}",
+		       vz_xdp_alloc_mean_active(&r->xa),
+		       (unsigned long long)(as->grows + as->shrinks),
+		       (unsigned long long)as->grows,
+		       (unsigned long long)as->shrinks,
+		       (unsigned long long)vz_xdp_alloc_written_off(&r->xa));
+	printf("}");
 }
 
 static void print_stats(struct runner *r, const struct vz_snapshot *s,
@@ -192,7 +221,7 @@ static void print_stats(struct runner *r, const struct vz_snapshot *s,
 	if (r->dsp) {
 		vz_xdp_dispatch_read(r->dsp, &r->dsp_stats);
 		view.extra = print_dispatch;
-		view.extra_arg = &r->dsp_stats;
+		view.extra_arg = r;
 	}
 
 	for (p = 0; p < r->nports; p++)
@@ -255,6 +284,11 @@ static int attach_all(struct runner *r)
 			vz_err("%s", err);
 			return -EINVAL;
 		}
+		/* The allocator starts from one CPU and grows with the load. */
+		if (r->alloc &&
+		    (vz_xdp_dispatch_set_active(r->dsp, 1) ||
+		     vz_xdp_alloc_init(&r->xa, r->workers, 1, mono_ns())))
+			return -EINVAL;
 	}
 	r->prog = xdp_program__from_bpf_obj(
 		r->dsp ? vz_xdp_dispatch_object(r->dsp) : r->nf.obj, NULL);
@@ -322,9 +356,10 @@ static void print_attached(struct runner *r)
 		/* prog_id is the dispatcher's then; the NF is nf_prog_id */
 		if (r->dsp)
 			printf(", \"dispatch\": \"%s\", \"workers\": %u, "
-			       "\"nf_prog_id\": %u",
+			       "\"alloc\": %s, \"nf_prog_id\": %u",
 			       vz_xdp_dispatch_policy_name(r->policy),
-			       r->workers, nf_prog_id(r));
+			       r->workers, r->alloc ? "true" : "false",
+			       nf_prog_id(r));
 		printf("}\n");
 	} else {
 		printf("%s attached in %s mode to", r->nf.name,
@@ -332,9 +367,11 @@ static void print_attached(struct runner *r)
 		for (i = 0; i < r->nports; i++)
 			printf(" %s (port %d)", r->ports[i].ifname, i);
 		if (r->dsp)
-			printf(", behind the %s dispatcher on CPUs 0-%u",
+			printf(", behind the %s dispatcher on CPUs 0-%u%s",
 			       vz_xdp_dispatch_policy_name(r->policy),
-			       r->workers - 1);
+			       r->workers - 1,
+			       r->alloc ? " (the core allocator picks how many)"
+					: "");
 		printf("; Ctrl-C to stop\n");
 	}
 	fflush(stdout);
@@ -362,7 +399,7 @@ static struct port *vanished_port(struct runner *r)
 /* The dispatcher's userspace half: the active set, rebalancing. */
 static void dispatch_interval(struct runner *r)
 {
-	int delta = active_delta, n;
+	int delta = r->alloc ? 0 : active_delta, n; /* --alloc decides */
 
 	active_delta -= delta;
 	vz_xdp_dispatch_read(r->dsp, &r->dsp_stats);
@@ -374,6 +411,51 @@ static void dispatch_interval(struct runner *r)
 	if (delta && vz_xdp_dispatch_set_active(r->dsp, (unsigned int)n))
 		vz_err("cannot change the active CPUs: %s", strerror(errno));
 	vz_xdp_dispatch_tick(r->dsp);
+}
+
+/*
+ * --alloc: one allocator check. Sent per CPU, from the stage; run per CPU,
+ * from the NF's own counters (it runs on the CPU of its cpumap queue).
+ */
+static void alloc_check(struct runner *r)
+{
+	__u64 sent[VZ_DSP_MAX_CPUS] = { 0 }, run[VZ_DSP_MAX_CPUS] = { 0 };
+	unsigned int before = r->xa.active, after, c;
+	__u32 v;
+
+	vz_xdp_dispatch_sent(r->dsp, sent);
+	for (v = 0; v < VZ_VERDICT_COUNT; v++) {
+		read_percpu(r, r->stats_fd, v, r->percpu);
+		for (c = 0; c < r->workers && c < (unsigned int)r->ncpus; c++)
+			run[c] += r->percpu[c].packets;
+	}
+	after = vz_xdp_alloc_check(&r->xa, mono_ns(), sent, run);
+	if (after == before)
+		return;
+	if (vz_xdp_dispatch_set_active(r->dsp, after))
+		vz_err("cannot change the active CPUs: %s", strerror(errno));
+	/*
+	 * Buckets: a CPU just added gets buckets now, not at the next counters
+	 * interval; till then it would sit idle and be parked again.
+	 */
+	else if (after > before && r->policy == VZ_DSP_BUCKETS_POLICY)
+		vz_xdp_dispatch_tick(r->dsp);
+}
+
+/* Sleep until `until`; with --alloc, checking every period meanwhile. */
+static void wait_until(struct runner *r, double until)
+{
+	double step = (double)VZ_XDP_ALLOC_PERIOD_NS / 1e9, t;
+
+	if (!r->dsp || !r->alloc) {
+		vz_sleep_until(until, &stop_signal);
+		return;
+	}
+	while (!stop_signal && (t = vz_now_s()) < until) {
+		vz_sleep_until(t + step < until ? t + step : until,
+			       &stop_signal);
+		alloc_check(r);
+	}
 }
 
 /* 0, or -ENODEV when a port vanished (the run stops, counters printed). */
@@ -389,7 +471,7 @@ static int count_loop(struct runner *r)
 		next += r->interval;
 		if (r->duration > 0 && next > start + r->duration)
 			next = start + r->duration;
-		vz_sleep_until(next, &stop_signal);
+		wait_until(r, next);
 		if (r->dsp)
 			dispatch_interval(r);
 		t = vz_now_s();
@@ -429,6 +511,7 @@ static int parse_args(struct runner *r, int argc, char **argv,
 		{ "ops", required_argument, NULL, 'p' },
 		{ "dispatch", required_argument, NULL, 'D' },
 		{ "workers", required_argument, NULL, 'w' },
+		{ "alloc", no_argument, NULL, 'A' },
 		{ "ctl-group", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -519,6 +602,9 @@ static int parse_args(struct runner *r, int argc, char **argv,
 			r->workers = (unsigned int)workers;
 			r->workers_given = true;
 			break;
+		case 'A':
+			r->alloc = true;
+			break;
 		case 'g':
 			if (vz_parse_group("--ctl-group", optarg, &r->ctl_gid))
 				return 2;
@@ -537,6 +623,10 @@ static int parse_args(struct runner *r, int argc, char **argv,
 	}
 	if (r->workers_given && r->policy < 0) {
 		vz_err("--workers goes with --dispatch on xdp");
+		return 2;
+	}
+	if (r->alloc && r->policy < 0) {
+		vz_err("--alloc goes with --dispatch");
 		return 2;
 	}
 	if (r->policy >= 0 && !r->workers_given)

@@ -27,6 +27,7 @@
 #include "afxdp/afxdp.h"
 #include "dispatch/core_alloc.h"
 #include "dispatch/dispatch.h"
+#include "dispatch/report.h"
 #include "runtime/spsc.h"
 #include "dispatch/toeplitz.h"
 
@@ -74,14 +75,8 @@ struct vz_afxdp_dispatch {
 	__u64 ring_full; /* frames dropped: their worker's ring was full */
 	__u64 active_ns; /* integral of active workers over time */
 	__u64 start_ns;
-	/* What the counting thread reads, under `lock`. */
-	pthread_mutex_t lock;
-	struct vz_dispatch_stats snap;
-	struct vz_core_alloc_stats alloc_snap;
-	__u64 snap_ring_full, snap_active_ns, snap_ns;
-	/* The previous report's, for per-interval figures. */
-	struct vz_dispatch_stats last;
-	__u64 last_active_ns, last_ns;
+	struct vz_dispatch_report report; /* what the counting thread reads */
+	bool dispatcher_done; /* it has stopped: workers empty their rings */
 };
 
 static __u64 now_ns(void)
@@ -136,26 +131,39 @@ static void run_job(struct nf_worker *nw, const struct job *j)
 	if (r.out < 0)
 		r.addr = base;
 	/* The dispatcher empties this ring every loop: wait for room. */
-	while (!vz_spsc_push(&nw->results, &r) && !run->stop)
+	while (!vz_spsc_push(&nw->results, &r) &&
+	       !__atomic_load_n(&nw->ds->dispatcher_done, __ATOMIC_ACQUIRE))
 		sched_yield();
 }
 
+/*
+ * A worker stops after the dispatcher, with its ring empty: every frame
+ * the dispatcher handed over is run, so the frames the policy counted are
+ * the NF's, less those a full ring refused (ring_full), exactly.
+ */
 static void *worker_main(void *arg)
 {
 	struct nf_worker *nw = arg;
 	struct vz_us_run *run = nw->ds->run;
 	unsigned int idle = 0;
 	struct job j;
+	bool last;
 
 	vz_us_worker_enter(nw->id);
-	while (!run->stop) {
+	for (;;) {
+		/* read before the ring: its last frames came before this */
+		last = __atomic_load_n(&nw->ds->dispatcher_done,
+				       __ATOMIC_ACQUIRE);
 		if (vz_spsc_pop(&nw->jobs, &j)) {
 			run_job(nw, &j);
 			idle = 0;
 			continue;
 		}
-		if (nw->id <
-		    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE)) {
+		if (last)
+			break;
+		if (run->stop ||
+		    nw->id <
+			    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE)) {
 			/* Active: poll, but let a CPU shared with others go. */
 			if (++idle % IDLE_SPINS == 0)
 				sched_yield();
@@ -260,19 +268,11 @@ static void allocate(struct vz_afxdp_dispatch *ds, __u64 now)
 		wake(&ds->workers[i]);
 }
 
-/* Never waits for the counting thread, except for the last word. */
 static void publish(struct vz_afxdp_dispatch *ds, __u64 now, bool last)
 {
-	if (last)
-		pthread_mutex_lock(&ds->lock);
-	else if (pthread_mutex_trylock(&ds->lock))
-		return;
-	vz_dispatch_get_stats(ds->policy, &ds->snap);
-	ds->alloc_snap = ds->alloc.stats;
-	ds->snap_ring_full = ds->ring_full;
-	ds->snap_active_ns = ds->active_ns;
-	ds->snap_ns = now - ds->start_ns;
-	pthread_mutex_unlock(&ds->lock);
+	vz_dispatch_report_publish(&ds->report, ds->policy, &ds->alloc,
+				   ds->ring_full, ds->active_ns,
+				   now - ds->start_ns, last);
 }
 
 static void *dispatcher_main(void *arg)
@@ -327,6 +327,7 @@ static void *dispatcher_main(void *arg)
 	now = now_ns();
 	ds->active_ns += (now - last) * ds->active;
 	publish(ds, now, true);
+	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -346,7 +347,9 @@ int afxdp_dispatch_setup(struct vz_us_run *run, struct afxdp *a)
 	ds->run = run;
 	ds->owner = &a->workers[0];
 	ds->nworkers = run->workers;
-	pthread_mutex_init(&ds->lock, NULL);
+	vz_dispatch_report_init(&ds->report,
+				(enum vz_dispatch_policy)run->dispatch,
+				run->workers);
 	vz_dispatch_config_default(&cfg, (enum vz_dispatch_policy)run->dispatch,
 				   run->workers);
 	ds->policy = vz_dispatch_new(&cfg);
@@ -411,6 +414,8 @@ void afxdp_dispatch_join(struct vz_us_run *run, struct afxdp *a)
 		pthread_join(ds->owner->thread, NULL);
 		ds->owner->running = false;
 	}
+	/* also when it never started: then no worker waits for it */
+	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
 	for (i = 0; i < ds->nworkers; i++)
 		if (ds->workers[i].running) {
 			wake(&ds->workers[i]);
@@ -431,21 +436,16 @@ void afxdp_dispatch_teardown(struct afxdp *a)
 		vz_spsc_free(&ds->workers[i].results);
 	}
 	vz_dispatch_free(ds->policy);
-	pthread_mutex_destroy(&ds->lock);
+	vz_dispatch_report_destroy(&ds->report);
 	free(ds);
 	a->dispatch = NULL;
 }
 
 __u64 afxdp_dispatch_missed(struct afxdp *a)
 {
-	__u64 missed;
-
 	if (!a->dispatch)
 		return 0;
-	pthread_mutex_lock(&a->dispatch->lock);
-	missed = a->dispatch->snap_ring_full;
-	pthread_mutex_unlock(&a->dispatch->lock);
-	return missed;
+	return vz_dispatch_report_ring_full(&a->dispatch->report);
 }
 
 /* ---- reporting -------------------------------------------------------------
@@ -454,87 +454,8 @@ __u64 afxdp_dispatch_missed(struct afxdp *a)
 void afxdp_dispatch_report(struct vz_us_run *run, double t, bool summary)
 {
 	struct afxdp *a = run->backend_state;
-	struct vz_afxdp_dispatch *ds = a ? a->dispatch : NULL;
-	struct vz_dispatch_stats s, zero = { 0 };
-	const struct vz_dispatch_stats *base;
-	struct vz_core_alloc_stats as;
-	__u64 active_ns, ns, span;
-	double mean_active;
-	unsigned int i;
 
-	if (!ds)
-		return;
-	pthread_mutex_lock(&ds->lock);
-	s = ds->snap;
-	as = ds->alloc_snap;
-	active_ns = ds->snap_active_ns;
-	ns = ds->snap_ns;
-	pthread_mutex_unlock(&ds->lock);
-	/* Per interval, except the summary: the whole run. */
-	base = summary ? &zero : &ds->last;
-	span = ns - (summary ? 0 : ds->last_ns);
-	mean_active = span ? (double)(active_ns -
-				      (summary ? 0 : ds->last_active_ns)) /
-				      (double)span
-			   : s.active;
-	if (run->json) {
-		printf("{\"event\": \"%s\", \"t\": %.3f, \"policy\": \"%s\", "
-		       "\"active\": %u, \"workers\": %u, \"mean_active\": "
-		       "%.3f, \"frames\": %llu, \"reordered\": %llu, "
-		       "\"flows_moved\": %llu, \"flows_new\": %llu, "
-		       "\"flows\": %u, \"buckets_moved\": %llu, "
-		       "\"buckets_forced\": %llu, \"flows_forced\": %llu, "
-		       "\"reallocations\": %llu, \"grows\": %llu, "
-		       "\"shrinks\": %llu, \"ring_full\": %llu, "
-		       "\"frames_per_worker\": [",
-		       summary ? "dispatch_summary" : "dispatch", t,
-		       vz_dispatch_policy_name(
-			       (enum vz_dispatch_policy)run->dispatch),
-		       s.active, ds->nworkers, mean_active,
-		       (unsigned long long)(s.frames - base->frames),
-		       (unsigned long long)(s.reordered - base->reordered),
-		       (unsigned long long)(s.flows_moved - base->flows_moved),
-		       (unsigned long long)(s.flows_new - base->flows_new),
-		       s.flows,
-		       (unsigned long long)(s.buckets_moved -
-					    base->buckets_moved),
-		       (unsigned long long)(s.buckets_forced -
-					    base->buckets_forced),
-		       (unsigned long long)(s.flows_forced -
-					    base->flows_forced),
-		       (unsigned long long)(as.grows + as.shrinks),
-		       (unsigned long long)as.grows,
-		       (unsigned long long)as.shrinks,
-		       (unsigned long long)ds->snap_ring_full);
-		for (i = 0; i < ds->nworkers; i++)
-			printf("%s%llu", i ? ", " : "",
-			       (unsigned long long)(s.frames_per_worker[i] -
-						    base->frames_per_worker
-							    [i]));
-		printf("]}\n");
-	} else {
-		printf("  dispatch %s: %u of %u workers active (mean %.2f), "
-		       "%llu reordered, %llu flows moved, %llu buckets moved, "
-		       "%llu reallocations; frames per worker:",
-		       vz_dispatch_policy_name(
-			       (enum vz_dispatch_policy)run->dispatch),
-		       s.active, ds->nworkers, mean_active,
-		       (unsigned long long)(s.reordered - base->reordered),
-		       (unsigned long long)(s.flows_moved - base->flows_moved),
-		       (unsigned long long)(s.buckets_moved -
-					    base->buckets_moved),
-		       (unsigned long long)(as.grows + as.shrinks));
-		for (i = 0; i < ds->nworkers; i++)
-			printf(" %llu",
-			       (unsigned long long)(s.frames_per_worker[i] -
-						    base->frames_per_worker
-							    [i]));
-		printf("\n");
-	}
-	fflush(stdout);
-	if (!summary) {
-		ds->last = s;
-		ds->last_active_ns = active_ns;
-		ds->last_ns = ns;
-	}
+	if (a && a->dispatch)
+		vz_dispatch_report_print(&a->dispatch->report, run->json, t,
+					 summary);
 }

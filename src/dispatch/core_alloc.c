@@ -43,11 +43,12 @@ int vz_core_alloc_init(struct vz_core_alloc *a,
 	return 0;
 }
 
-unsigned int vz_core_alloc_tick(struct vz_core_alloc *a, struct vz_dispatch *d,
-				__u64 now_ns, const __u64 *oldest_enqueue_ns)
+unsigned int vz_core_alloc_decide(struct vz_core_alloc *a, unsigned int n,
+				  __u64 now_ns, const __u32 *in_flight,
+				  const __u64 *oldest_enqueue_ns)
 {
-	unsigned int n = vz_dispatch_active(d), w;
 	bool behind = false, spare = false;
+	unsigned int w;
 
 	if (now_ns < a->next_check)
 		return n;
@@ -56,7 +57,7 @@ unsigned int vz_core_alloc_tick(struct vz_core_alloc *a, struct vz_dispatch *d,
 	for (w = 0; w < n; w++) {
 		__u64 queued = oldest_enqueue_ns[w];
 
-		if (vz_dispatch_in_flight(d, w))
+		if (in_flight[w])
 			a->busy_at[w] = now_ns;
 		else if (now_ns - a->busy_at[w] >= a->cfg.park_idle_ns)
 			spare = true;
@@ -65,17 +66,35 @@ unsigned int vz_core_alloc_tick(struct vz_core_alloc *a, struct vz_dispatch *d,
 	}
 	if (behind && n < a->cfg.max_workers) {
 		a->busy_at[n] = now_ns; /* a fresh worker is not idle yet */
-		vz_dispatch_set_active(d, n + 1);
 		a->stats.grows++;
 		a->grown_at = now_ns;
-	} else if (!behind && spare && n > a->cfg.min_workers &&
-		   (!a->stats.grows ||
-		    now_ns - a->grown_at >= a->cfg.shrink_holdoff_ns)) {
-		vz_dispatch_set_active(d, n - 1);
+		return n + 1;
+	}
+	if (!behind && spare && n > a->cfg.min_workers &&
+	    (!a->stats.grows ||
+	     now_ns - a->grown_at >= a->cfg.shrink_holdoff_ns)) {
 		a->stats.shrinks++;
 		/* Judge the rest afresh: their load just grew. */
 		for (w = 0; w < n - 1; w++)
 			a->busy_at[w] = now_ns;
+		return n - 1;
 	}
+	return n;
+}
+
+unsigned int vz_core_alloc_tick(struct vz_core_alloc *a, struct vz_dispatch *d,
+				__u64 now_ns, const __u64 *oldest_enqueue_ns)
+{
+	__u32 in_flight[VZ_DISPATCH_MAX_WORKERS];
+	unsigned int n = vz_dispatch_active(d), w, after;
+
+	if (now_ns < a->next_check)
+		return n;
+	for (w = 0; w < n; w++)
+		in_flight[w] = vz_dispatch_in_flight(d, w);
+	after = vz_core_alloc_decide(a, n, now_ns, in_flight,
+				     oldest_enqueue_ns);
+	if (after != n)
+		vz_dispatch_set_active(d, after);
 	return vz_dispatch_active(d);
 }

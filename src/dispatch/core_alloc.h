@@ -6,8 +6,8 @@
  * workers are behind: one more becomes active. A worker that has had
  * nothing to do for park_idle means there is a worker too many: the
  * highest-numbered is parked (it finishes what it holds, then sleeps).
- * Called by the dispatcher (src/afxdp) and the simulator (src/dispatch/sim)
- * alike.
+ * Called by the userspace dispatchers (afxdp, dpdk), the XDP stage's
+ * runner (src/dispatch/xdp_alloc.c) and the simulator (src/dispatch/sim).
  */
 #ifndef VZ_RUNTIME_CORE_ALLOC_H
 #define VZ_RUNTIME_CORE_ALLOC_H
@@ -55,5 +55,15 @@ int vz_core_alloc_init(struct vz_core_alloc *a,
  */
 unsigned int vz_core_alloc_tick(struct vz_core_alloc *a, struct vz_dispatch *d,
 				__u64 now_ns, const __u64 *oldest_enqueue_ns);
+
+/*
+ * The same decision for a dispatcher whose policy is not a struct
+ * vz_dispatch (the XDP stage's runs in BPF): n workers active, in_flight[w]
+ * frames queued or in service on each (only zero or not matters). Returns
+ * the number of active workers from now on; the caller applies it.
+ */
+unsigned int vz_core_alloc_decide(struct vz_core_alloc *a, unsigned int n,
+				  __u64 now_ns, const __u32 *in_flight,
+				  const __u64 *oldest_enqueue_ns);
 
 #endif

@@ -587,3 +587,11 @@ void vz_xdp_dispatch_read(struct vz_xdp_dispatch *d,
 	s->rebalances = d->rebalances;
 	s->flows = d->flows;
 }
+
+void vz_xdp_dispatch_sent(struct vz_xdp_dispatch *d, __u64 *sent)
+{
+	__u32 i;
+
+	for (i = 0; i < d->workers; i++)
+		sent[i] = percpu_sum(d, d->cpu_pkts_fd, i);
+}

@@ -145,6 +145,9 @@ void vz_xdp_dispatch_tick(struct vz_xdp_dispatch *d);
 
 void vz_xdp_dispatch_read(struct vz_xdp_dispatch *d,
 			  struct vz_xdp_dispatch_stats *s);
+
+/* Frames sent to each of CPUs 0..workers-1 so far (the allocator's view). */
+void vz_xdp_dispatch_sent(struct vz_xdp_dispatch *d, __u64 *sent);
 #endif
 
 #endif

@@ -70,6 +70,8 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "dispatch/dispatch.h"
+#include "dpdk/dpdk.h"
 #include "runtime/clock.h"
 #include "runtime/userspace.h"
 #include "runtime/xsk_stats.h"
@@ -84,10 +86,8 @@
 #define POOL_MBUFS 8191
 #define POOL_MBUFS_COPY 2047 /* net_af_packet: a burst, caches, TAP */
 #define POOL_CACHE 256
-#define MAX_QUEUES_PER_WORKER 8
 #define TAP_POLL_EVERY 64 /* loop iterations between looks at the TAPs */
 #define TAP_BUDGET 32 /* frames taken from a TAP at a time */
-#define MAX_EAL_ARGS 512
 
 #define HP_DIR "/sys/kernel/mm/hugepages/hugepages-2048kB"
 #define HP_SIZE (2ul << 20)
@@ -104,158 +104,6 @@
 		 ? RTE_ALIGN_CEIL(VZ_HEADROOM - RTE_PKTMBUF_HEADROOM, \
 				  RTE_MBUF_PRIV_ALIGN)                \
 		 : 0)
-
-enum pmd {
-	PMD_AF_XDP,
-	PMD_AF_PACKET,
-	PMD_EAL, /* ports EAL probed from the user's arguments */
-};
-
-struct tx_batch {
-	uint16_t n;
-	struct rte_mbuf *m[VZ_US_BATCH_MAX];
-};
-
-struct dpdk;
-
-struct worker {
-	unsigned int id;
-	unsigned int lcore;
-	int cpu; /* -1: as the user's EAL arguments said */
-	bool launched;
-	struct vz_us_run *run;
-	struct dpdk *d;
-	unsigned int nqueues;
-	uint16_t queue[MAX_QUEUES_PER_WORKER];
-	struct rte_mbuf *spare; /* the next TAP frame goes here */
-	struct tx_batch *tx; /* one per output port, for the queue at hand */
-};
-
-struct port {
-	uint16_t id; /* DPDK port id */
-	bool configured;
-	bool started;
-	char driver[32];
-	struct rte_mempool *pool[VZ_MAX_WORKERS]; /* one per queue */
-	int shield_prog; /* af_packet: tcx program and link, or -1 */
-	int shield_link;
-};
-
-struct dpdk {
-	enum pmd pmd;
-	bool eal_up;
-	double eal_seconds;
-	char runtime_dir[PATH_MAX]; /* EAL's, removed at exit when empty */
-	int nargs;
-	char *args[MAX_EAL_ARGS];
-	struct worker workers[VZ_MAX_WORKERS];
-	struct port ports[VZ_MAX_PORTS];
-	uint16_t data_room;
-	unsigned int pool_mbufs;
-	unsigned int ring_frame; /* af_packet: framesz= and blocksz=, or 0 */
-	unsigned int ring_block;
-	size_t mem_bytes; /* what the mempools and EAL need */
-	unsigned long hp_added; /* nr_hugepages raised by this much */
-	char hp_record[PATH_MAX];
-	const char *xsk_mode; /* af_xdp: copy, zero-copy, mixed */
-	bool shield_missing;
-	char steer_path[PATH_MAX];
-};
-
-/* ---- frames -------------------------------------------------------------- */
-
-/*
- * The lowest byte a frame may grow into: the start of the mbuf's private
- * area when it sits right before the buffer (always, in our mempools),
- * else the buffer itself (an external buffer attached by the PMD).
- */
-static inline __u8 *frame_floor(const struct rte_mbuf *m)
-{
-	if (RTE_MBUF_HAS_EXTBUF(m))
-		return m->buf_addr;
-	return (__u8 *)m->buf_addr - m->priv_size;
-}
-
-/* Give the frame VZ_HEADROOM bytes before it: 0, or -1 if it cannot have. */
-static inline int ensure_headroom(struct rte_mbuf *m)
-{
-	__u8 *data = rte_pktmbuf_mtod(m, __u8 *), *buf = m->buf_addr;
-	__u8 *want = frame_floor(m) + VZ_HEADROOM;
-
-	if (likely(data >= want))
-		return 0;
-	/* a PMD that put the data lower than usual: move it up */
-	if (want + m->data_len > buf + m->buf_len)
-		return -1;
-	memmove(want, data, m->data_len);
-	m->data_off = (uint16_t)(want - buf);
-	return 0;
-}
-
-/*
- * Make the mbuf describe data .. end after the NF (head adjusted or not).
- * The NF may have grown the frame into the private area, in front of the
- * buffer: then it moves into the buffer. 0, or -1 if it does not fit.
- */
-static inline int set_frame(struct rte_mbuf *m, __u8 *data, __u8 *end)
-{
-	__u8 *buf = m->buf_addr;
-	size_t len = (size_t)(end - data);
-
-	if (unlikely(data < buf)) {
-		if (len > m->buf_len)
-			return -1;
-		memmove(buf, data, len);
-		data = buf;
-	}
-	m->data_off = (uint16_t)(data - buf);
-	m->data_len = (uint16_t)len;
-	m->pkt_len = (uint32_t)len;
-	return 0;
-}
-
-/* ---- transmit ------------------------------------------------------------ */
-
-static void flush_tx(struct worker *w, int p, uint16_t q,
-		     struct vz_worker_counters *c)
-{
-	struct tx_batch *b = &w->tx[p];
-	uint16_t sent, more, i;
-
-	if (!b->n)
-		return;
-	sent = rte_eth_tx_burst(w->d->ports[p].id, q, b->m, b->n);
-	if (unlikely(sent < b->n)) {
-		/* the ring was full: once more, then the rest fails */
-		more = rte_eth_tx_burst(w->d->ports[p].id, q, b->m + sent,
-					(uint16_t)(b->n - sent));
-		sent = (uint16_t)(sent + more);
-		for (i = sent; i < b->n; i++) {
-			rte_pktmbuf_free(b->m[i]);
-			c->tx_failed++;
-		}
-	}
-	b->n = 0;
-}
-
-static void flush_all(struct worker *w, uint16_t q,
-		      struct vz_worker_counters *c)
-{
-	int p;
-
-	for (p = 0; p < w->run->nports; p++)
-		flush_tx(w, p, q, c);
-}
-
-static inline void queue_tx(struct worker *w, int p, uint16_t q,
-			    struct rte_mbuf *m, struct vz_worker_counters *c)
-{
-	struct tx_batch *b = &w->tx[p];
-
-	if (unlikely(b->n == VZ_US_BATCH_MAX))
-		flush_tx(w, p, q, c);
-	b->m[b->n++] = m;
-}
 
 /* ---- receive ------------------------------------------------------------- */
 
@@ -276,14 +124,8 @@ static uint16_t poll_rx(struct worker *w, int p, uint16_t q,
 
 		if (i + 1 < n)
 			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
-		if (unlikely(m->nb_segs != 1 || m->data_len > VZ_LINEAR_MAX ||
-			     ensure_headroom(m))) {
-			/* not the geometry the NF contract promises */
-			c->rx++;
-			c->rx_invalid++;
-			rte_pktmbuf_free(m);
+		if (!rx_valid(m, c))
 			continue;
-		}
 		data = rte_pktmbuf_mtod(m, __u8 *);
 		ctx = (struct vz_ctx){
 			.data = data,
@@ -313,9 +155,8 @@ static uint16_t poll_rx(struct worker *w, int p, uint16_t q,
 	return n;
 }
 
-/* What the kernel sent out of the TAPs goes out of their ports. */
-static void drain_taps(struct worker *w, uint16_t q,
-		       struct vz_worker_counters *c)
+void dpdk_drain_taps(struct worker *w, uint16_t q,
+		     struct vz_worker_counters *c)
 {
 	struct vz_us_run *run = w->run;
 	struct rte_mbuf *m;
@@ -364,7 +205,7 @@ static int worker_main(void *arg)
 			flush_all(w, w->queue[i], c);
 		}
 		if (w->id == 0 && ++loops % TAP_POLL_EVERY == 0)
-			drain_taps(w, w->queue[0], c);
+			dpdk_drain_taps(w, w->queue[0], c);
 	}
 	if (w->spare) {
 		rte_pktmbuf_free(w->spare);
@@ -668,12 +509,13 @@ static int lcore_args(struct vz_us_run *run, struct dpdk *d)
 	char all[4096];
 	cpu_set_t set;
 	size_t off;
-	unsigned int w;
+	unsigned int w, first;
 	int n;
 
 	if (user_gave(run, lcore_opts)) {
 		for (w = 0; w < run->workers; w++)
 			d->workers[w].cpu = -1;
+		d->dispatcher.cpu = -1;
 		return 0;
 	}
 	if (sched_getaffinity(0, sizeof(set), &set)) {
@@ -683,10 +525,18 @@ static int lcore_args(struct vz_us_run *run, struct dpdk *d)
 	}
 	n = cpu_list(&set, cpus, all, sizeof(all));
 	off = (size_t)snprintf(map, sizeof(map), "0@%s", all);
+	/* Dispatching, the dispatcher comes first (the last CPU), as afxdp's. */
+	first = run->dispatch >= 0 ? 1 : 0;
 	for (w = 0; w < run->workers && off < sizeof(map); w++) {
-		d->workers[w].cpu = cpus[n - 1 - (int)(w % (unsigned int)n)];
+		d->workers[w].cpu =
+			cpus[n - 1 - (int)((w + first) % (unsigned int)n)];
 		off += (size_t)snprintf(map + off, sizeof(map) - off, ",%u@%d",
 					w + 1, d->workers[w].cpu);
+	}
+	if (first && off < sizeof(map)) {
+		d->dispatcher.cpu = cpus[n - 1];
+		snprintf(map + off, sizeof(map) - off, ",%u@%d",
+			 run->workers + 1, d->dispatcher.cpu);
 	}
 	return add_arg(d, "--lcores") || add_arg(d, "%s", map) ? -ENOMEM : 0;
 }
@@ -840,7 +690,7 @@ static int plan_memory(struct vz_us_run *run, struct dpdk *d)
 	}
 	d->mem_bytes = (size_t)run->nports * run->queues * d->pool_mbufs *
 			       RTE_ALIGN_CEIL(obj, 128) +
-		       EAL_OVERHEAD;
+		       EAL_OVERHEAD + dpdk_dispatch_memory(run);
 	return 0;
 }
 
@@ -1102,6 +952,8 @@ static int setup_port(struct vz_us_run *run, struct dpdk *d, int p)
 			return -EINVAL;
 		}
 	}
+	if (run->dispatch >= 0 && d->pmd == PMD_EAL)
+		dpdk_dispatch_port_conf(&info, &conf);
 	if (d->pmd == PMD_EAL) {
 		/* a port with no kernel interface: the run learns its address
 		 */
@@ -1259,30 +1111,42 @@ static int skip_outgoing(void)
 
 /* ---- the backend --------------------------------------------------------- */
 
+/* Worker wk serves queues first, first + stride, ... */
+static int plan_worker(struct vz_us_run *run, struct dpdk *d,
+		       struct worker *wk, unsigned int id, unsigned int first,
+		       unsigned int stride)
+{
+	unsigned int q;
+
+	wk->id = id;
+	wk->run = run;
+	wk->d = d;
+	for (q = first; stride && q < run->queues; q += stride) {
+		if (wk->nqueues == MAX_QUEUES_PER_WORKER) {
+			vz_err("at most %d queues per worker; raise --workers",
+			       MAX_QUEUES_PER_WORKER);
+			return -EINVAL;
+		}
+		wk->queue[wk->nqueues++] = (uint16_t)q;
+	}
+	wk->tx = calloc((size_t)run->nports, sizeof(*wk->tx));
+	return wk->tx ? 0 : -ENOMEM;
+}
+
 static int plan_workers(struct vz_us_run *run, struct dpdk *d)
 {
-	unsigned int w, q;
+	bool dispatch = run->dispatch >= 0;
+	unsigned int w;
+	int ret;
 
+	/* Dispatching, the dispatcher alone owns every queue. */
 	for (w = 0; w < run->workers; w++) {
-		struct worker *wk = &d->workers[w];
-
-		wk->id = w;
-		wk->run = run;
-		wk->d = d;
-		for (q = w; q < run->queues; q += run->workers) {
-			if (wk->nqueues == MAX_QUEUES_PER_WORKER) {
-				vz_err("at most %d queues per worker; raise "
-				       "--workers",
-				       MAX_QUEUES_PER_WORKER);
-				return -EINVAL;
-			}
-			wk->queue[wk->nqueues++] = (uint16_t)q;
-		}
-		wk->tx = calloc((size_t)run->nports, sizeof(*wk->tx));
-		if (!wk->tx)
-			return -ENOMEM;
+		ret = plan_worker(run, d, &d->workers[w], w, w,
+				  dispatch ? 0 : run->workers);
+		if (ret)
+			return ret;
 	}
-	return 0;
+	return dispatch ? plan_worker(run, d, &d->dispatcher, 0, 0, 1) : 0;
 }
 
 static int dpdk_setup(struct vz_us_run *run)
@@ -1329,19 +1193,24 @@ static int dpdk_setup(struct vz_us_run *run)
 	ret = eal_init(d);
 	if (ret)
 		return ret;
-	/* one lcore per worker, besides the main one */
+	/* one lcore per worker and the dispatcher, besides the main one */
 	lcore = rte_get_next_lcore(-1, 1, 0);
-	for (w = 0; w < run->workers; w++) {
+	for (w = 0; w < run->workers + (run->dispatch >= 0); w++) {
+		struct worker *wk =
+			w < run->workers ? &d->workers[w] : &d->dispatcher;
+
 		if (lcore >= RTE_MAX_LCORE) {
-			vz_err("--workers %u needs %u lcores besides the main "
-			       "one; the EAL arguments gave %u",
-			       run->workers, run->workers,
+			vz_err("--workers %u%s needs %u lcores besides the "
+			       "main one; the EAL arguments gave %u",
+			       run->workers,
+			       run->dispatch >= 0 ? " --dispatch" : "",
+			       run->workers + (run->dispatch >= 0),
 			       rte_lcore_count() - 1);
 			return -EINVAL;
 		}
-		d->workers[w].lcore = lcore;
-		if (d->workers[w].cpu < 0)
-			d->workers[w].cpu = rte_lcore_to_cpu_id((int)lcore);
+		wk->lcore = lcore;
+		if (wk->cpu < 0)
+			wk->cpu = rte_lcore_to_cpu_id((int)lcore);
 		lcore = rte_get_next_lcore(lcore, 1, 0);
 	}
 	for (p = 0; p < run->nports; p++) {
@@ -1370,7 +1239,7 @@ static int dpdk_setup(struct vz_us_run *run)
 		       strerror(-ret));
 		return ret;
 	}
-	return 0;
+	return run->dispatch >= 0 ? dpdk_dispatch_setup(run, d) : 0;
 }
 
 static int dpdk_start(struct vz_us_run *run)
@@ -1379,6 +1248,8 @@ static int dpdk_start(struct vz_us_run *run)
 	unsigned int w;
 	int ret;
 
+	if (d->dispatch)
+		return dpdk_dispatch_start(run, d);
 	for (w = 0; w < run->workers; w++) {
 		struct worker *wk = &d->workers[w];
 
@@ -1398,6 +1269,8 @@ static void dpdk_join(struct vz_us_run *run)
 	struct dpdk *d = run->backend_state;
 	unsigned int w;
 
+	if (d && d->dispatch)
+		dpdk_dispatch_join(run, d);
 	for (w = 0; d && w < run->workers; w++)
 		if (d->workers[w].launched) {
 			rte_eal_wait_lcore(d->workers[w].lcore);
@@ -1414,6 +1287,7 @@ static void dpdk_teardown(struct vz_us_run *run)
 
 	if (!d)
 		return;
+	dpdk_dispatch_teardown(d); /* its rings hold mbufs of the ports */
 	for (p = 0; p < run->nports; p++) {
 		struct port *port = &d->ports[p];
 
@@ -1445,6 +1319,7 @@ static void dpdk_teardown(struct vz_us_run *run)
 	hp_release(d);
 	for (w = 0; w < VZ_MAX_WORKERS; w++)
 		free(d->workers[w].tx);
+	free(d->dispatcher.tx);
 	for (i = 0; i < d->nargs; i++)
 		free(d->args[i]);
 	free(d);
@@ -1470,13 +1345,16 @@ static __u64 dpdk_rx_missed(struct vz_us_run *run)
 		else
 			missed += st.imissed;
 	}
+	/* Dispatching, a frame can also be lost at a full worker queue. */
+	if (d && d->dispatch)
+		missed += dpdk_dispatch_missed(d);
 	return missed + (af_xdp ? vz_xsk_missed_all() : 0);
 }
 
 static void dpdk_describe(struct vz_us_run *run, char *buf, size_t len)
 {
 	struct dpdk *d = run->backend_state;
-	char memory[128], lcores[128] = "", ports[256] = "";
+	char memory[128], lcores[128] = "", ports[256] = "", dispatch[128] = "";
 	size_t off = 0;
 	unsigned int w;
 	int p;
@@ -1485,6 +1363,13 @@ static void dpdk_describe(struct vz_us_run *run, char *buf, size_t len)
 		off += (size_t)snprintf(lcores + off, sizeof(lcores) - off,
 					"%s%u@%d", w ? "," : "",
 					d->workers[w].lcore, d->workers[w].cpu);
+	if (run->dispatch >= 0)
+		snprintf(dispatch, sizeof(dispatch),
+			 ", dispatcher lcore %u@%d with %s%s",
+			 d->dispatcher.lcore, d->dispatcher.cpu,
+			 vz_dispatch_policy_name(
+				 (enum vz_dispatch_policy)run->dispatch),
+			 run->alloc ? " and the core allocator" : "");
 	if (d->pmd == PMD_AF_XDP) {
 		snprintf(ports, sizeof(ports), "net_af_xdp (%s mode)",
 			 d->xsk_mode);
@@ -1513,10 +1398,11 @@ static void dpdk_describe(struct vz_us_run *run, char *buf, size_t len)
 		snprintf(memory, sizeof(memory), "2 MiB hugepages");
 	snprintf(buf, len,
 		 "dpdk: %u worker%s (lcore@CPU %s), %u queue%s per port, %s, "
-		 "batch %u%s, %s, EAL up in %.2f s",
+		 "batch %u%s, %s, EAL up in %.2f s%s",
 		 run->workers, run->workers == 1 ? "" : "s", lcores,
 		 run->queues, run->queues == 1 ? "" : "s", ports, run->batch,
-		 run->busy_poll ? ", busy-poll" : "", memory, d->eal_seconds);
+		 run->busy_poll ? ", busy-poll" : "", memory, d->eal_seconds,
+		 dispatch);
 }
 
 static const char *const dpdk_options[] = {
@@ -1524,6 +1410,7 @@ static const char *const dpdk_options[] = {
 	"[--no-huge]",
 	"[--busy-poll]",
 	"[--copy]",
+	"[--dispatch rss-mod|flow-affinity|buckets [--alloc]]",
 	"[-- EAL-ARGUMENTS...]",
 	NULL,
 };
@@ -1537,6 +1424,7 @@ static const struct vz_backend dpdk_backend = {
 	.teardown = dpdk_teardown,
 	.rx_missed = dpdk_rx_missed,
 	.describe = dpdk_describe,
+	.report = dpdk_dispatch_report,
 };
 
 int main(int argc, char **argv)

@@ -74,10 +74,6 @@ def test_userspace_backends_get_their_options_and_eal_arguments():
     assert cmd[0].endswith("vz-afxdp") and cmd[1] == "run"
     assert cmd[cmd.index("--workers") + 1] == "2" and cmd[cmd.index("--batch") + 1] == "32"
     assert "--copy" in cmd and "--busy-poll" in cmd and cmd[cmd.index("--mode") + 1] == "skb"
-    cmd = run_command("tx", "--backend", "afxdp", "--iface", "x", "--workers", "4",
-                      "--dispatch", "flow-affinity", "--alloc")  # fmt: skip
-    assert cmd[cmd.index("--dispatch") + 1] == "flow-affinity" and "--alloc" in cmd
-    assert "--queues" not in cmd  # dispatching, one thread takes every queue
     cmd = run_command("tx", "--backend", "dpdk", "--iface", "x", "--pmd", "eal", "--no-huge",
                       "--", "-a", "0000:3b:00.0")  # fmt: skip
     assert cmd[0].endswith("vz-dpdk")
@@ -85,17 +81,39 @@ def test_userspace_backends_get_their_options_and_eal_arguments():
     assert cmd[-3:] == ["--", "-a", "0000:3b:00.0"]
 
 
+@pytest.mark.parametrize(("backend", "tool"), [("afxdp", "vz-afxdp"), ("dpdk", "vz-dpdk")])
+def test_userspace_backends_dispatch(backend, tool):
+    cmd = run_command("tx", "--backend", backend, "--iface", "x", "--workers", "4",
+                      "--dispatch", "flow-affinity", "--alloc")  # fmt: skip
+    assert cmd[0].endswith(tool)
+    assert cmd[cmd.index("--dispatch") + 1] == "flow-affinity" and "--alloc" in cmd
+    assert cmd[cmd.index("--workers") + 1] == "4"
+    assert "--queues" not in cmd  # dispatching, one thread takes every queue
+
+
+@pytest.mark.parametrize("backend", ["xdp", "xdp-generic"])
+def test_xdp_dispatch_with_the_allocator(backend):
+    cmd = run_command("tx", "--backend", backend, "--iface", "x", "--workers", "2",
+                      "--dispatch", "rss-mod", "--alloc")  # fmt: skip
+    assert cmd[0].endswith("vz-xdp")
+    assert cmd[cmd.index("--dispatch") + 1] == "rss-mod" and "--alloc" in cmd
+    assert "--alloc" not in run_command(
+        "tx", "--backend", backend, "--iface", "x", "--workers", "2", "--dispatch", "rss-mod"
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--backend", "xdp", "--workers", "2"], "--workers on xdp goes with --dispatch"),
-        (["--backend", "dpdk", "--dispatch", "rss-mod"], "--dispatch is not an option of the dpdk"),
+        (["--backend", "dpdk", "--alloc"], "--alloc goes with --dispatch"),
         (
             ["--backend", "linux", "--dispatch", "buckets"],
             "--dispatch is not an option of the linux",
         ),
         (["--backend", "afxdp", "--alloc"], "--alloc goes with --dispatch"),
-        (["--backend", "xdp", "--alloc", "--dispatch", "rss-mod"], "--alloc is not an option"),
+        (["--backend", "xdp", "--alloc"], "--alloc goes with --dispatch"),
+        (["--backend", "linux", "--alloc", "--dispatch", "rss-mod"], "is not an option"),
         (["--backend", "afxdp", "--pmd", "af_packet"], "--pmd is not an option of the afxdp"),
         (["--backend", "dpdk", "--copy"], "--copy is not an option of the dpdk backend"),
         (["--backend", "xdp", "--", "-l", "0"], "EAL arguments is not an option of the xdp"),
