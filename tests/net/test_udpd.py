@@ -211,6 +211,23 @@ def test_kernel_client_and_veloz_server_both_ways(udpd):
     assert s["sockets"]["sockets"] == 0
 
 
+def test_burst_over_32_frames_leaves_in_one_round(udpd):
+    """A datagram of 60,000 bytes is 41 IPv4 fragments: more than one copy-mode
+    kick sends (32). Its echo must come back whole, within the client's 2 s,
+    each time: with one kick per round the tail waited for the next
+    transmission, so every such echo was lost."""
+    echo = start_veloz_echo(7002)
+    try:
+        got = echo_from_gen(7002, [60000, 65507, 48000] * 3)
+    finally:
+        stop(echo)
+    assert got == {"ok": 9, "bad": 0, "lost": 0}
+    s = udpd.stop()
+    assert s["stack"]["tx_fragments"] >= 9 * 33
+    # the burst needed more than one kick, and none left frames behind
+    assert s["port"]["tx_kicks"] > 9 and s["port"]["tx_kick_stalls"] == 0
+
+
 def test_unmodified_program_under_the_shim(udpd):
     shim = paths.build_dir() / "src/sock/preload/libveloz-preload.so"
     server = (

@@ -33,6 +33,8 @@
 #define RING 1024u /* every ring */
 #define FRAMES (8192u) /* fill rings (RING per queue) + transmit pool */
 #define BATCH 64u
+/* Kicks per flush: a full ring at 32 frames a kick, and room for retries. */
+#define TX_MAX_KICKS (2 * RING / 32 + 8)
 
 struct queue {
 	struct xsk_socket *xsk;
@@ -373,12 +375,43 @@ int vz_udpd_port_tx(struct vz_udpd_port *p, const void *frame, size_t len)
 	return 0;
 }
 
+/* Descriptors on the transmit ring that the kernel has not taken yet. */
+static __u32 tx_outstanding(struct queue *q)
+{
+	return RING - xsk_prod_nb_free(&q->tx, RING);
+}
+
+/*
+ * Send everything submitted, in this round. In copy mode one kick
+ * (sendto) transmits at most 32 frames (the kernel's TX_BATCH_SIZE) and
+ * then answers EAGAIN; it also stops early when the completion ring is
+ * full. So kick until the ring is drained, reaping completions between
+ * kicks. In zero-copy mode the driver drains the ring itself once woken
+ * (needs_wakeup clears): one kick is enough. Bounded, so a device that
+ * refuses frames (EBUSY, ENOBUFS, ENETDOWN) cannot hold the loop: what is
+ * left goes with the next flush.
+ */
 void vz_udpd_port_flush(struct vz_udpd_port *p)
 {
 	struct queue *q = &p->q[0];
+	unsigned int kicks;
 
-	if (p->tx_pending && xsk_ring_prod__needs_wakeup(&q->tx))
-		sendto(q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+	if (!p->tx_pending && !tx_outstanding(q)) {
+		complete(p);
+		return;
+	}
+	for (kicks = 0; kicks < TX_MAX_KICKS; kicks++) {
+		if (!tx_outstanding(q) || !xsk_ring_prod__needs_wakeup(&q->tx))
+			break;
+		if (sendto(q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 &&
+		    errno != EAGAIN && errno != EBUSY && errno != ENOBUFS &&
+		    errno != EINTR)
+			break;
+		p->stats.tx_kicks++;
+		complete(p);
+	}
+	if (tx_outstanding(q) && xsk_ring_prod__needs_wakeup(&q->tx))
+		p->stats.tx_kick_stalls++;
 	p->tx_pending = 0;
 	complete(p);
 }

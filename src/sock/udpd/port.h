@@ -29,6 +29,8 @@ struct vz_udpd_port_config {
 struct vz_udpd_port_stats {
 	__u64 rx_frames, rx_invalid; /* descriptors outside the UMEM */
 	__u64 tx_frames, tx_full; /* no free frame or no ring slot */
+	__u64 tx_kicks; /* sendto() wake-ups of the transmit ring */
+	__u64 tx_kick_stalls; /* flushes that left frames on the ring */
 	__u64 xsk_rx_dropped, xsk_rx_ring_full, xsk_fill_empty; /* kernel's */
 };
 

@@ -449,9 +449,11 @@ static void print_stats(const struct udpd *u, const char *event, bool json,
 	       F(v->bad_requests));
 	printf("\"port\": {\"rx_frames\": %llu, \"rx_invalid\": %llu, "
 	       "\"tx_frames\": %llu, \"tx_full\": %llu, "
+	       "\"tx_kicks\": %llu, \"tx_kick_stalls\": %llu, "
 	       "\"xsk_rx_dropped\": %llu, \"xsk_rx_ring_full\": %llu, "
 	       "\"xsk_fill_empty\": %llu}}\n",
 	       F(p.rx_frames), F(p.rx_invalid), F(p.tx_frames), F(p.tx_full),
+	       F(p.tx_kicks), F(p.tx_kick_stalls),
 	       F(p.xsk_rx_dropped), F(p.xsk_rx_ring_full), F(p.xsk_fill_empty));
 #undef F
 	fflush(stdout);
