@@ -290,6 +290,16 @@ bool vz_udpd_port_present(const struct vz_udpd_port *p)
 	       !strcmp(name, p->ifname);
 }
 
+unsigned int vz_udpd_port_fds(const struct vz_udpd_port *p, int *fds,
+			      unsigned int max)
+{
+	unsigned int i;
+
+	for (i = 0; i < p->nqueues && i < max; i++)
+		fds[i] = p->q[i].fd;
+	return i;
+}
+
 unsigned int vz_udpd_port_rx(struct vz_udpd_port *p, vz_udpd_rx_fn fn,
 			     void *opaque, unsigned int budget)
 {

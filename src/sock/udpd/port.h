@@ -47,6 +47,11 @@ unsigned int vz_udpd_port_queues(const struct vz_udpd_port *p);
 /* Is the interface still there, under the same name? */
 bool vz_udpd_port_present(const struct vz_udpd_port *p);
 
+/* The AF_XDP sockets' descriptors (readable when frames arrive), for a
+ * poller that sleeps: how many were put in fds. */
+unsigned int vz_udpd_port_fds(const struct vz_udpd_port *p, int *fds,
+			      unsigned int max);
+
 /* Received frames, at most `budget`, each handed to fn then recycled. */
 typedef void (*vz_udpd_rx_fn)(void *opaque, const void *frame, size_t len);
 unsigned int vz_udpd_port_rx(struct vz_udpd_port *p, vz_udpd_rx_fn fn,
