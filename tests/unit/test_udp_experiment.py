@@ -63,7 +63,11 @@ class FakeLab:
             self.udpd_up = False
 
     def _measure(self, call: tuple) -> dict:
-        assert self.udpd_up, f"{call} ran without udpd"
+        # direct mode owns the interfaces: never beside a udpd
+        if call[1].startswith("veloz-direct"):
+            assert not self.udpd_up, f"{call} ran beside udpd"
+        else:
+            assert self.udpd_up, f"{call} ran without udpd"
         if len(self.calls) == self.fail_at:
             raise RuntimeError("the DUT went away")
         self.calls.append(call)
@@ -78,8 +82,13 @@ class FakeLab:
 
 def expected_runs(kind: str, trials: int, *extra: object) -> list[tuple]:
     arms = udp.LATENCY_ARMS if kind == "ping" else udp.THROUGHPUT_ARMS
-    return [(kind, arm, payload, *extra) for _ in range(trials)
-            for payload in udp.PAYLOADS for arm in arms]  # fmt: skip
+    pollers = [a for a in arms if not a.startswith("veloz-direct")]
+    direct = [a for a in arms if a.startswith("veloz-direct")]
+    runs = []
+    for _ in range(trials):
+        runs += [(kind, arm, p, *extra) for p in udp.PAYLOADS for arm in pollers]
+        runs += [(kind, arm, p, *extra) for p in udp.PAYLOADS for arm in direct]
+    return runs
 
 
 @pytest.mark.parametrize("exp", [udp.UDP_LATENCY, udp.UDP_THROUGHPUT], ids=lambda e: e.name)
@@ -93,7 +102,7 @@ def test_run_loop_order_labels_and_tags(monkeypatch: pytest.MonkeyPatch, exp) ->
         assert lab.calls == expected_runs("ping", 2)
     else:
         assert lab.calls == expected_runs("blast", 2, 1.5)
-    assert lab.udpd_runs == 1 and not lab.udpd_up
+    assert lab.udpd_runs == 2 and not lab.udpd_up  # once per trial
     # one record per run, in order, tagged with its trial and the experiment
     arms = udp.LATENCY_ARMS if exp is udp.UDP_LATENCY else udp.THROUGHPUT_ARMS
     assert len(ctx.records) == exp.count(settings) == 2 * len(udp.PAYLOADS) * len(arms)

@@ -90,9 +90,16 @@ static const struct vz_app_net vz_app_veloz = {
 static const struct vz_app_net *vz_app_veloz_stack(const char *prog, int *code)
 {
 	const char *path = getenv("VZ_UDPD_SOCKET");
+	const char *mode = getenv("VZ_MODE");
 
 	if (vz_sock_init(NULL) == 0)
 		return &vz_app_veloz;
+	if (mode && !strcmp(mode, "direct")) {
+		vz_app_err(prog, "cannot start veloz in direct mode: %s",
+			   strerror(errno));
+		*code = 1;
+		return NULL;
+	}
 	vz_app_err(prog, "cannot reach the veloz poller at %s: %s",
 		   path && *path ? path : VZ_UDPD_DEFAULT_SOCKET,
 		   strerror(errno));

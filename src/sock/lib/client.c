@@ -42,6 +42,27 @@
 #include "sock/stack/stack.h"
 #include "veloz/sock.h"
 
+/* Direct mode (VZ_MODE=direct, src/sock/direct): each call goes there
+ * when the process runs the stack itself. */
+#ifdef VZ_SOCK_DIRECT
+#include "sock/direct/direct.h"
+#define VZ_DIRECT_MODE() vz_direct_enabled()
+#define VZ_DIRECT(fd, call)          \
+	do {                         \
+		if (vz_direct_fd(fd)) \
+			return call; \
+	} while (0)
+#else
+#define VZ_DIRECT_MODE() false
+#define VZ_DIRECT(fd, call) \
+	do {                \
+	} while (0)
+#define vz_direct_init() 0
+#define vz_direct_socket(d, t, p) (-1)
+#define vz_direct_poll(f, n, t) (-1)
+#define vz_direct_fd(fd) false
+#endif
+
 #define VZ_FD_CHUNK 1024
 #define VZ_FD_CHUNKS 1024 /* descriptors up to 1M */
 
@@ -454,6 +475,8 @@ int vz_sock_init(const char *path)
 {
 	int rc;
 
+	if (VZ_DIRECT_MODE())
+		return vz_direct_init();
 	libc_init();
 	pthread_mutex_lock(&ctl_lock);
 	rc = ctl_open(path);
@@ -519,6 +542,8 @@ int vz_socket(int domain, int type, int protocol)
 	struct vz_csock *s;
 	int rc, memfd = -1;
 
+	if (VZ_DIRECT_MODE())
+		return vz_direct_socket(domain, type, protocol);
 	libc_init();
 	rc = check_type(domain, type, protocol);
 	if (rc)
@@ -568,6 +593,7 @@ int vz_close(int fd)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_CLOSE }, rep;
 	struct vz_csock *s = sock_get(fd);
+	VZ_DIRECT(fd, vz_direct_close(fd));
 
 	if (!s)
 		return -1;
@@ -581,7 +607,7 @@ int vz_close(int fd)
 
 int vz_is_socket(int fd)
 {
-	return lookup(fd) != NULL;
+	return lookup(fd) != NULL || vz_direct_fd(fd);
 }
 
 /* An AF_INET address from the caller: 0 or -errno. */
@@ -623,6 +649,7 @@ int vz_bind(int fd, const struct sockaddr *addr, socklen_t len)
 	struct vz_csock *s = sock_get(fd);
 	struct sockaddr_in sin;
 	int rc;
+	VZ_DIRECT(fd, vz_direct_bind(fd, addr, len));
 
 	if (!s)
 		return -1;
@@ -655,6 +682,7 @@ int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	struct vz_csock *s = sock_get(fd);
 	struct sockaddr_in sin;
 	int rc;
+	VZ_DIRECT(fd, vz_direct_connect(fd, addr, len));
 
 	if (!s)
 		return -1;
@@ -681,6 +709,7 @@ int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	struct vz_csock *s = sock_get(fd);
 	__be32 ip;
+	VZ_DIRECT(fd, vz_direct_getsockname(fd, addr, len));
 
 	if (!s)
 		return -1;
@@ -692,6 +721,7 @@ int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	struct vz_csock *s = sock_get(fd);
+	VZ_DIRECT(fd, vz_direct_getpeername(fd, addr, len));
 
 	if (!s)
 		return -1;
@@ -838,6 +868,7 @@ ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
 	struct sockaddr_in sin;
 	__s64 until = -2;
 	int rc;
+	VZ_DIRECT(fd, vz_direct_sendto(fd, buf, len, flags, to, tolen));
 
 	if (!s)
 		return -1;
@@ -916,6 +947,7 @@ ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
 	const __u8 *payload = NULL;
 	size_t n;
 	int rc;
+	VZ_DIRECT(fd, vz_direct_recvfrom(fd, buf, len, flags, from, fromlen));
 
 	if (!s)
 		return -1;
@@ -981,6 +1013,7 @@ int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct vz_csock *s = sock_get(fd);
 	int v;
+	VZ_DIRECT(fd, vz_direct_setsockopt(fd, level, name, val, len));
 
 	if (!s)
 		return -1;
@@ -1040,6 +1073,7 @@ static int put_timeval(void *val, socklen_t *len, const struct timeval *tv)
 int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct vz_csock *s = sock_get(fd);
+	VZ_DIRECT(fd, vz_direct_getsockopt(fd, level, name, val, len));
 
 	if (!s)
 		return -1;
@@ -1080,6 +1114,7 @@ int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 int vz_fcntl(int fd, int cmd, int arg)
 {
 	struct vz_csock *s = sock_get(fd);
+	VZ_DIRECT(fd, vz_direct_fcntl(fd, cmd, arg));
 
 	if (!s)
 		return -1;
@@ -1250,6 +1285,8 @@ int vz_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 	bool any = false;
 	int rc;
 	nfds_t i;
+	if (VZ_DIRECT_MODE())
+		return vz_direct_poll(fds, n, timeout_ms);
 
 	libc_init();
 	if (n > 16) {

@@ -24,6 +24,12 @@
 #include <time.h>
 
 #include "sock/stack/stack.h"
+#ifdef VZ_SOCK_DIRECT
+#include "sock/direct/direct.h"
+#else
+#define vz_direct_fd(fd) false
+#define vz_direct_burst(b) ((void)0)
+#endif
 #include "veloz/sock.h"
 
 #ifndef UIO_MAXIOV
@@ -170,6 +176,7 @@ ssize_t vz_recvmsg(int fd, struct msghdr *m, int flags)
 int vz_sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
 	unsigned int i;
+	bool burst;
 	ssize_t r;
 
 	if (!vz_is_socket(fd))
@@ -180,13 +187,22 @@ int vz_sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 		return 0;
 	if (!vec)
 		return (int)fail(-EFAULT);
+	burst = vz_direct_fd(fd);
+	if (burst)
+		vz_direct_burst(true);
 	for (i = 0; i < vlen; i++) {
 		r = vz_sendmsg(fd, &vec[i].msg_hdr, flags);
 		if (r < 0)
-			return i ? (int)i : -1;
+			break;
 		vec[i].msg_len = (unsigned int)r;
 	}
-	return (int)i;
+	if (burst) {
+		int e = errno;
+
+		vz_direct_burst(false);
+		errno = e;
+	}
+	return i ? (int)i : -1;
 }
 
 static __s64 mono_ns(void)

@@ -105,13 +105,16 @@ int vz_udpd_iface_mac(const char *ifname, __u8 mac[6])
 	return err;
 }
 
-static int attach(struct vz_udpd_port *p, __be32 ip4)
+static int attach(struct vz_udpd_port *p, __be32 ip4, const char *given)
 {
 	char path[4200], msg[256];
 	__u32 key = 0, value = ip4;
 	int err, fd;
 
-	steer_object(path, sizeof(path));
+	if (given)
+		snprintf(path, sizeof(path), "%s", given);
+	else
+		steer_object(path, sizeof(path));
 	p->prog = xdp_program__open_file(path, "xdp", NULL);
 	err = (int)libxdp_get_error(p->prog);
 	if (err) {
@@ -246,7 +249,7 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
 		p->free_frames[p->nfree++] = (__u64)i * FRAME_SIZE;
 	err = vz_claim_port(&p->lock, p->ifindex, p->ifname, cfg->replace);
 	if (!err)
-		err = attach(p, cfg->ip4);
+		err = attach(p, cfg->ip4, cfg->steer_path);
 	for (i = 0; !err && i < p->nqueues; i++)
 		err = open_queue(p, i, cfg->copy);
 	if (err) {

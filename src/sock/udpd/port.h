@@ -24,6 +24,8 @@ struct vz_udpd_port_config {
 	 * with a line that says so.
 	 */
 	bool replace;
+	/* The steering object; NULL: udpd_steer.bpf.o beside the program. */
+	const char *steer_path;
 };
 
 struct vz_udpd_port_stats {

@@ -15,6 +15,10 @@ arm's stack; the arms are interleaved within each trial:
   veloz-busy   veloz poller mode, SO_BUSY_POLL on both ends
                ($VZ_BUSY_POLL_US=BUSY_US): a blocking call spins on its
                ring before it sleeps
+  veloz-direct veloz direct mode on both ends (VZ_MODE=direct): each
+               application runs the stack on its own AF_XDP socket, no
+               udpd (they are stopped for it: direct mode takes the
+               interface), a blocking call spinning 50 µs before it sleeps
 
 Round trip mean, standard deviation and percentiles per payload, and the
 CPU each side used during the run (application, plus its udpd for veloz):
@@ -24,7 +28,8 @@ counted, so kernel arms' figures are a floor.
 udp-throughput: veloz-pktgen on the DUT sends as fast as it can to a
 discard port in vz-gen (only the DUT's udpd runs); what arrived is read
 from gen-dut's receive counter. Datagrams per second, per payload, for
-send() one at a time and sendmmsg() in bursts of BATCH, on each stack.
+send() one at a time and sendmmsg() in bursts of BATCH, on each stack and
+in direct mode.
 
 This machine has 2 CPUs, shared with whatever else runs: each udpd
 polls, and the applications and the kernel's softirq share the same two,
@@ -48,8 +53,10 @@ from veloz.lab import summary
 from veloz.proc import Runner, in_netns, veloz_argv
 
 PAYLOADS = (18, 64, 512, 1472)  # UDPDK's range
-LATENCY_ARMS = ("kernel", "kernel-busy", "veloz", "veloz-busy")
-THROUGHPUT_ARMS = ("kernel", "kernel-mmsg", "veloz", "veloz-mmsg")
+LATENCY_ARMS = ("kernel", "kernel-busy", "veloz", "veloz-busy", "veloz-direct")
+THROUGHPUT_ARMS = ("kernel", "kernel-mmsg", "veloz", "veloz-mmsg", "veloz-direct",
+                   "veloz-direct-mmsg")  # fmt: skip
+DIRECT = "veloz-direct"  # arms starting so run without udpd
 STACKS = LATENCY_ARMS
 UDPD_IP, KERNEL_IP, GEN_IP = "198.18.0.3", "198.18.0.2", "198.18.0.1"
 GEN_UDPD_IP = "198.18.0.4"
@@ -105,6 +112,10 @@ def _env(arm: str, socket: str = SOCKET) -> dict[str, str]:
     env["VZ_UDPD_SOCKET"] = socket
     if arm == "veloz-busy":
         env["VZ_BUSY_POLL_US"] = str(BUSY_US)
+    if arm.startswith(DIRECT):
+        dut = socket == SOCKET
+        env.update(VZ_MODE="direct", VZ_DIRECT_IFACE="dut-gen" if dut else "gen-dut",
+                   VZ_DIRECT_ADDR=f"{UDPD_IP if dut else GEN_UDPD_IP}/24")  # fmt: skip
     return env
 
 
@@ -221,12 +232,20 @@ def _run_arms(ctx, experiment: str, arms: tuple[str, ...], gen_udpd: bool,
     """The pollers for the whole experiment; in each trial every payload on
     every arm, interleaved, one record each (measure(arm, payload))."""
     payloads = ctx.settings.get("udp_payloads") or PAYLOADS
-    with running_udpd(gen_udpd):
-        for t in range(ctx.settings["trials"]):
+    pollers = [a for a in arms if not a.startswith(DIRECT)]
+    direct = [a for a in arms if a.startswith(DIRECT)]
+    for t in range(ctx.settings["trials"]):
+        # direct mode takes the interfaces: the pollers stop for it, and
+        # start again for the next trial
+        with running_udpd(gen_udpd):
             for payload in payloads:
-                for arm in arms:
+                for arm in pollers:
                     ctx.record(f"{arm} {payload} B", measure(arm, payload), trial=t,
                                experiment=experiment)  # fmt: skip
+        for payload in payloads:
+            for arm in direct:
+                ctx.record(f"{arm} {payload} B", measure(arm, payload), trial=t,
+                           experiment=experiment)  # fmt: skip
 
 
 class UdpLatency:
