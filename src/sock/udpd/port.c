@@ -172,6 +172,7 @@ static int open_queue(struct vz_udpd_port *p, unsigned int i, bool copy)
 		.frame_size = FRAME_SIZE,
 	};
 	struct queue *q = &p->q[i];
+	unsigned int tries;
 	int err, map;
 
 	if (!i) {
@@ -183,8 +184,17 @@ static int open_queue(struct vz_udpd_port *p, unsigned int i, bool copy)
 			return err;
 		}
 	}
-	err = xsk_socket__create_shared(&q->xsk, p->ifname, i, p->umem, &q->rx,
-					&q->tx, &q->fill, &q->comp, &cfg);
+	/* A socket closed a moment ago (a udpd or direct process that just
+	 * stopped) frees its queue in deferred kernel work: EBUSY until then.
+	 * Wait a bounded time for it rather than fail. */
+	for (tries = 0;; tries++) {
+		err = xsk_socket__create_shared(&q->xsk, p->ifname, i, p->umem,
+						&q->rx, &q->tx, &q->fill,
+						&q->comp, &cfg);
+		if (err != -EBUSY || tries >= 200)
+			break;
+		usleep(10000);
+	}
 	if (err) {
 		q->xsk = NULL;
 		vz_err("cannot open an AF_XDP socket on %s queue %u: %s",
