@@ -18,7 +18,7 @@ arm's stack; the arms are interleaved within each trial:
   veloz-direct veloz direct mode on both ends (VZ_MODE=direct): each
                application runs the stack on its own AF_XDP socket, no
                udpd (they are stopped for it: direct mode takes the
-               interface), a blocking call spinning 50 µs before it sleeps
+               interface), a blocking call spinning 200 µs before it sleeps
 
 Round trip mean, standard deviation and percentiles per payload, and the
 CPU each side used during the run (application, plus its udpd for veloz):
