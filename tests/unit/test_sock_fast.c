@@ -190,8 +190,7 @@ static void test_busy_poll(void)
 	}
 	CHECK(!lost, "%d busy-polled datagrams lost", lost);
 	CHECK(vz_poll(&p, 1, 1) == 0, "a busy poll times out");
-	CHECK(vz_recv(a, buf, sizeof(buf), MSG_DONTWAIT) < 0 &&
-		      errno == EAGAIN,
+	CHECK(vz_recv(a, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN,
 	      "nothing left");
 	vz_close(a);
 	vz_close(b);
@@ -311,12 +310,11 @@ static void test_mmsg(void)
 		int sent;
 
 		for (i = 0; i < 1024; i++)
-			big[i].msg_hdr = (struct msghdr){
-				.msg_name = &to,
-				.msg_namelen = sizeof(to),
-				.msg_iov = &one,
-				.msg_iovlen = 1
-			};
+			big[i].msg_hdr =
+				(struct msghdr){ .msg_name = &to,
+						 .msg_namelen = sizeof(to),
+						 .msg_iov = &one,
+						 .msg_iovlen = 1 };
 		sent = vz_sendmmsg(b, big, UINT_MAX, MSG_DONTWAIT);
 		CHECK(sent > 0 && sent <= 1024, "huge vlen capped: %d", sent);
 	}

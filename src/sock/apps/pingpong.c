@@ -163,10 +163,11 @@ static void pp_parse(int argc, char **argv, struct pp_opts *o)
 	bool count_set = false;
 	int c;
 
-	*o = (struct pp_opts){
-		.stack = "veloz", .size = 64, .count = 1000, .timeout_ms = 1000,
-		.cpu = -1
-	};
+	*o = (struct pp_opts){ .stack = "veloz",
+			       .size = 64,
+			       .count = 1000,
+			       .timeout_ms = 1000,
+			       .cpu = -1 };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":", pp_longopts, NULL)) != -1) {
 		if (c == OPT_HELP) {

@@ -142,8 +142,9 @@ static void pg_parse(int argc, char **argv, struct pg_opts *o)
 {
 	int c;
 
-	*o = (struct pg_opts){ .stack = "veloz", .size = 64, .batch = 1,
-			       .cpu = -1 };
+	*o = (struct pg_opts){
+		.stack = "veloz", .size = 64, .batch = 1, .cpu = -1
+	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":", pg_longopts, NULL)) != -1) {
 		if (c == OPT_HELP) {
@@ -350,8 +351,9 @@ static int pg_sender(const struct pg_opts *o, const struct vz_app_net *net)
 		if (o->rate)
 			pg_wait_until(start + tries * 1000000000ull / o->rate);
 		tries++;
-		if (o->batch > 1 ? pg_send_batch(fd, net, buf, v, iov, o, &c) < 0
-				 : pg_send_one(fd, net, buf, o, &c) < 0) {
+		if (o->batch > 1
+			    ? pg_send_batch(fd, net, buf, v, iov, o, &c) < 0
+			    : pg_send_one(fd, net, buf, o, &c) < 0) {
 			err = 1;
 			break;
 		}

@@ -272,15 +272,18 @@ static void do_init(void)
 	const char *skb = getenv("VZ_DIRECT_SKB");
 	char steer[PATH_MAX + 32], err[256] = "";
 
-	if (!ifname || !*ifname || parse_addr(addr, &cfg.ip4, &cfg.prefix_len)) {
-		fprintf(stderr, "libveloz-sock: VZ_MODE=direct needs "
-				"VZ_DIRECT_IFACE=IF and VZ_DIRECT_ADDR=A.B.C.D/LEN\n");
+	if (!ifname || !*ifname ||
+	    parse_addr(addr, &cfg.ip4, &cfg.prefix_len)) {
+		fprintf(stderr,
+			"libveloz-sock: VZ_MODE=direct needs "
+			"VZ_DIRECT_IFACE=IF and VZ_DIRECT_ADDR=A.B.C.D/LEN\n");
 		D.init_err = EINVAL;
 		return;
 	}
 	if (gw && *gw && inet_pton(AF_INET, gw, &cfg.gateway) != 1) {
-		fprintf(stderr, "libveloz-sock: VZ_DIRECT_GATEWAY=%s is not an "
-				"IPv4 address\n",
+		fprintf(stderr,
+			"libveloz-sock: VZ_DIRECT_GATEWAY=%s is not an "
+			"IPv4 address\n",
 			gw);
 		D.init_err = EINVAL;
 		return;
@@ -345,15 +348,15 @@ int vz_direct_socket(int domain, int type, int protocol)
 		return fail(EAFNOSUPPORT);
 	if (base != SOCK_DGRAM)
 		return fail(base == SOCK_STREAM ? EPROTONOSUPPORT
-						 : ESOCKTNOSUPPORT);
+						: ESOCKTNOSUPPORT);
 	if (protocol && protocol != IPPROTO_UDP)
 		return fail(EPROTONOSUPPORT);
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return fail(ENOMEM);
 	/* a real descriptor, so numbers never collide with the process's */
-	s->fd = eventfd(0, EFD_NONBLOCK |
-				   (type & SOCK_CLOEXEC ? EFD_CLOEXEC : 0));
+	s->fd = eventfd(0,
+			EFD_NONBLOCK | (type & SOCK_CLOEXEC ? EFD_CLOEXEC : 0));
 	if (s->fd < 0 || s->fd >= MAX_FD) {
 		int e = s->fd < 0 ? errno : EMFILE;
 
@@ -424,8 +427,8 @@ static int bind_locked(struct dsock *s, __be32 ip, __u16 port)
 		return EADDRNOTAVAIL;
 	if (!port) {
 		for (i = 0; i <= EPH_HI - EPH_LO; i++) {
-			__u16 p = (__u16)(EPH_LO + D.eph_next++ %
-						   (EPH_HI - EPH_LO + 1));
+			__u16 p = (__u16)(EPH_LO +
+					  D.eph_next++ % (EPH_HI - EPH_LO + 1));
 
 			if (!D.by_port[p]) {
 				port = p;
@@ -726,8 +729,7 @@ static int put_int(void *val, socklen_t *len, int v)
 	return 0;
 }
 
-int vz_direct_getsockopt(int fd, int level, int name, void *val,
-			 socklen_t *len)
+int vz_direct_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct dsock *s = get(fd);
 
@@ -782,8 +784,8 @@ static int poll_ready(struct pollfd *fds, nfds_t n)
 	nfds_t i;
 
 	for (i = 0; i < n; i++) {
-		struct dsock *s = vz_direct_fd(fds[i].fd) ? D.by_fd[fds[i].fd]
-							   : NULL;
+		struct dsock *s =
+			vz_direct_fd(fds[i].fd) ? D.by_fd[fds[i].fd] : NULL;
 
 		if (!s)
 			continue;
@@ -818,9 +820,9 @@ static bool poll_turn(const void *arg)
  */
 int vz_direct_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 {
-	__s64 until = timeout_ms < 0 ? -1
-				     : (__s64)now_ns() +
-						 (__s64)timeout_ms * 1000000;
+	__s64 until = timeout_ms < 0
+			      ? -1
+			      : (__s64)now_ns() + (__s64)timeout_ms * 1000000;
 	struct pollfd k[64];
 	nfds_t i, nk = 0, map[64];
 	struct poll_arg pa = { fds, n };

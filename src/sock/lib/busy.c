@@ -55,8 +55,9 @@ static void pin(void)
 	errno = 0;
 	n = strtol(v, &end, 10);
 	if (errno || *end || n < 0 || n >= CPU_SETSIZE) {
-		fprintf(stderr, "libveloz-sock: VZ_CPU=%s is not a CPU number; "
-				"not pinned\n",
+		fprintf(stderr,
+			"libveloz-sock: VZ_CPU=%s is not a CPU number; "
+			"not pinned\n",
 			v);
 		return;
 	}

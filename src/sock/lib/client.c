@@ -47,10 +47,10 @@
 #ifdef VZ_SOCK_DIRECT
 #include "sock/direct/direct.h"
 #define VZ_DIRECT_MODE() vz_direct_enabled()
-#define VZ_DIRECT(fd, call)          \
-	do {                         \
+#define VZ_DIRECT(fd, call)           \
+	do {                          \
 		if (vz_direct_fd(fd)) \
-			return call; \
+			return call;  \
 	} while (0)
 #else
 #define VZ_DIRECT_MODE() false

@@ -102,7 +102,8 @@ ssize_t vz_sendmsg(int fd, const struct msghdr *m, int flags)
 	if (m->msg_controllen)
 		return fail(-EOPNOTSUPP); /* no ancillary data on veloz */
 	if (m->msg_iovlen <= 1)
-		return vz_sendto(fd, m->msg_iovlen ? m->msg_iov[0].iov_base : NULL,
+		return vz_sendto(fd,
+				 m->msg_iovlen ? m->msg_iov[0].iov_base : NULL,
 				 total, flags, m->msg_name, m->msg_namelen);
 	if (total > VZ_STACK_MAX_UDP)
 		return fail(-EMSGSIZE);

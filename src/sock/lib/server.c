@@ -804,7 +804,8 @@ bool vz_sock_server_sleep_prepare(struct vz_sock_server *srv)
 	 * its look at poller_asleep: it sees the word or we see its record. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (i = 0; i < srv->nsocks; i++)
-		if (!srv->socks[i]->broken && !vz_ring_empty(&srv->socks[i]->tx))
+		if (!srv->socks[i]->broken &&
+		    !vz_ring_empty(&srv->socks[i]->tx))
 			return false;
 	return true;
 }

@@ -471,8 +471,8 @@ static void print_stats(const struct udpd *u, const char *event, bool json,
 	       "\"xsk_rx_dropped\": %llu, \"xsk_rx_ring_full\": %llu, "
 	       "\"xsk_fill_empty\": %llu}}\n",
 	       F(p.rx_frames), F(p.rx_invalid), F(p.tx_frames), F(p.tx_full),
-	       F(p.tx_kicks), F(p.tx_kick_stalls),
-	       F(p.xsk_rx_dropped), F(p.xsk_rx_ring_full), F(p.xsk_fill_empty));
+	       F(p.tx_kicks), F(p.tx_kick_stalls), F(p.xsk_rx_dropped),
+	       F(p.xsk_rx_ring_full), F(p.xsk_fill_empty));
 #undef F
 	fflush(stdout);
 }
@@ -514,7 +514,8 @@ static void idle_sleep(struct udpd *u, int ms)
 	if (vz_sock_server_sleep_prepare(u->server)) {
 		n = vz_udpd_port_fds(u->port, fds, VZ_UDPD_MAX_QUEUES);
 		for (i = 0; i < n; i++)
-			p[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+			p[i] = (struct pollfd){ .fd = fds[i],
+						.events = POLLIN };
 		p[n++] = (struct pollfd){ .fd = vz_sock_server_fd(u->server),
 					  .events = POLLIN };
 		if (poll(p, n, ms) >= 0)
@@ -568,9 +569,10 @@ static int run(const struct opts *o, struct udpd *u)
 			if (u->now - last_work >= o->busy_poll_us * 1000ull &&
 			    wake > u->now)
 				idle_sleep(u, (wake - u->now) / 1000000 <
-						      SLEEP_MAX_MS
+							      SLEEP_MAX_MS
 						      ? (int)((wake - u->now) /
-							      1000000) + 1
+							      1000000) +
+								1
 						      : SLEEP_MAX_MS);
 			else
 				sched_yield();
