@@ -24,6 +24,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,10 +61,27 @@ ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
 ssize_t vz_send(int fd, const void *buf, size_t len, int flags);
 ssize_t vz_recv(int fd, void *buf, size_t len, int flags);
 int vz_close(int fd);
+/*
+ * The message calls, with Linux's semantics: msg_control must be empty
+ * (EOPNOTSUPP); the mmsg calls do up to vlen (capped at 1024, UIO_MAXIOV)
+ * and stop at the first failure, reported only when nothing was done. A
+ * burst costs one ring record per datagram; the poller sends them in one
+ * round. recvmmsg honours MSG_WAITFORONE; its timeout is looked at after
+ * each datagram, as the kernel's.
+ */
+struct mmsghdr; /* <sys/socket.h> defines it under _GNU_SOURCE */
+ssize_t vz_sendmsg(int fd, const struct msghdr *msg, int flags);
+ssize_t vz_recvmsg(int fd, struct msghdr *msg, int flags);
+int vz_sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags);
+int vz_recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+		struct timespec *timeout);
 int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
 int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
 /* SOL_SOCKET: SO_RCVBUF, SO_SNDBUF, SO_REUSEADDR, SO_REUSEPORT,
- * SO_RCVTIMEO, SO_SNDTIMEO, SO_TYPE, SO_ERROR, SO_DOMAIN. */
+ * SO_RCVTIMEO, SO_SNDTIMEO, SO_TYPE, SO_ERROR, SO_DOMAIN; SO_BUSY_POLL
+ * (microseconds a blocking call spins on its ring before it sleeps; a new
+ * socket takes $VZ_BUSY_POLL_US, else 0). $VZ_CPU pins the thread that
+ * makes the first socket to that CPU. */
 int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
 int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
 /* F_GETFL / F_SETFL with O_NONBLOCK. */

@@ -40,6 +40,7 @@ Config (TOML; INI: the same keys under [udpd], neighbours as
   socket = "/run/veloz/udpd/udpd.sock"
   group = "veloz"                  # may connect besides root
   cpu = 1                          # pin the poller
+  busy_poll_us = 1000              # spin this long idle, then sleep (0..1000000)
   skb_mode = false                 # generic XDP (any interface)
   copy = false                     # force AF_XDP copy mode
   rcvbuf = 262144                  # default ring bytes per socket
@@ -60,6 +61,7 @@ _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 _INTS = {
     "mtu": ("--mtu", 576, 9000),
     "cpu": ("--cpu", 0, 1023),
+    "busy_poll_us": ("--busy-poll-us", 0, 1_000_000),
     "rcvbuf": ("--rcvbuf", 4096, 1 << 30),
     "sndbuf": ("--sndbuf", 4096, 1 << 30),
     "max_apps": ("--max-apps", 1, 4096),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -209,6 +210,62 @@ def test_kernel_client_and_veloz_server_both_ways(udpd):
     # both applications came and went; none of their sockets outlived them
     assert s["sockets"]["apps_total"] >= 2 and s["sockets"]["apps"] == 0
     assert s["sockets"]["sockets"] == 0
+
+
+def test_burst_over_32_frames_leaves_in_one_round(udpd):
+    """A datagram of 60,000 bytes is 41 IPv4 fragments: more than one copy-mode
+    kick sends (32). Its echo must come back whole, within the client's 2 s,
+    each time: with one kick per round the tail waited for the next
+    transmission, so every such echo was lost."""
+    echo = start_veloz_echo(7002)
+    try:
+        got = echo_from_gen(7002, [60000, 65507, 48000] * 3)
+    finally:
+        stop(echo)
+    assert got == {"ok": 9, "bad": 0, "lost": 0}
+    s = udpd.stop()
+    assert s["stack"]["tx_fragments"] >= 9 * 33
+    # the burst needed more than one kick, and none left frames behind
+    assert s["port"]["tx_kicks"] > 9 and s["port"]["tx_kick_stalls"] == 0
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _next_stats(r: Runner, deadline: float) -> dict:
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([r.proc.stdout], [], [], deadline - time.monotonic())
+        if not ready:
+            break
+        rec = json.loads(r.proc.stdout.readline())
+        if rec.get("event") == "stats":
+            return rec
+    raise AssertionError("udpd printed no counters in time")
+
+
+def test_idle_poller_sleeps_and_wakes_at_once(udpd):
+    """need_wakeup: after its busy-poll time with nothing to do, udpd sleeps
+    (the stats say how often) and an idle second costs it next to no CPU;
+    a datagram from the wire or from an application still gets through at
+    once (the echo client gives each 2 s)."""
+    deadline = time.monotonic() + 20
+    while _next_stats(udpd, deadline)["poller"]["sleeps"] < 3:
+        pass
+    cpu0, t0 = _cpu_s(udpd.proc.pid), time.monotonic()
+    for _ in range(5):  # 5 intervals of 200 ms
+        rec = _next_stats(udpd, deadline)
+    busy = (_cpu_s(udpd.proc.pid) - cpu0) / (time.monotonic() - t0)
+    assert busy < 0.1, f"idle udpd used {busy:.0%} of a CPU"
+    assert rec["poller"]["sleeps"] >= 5
+    echo = start_veloz_echo(7003)
+    try:
+        # the wire wakes udpd, the application's reply rings the doorbell
+        got = echo_from_gen(7003, [64, 1472, 9000] * 5)
+    finally:
+        stop(echo)
+    assert got == {"ok": 15, "bad": 0, "lost": 0}
 
 
 def test_unmodified_program_under_the_shim(udpd):

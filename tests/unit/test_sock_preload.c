@@ -380,6 +380,19 @@ static void check_mmsg(int a, const struct sockaddr_in *a_addr, int b)
 	CHECK(n == 2 && in[0].msg_len == 3 && in[1].msg_len == 5 &&
 		      !memcmp(b1, "one", 3) && !memcmp(b2, "three", 5),
 	      "recvmmsg: %d datagrams", n);
+	/* Hostile vectors get the kernel's errnos on either stack. */
+	errno = 0;
+	CHECK(sendmmsg(b, NULL, 2, 0) < 0 && errno == EFAULT,
+	      "sendmmsg NULL vector: %s", strerror(errno));
+	CHECK(sendmmsg(b, out, 0, 0) == 0, "sendmmsg vlen 0");
+	out[0].msg_hdr.msg_iovlen = 5000;
+	errno = 0;
+	CHECK(sendmmsg(b, out, 1, 0) < 0 && errno == EMSGSIZE,
+	      "sendmmsg iovlen 5000: %s", strerror(errno));
+	out[0].msg_hdr.msg_iovlen = 1;
+	errno = 0;
+	CHECK(recvmmsg(a, NULL, 2, MSG_DONTWAIT, NULL) < 0 && errno == EFAULT,
+	      "recvmmsg NULL vector: %s", strerror(errno));
 }
 
 static void check_flags(int a, const struct sockaddr_in *a_addr, int b)

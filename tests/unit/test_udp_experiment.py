@@ -54,7 +54,7 @@ class FakeLab:
         monkeypatch.setattr(udp, "blast", self.blast)
 
     @contextlib.contextmanager
-    def running_udpd(self) -> Iterator[None]:
+    def running_udpd(self, gen: bool = True) -> Iterator[None]:
         self.udpd_up = True
         self.udpd_runs += 1
         try:
@@ -63,7 +63,11 @@ class FakeLab:
             self.udpd_up = False
 
     def _measure(self, call: tuple) -> dict:
-        assert self.udpd_up, f"{call} ran without udpd"
+        # direct mode owns the interfaces: never beside a udpd
+        if call[1].startswith("veloz-direct"):
+            assert not self.udpd_up, f"{call} ran beside udpd"
+        else:
+            assert self.udpd_up, f"{call} ran without udpd"
         if len(self.calls) == self.fail_at:
             raise RuntimeError("the DUT went away")
         self.calls.append(call)
@@ -77,8 +81,14 @@ class FakeLab:
 
 
 def expected_runs(kind: str, trials: int, *extra: object) -> list[tuple]:
-    return [(kind, stack, payload, *extra) for _ in range(trials)
-            for payload in udp.PAYLOADS for stack in udp.STACKS]  # fmt: skip
+    arms = udp.LATENCY_ARMS if kind == "ping" else udp.THROUGHPUT_ARMS
+    pollers = [a for a in arms if not a.startswith("veloz-direct")]
+    direct = [a for a in arms if a.startswith("veloz-direct")]
+    runs = []
+    for _ in range(trials):
+        runs += [(kind, arm, p, *extra) for p in udp.PAYLOADS for arm in pollers]
+        runs += [(kind, arm, p, *extra) for p in udp.PAYLOADS for arm in direct]
+    return runs
 
 
 @pytest.mark.parametrize("exp", [udp.UDP_LATENCY, udp.UDP_THROUGHPUT], ids=lambda e: e.name)
@@ -92,11 +102,12 @@ def test_run_loop_order_labels_and_tags(monkeypatch: pytest.MonkeyPatch, exp) ->
         assert lab.calls == expected_runs("ping", 2)
     else:
         assert lab.calls == expected_runs("blast", 2, 1.5)
-    assert lab.udpd_runs == 1 and not lab.udpd_up
+    assert lab.udpd_runs == 2 and not lab.udpd_up  # once per trial
     # one record per run, in order, tagged with its trial and the experiment
-    assert len(ctx.records) == exp.count(settings) == 2 * len(udp.PAYLOADS) * len(udp.STACKS)
+    arms = udp.LATENCY_ARMS if exp is udp.UDP_LATENCY else udp.THROUGHPUT_ARMS
+    assert len(ctx.records) == exp.count(settings) == 2 * len(udp.PAYLOADS) * len(arms)
     assert labels == [f"{c[1]} {c[2]} B" for c in lab.calls]
-    per_trial = len(udp.PAYLOADS) * len(udp.STACKS)
+    per_trial = len(udp.PAYLOADS) * len(arms)
     assert ctx.records == [
         {"trial": i // per_trial, "experiment": exp.name, "stack": c[1], "payload": c[2],
          "n": i + 1}
@@ -112,3 +123,23 @@ def test_run_stops_udpd_when_a_run_fails(monkeypatch: pytest.MonkeyPatch, exp) -
     with pytest.raises(RuntimeError, match="went away"):
         exp.run(ctx)
     assert len(lab.calls) == 3 and len(ctx.records) == 3 and not lab.udpd_up
+
+
+def test_payloads_from_sizes_and_the_kernel_row_stays_blocking(monkeypatch) -> None:
+    lab = FakeLab(monkeypatch)
+    ctx = Context(settings={"trials": 1, "seconds": 1.0, "udp_payloads": [64]})
+    udp.UDP_LATENCY.run(ctx)
+    assert lab.calls == [("ping", arm, 64) for arm in udp.LATENCY_ARMS]
+    # the baseline row named `kernel` is blocking kernel sockets; the
+    # busy-polling kernel arm is named beside it
+    assert udp.LATENCY_ARMS[0] == "kernel" and "kernel-busy" in udp.LATENCY_ARMS
+
+
+def test_latency_sections_percentiles_and_cpu() -> None:
+    records = [{**ping_record(arm, 64, m + t, t), "rtt_p50_us": m, "rtt_p999_us": 3 * m,
+                "cpu_dut_pct": c, "cpu_gen_pct": c}
+               for t in range(3)
+               for arm, m, c in (("kernel", 40.0, 20.0), ("veloz", 10.0, 150.0))]  # fmt: skip
+    titles = [s["title"] for s in udp.UDP_LATENCY.sections(records, {})]
+    assert any("p50" in t for t in titles) and any("p99.9" in t for t in titles)
+    assert sum("CPU used" in t for t in titles) == 2

@@ -148,6 +148,12 @@ def settings_from(args: argparse.Namespace) -> dict:
         "noises": noises,
         "accesses": _ints(args.accesses, "accesses", 0, 4096),
         "repeat": args.repeat,
+        # udp-latency/udp-throughput: --sizes are UDP payloads (UDPDK's 18..1472)
+        "udp_payloads": (
+            _ints(",".join(sizes), "sizes", 18, 1472)
+            if args.sizes and name.startswith("udp-")
+            else None
+        ),  # fmt: skip
     }
 
 

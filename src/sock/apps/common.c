@@ -4,6 +4,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,11 @@ static ssize_t vz_k_recvfrom(int fd, void *buf, size_t len, int flags,
 	return recvfrom(fd, buf, len, flags, from, fromlen);
 }
 
+static int vz_k_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	return sendmmsg(fd, v, n, flags);
+}
+
 static int vz_k_getsockname(int fd, struct sockaddr *a, socklen_t *len)
 {
 	return getsockname(fd, a, len);
@@ -61,6 +67,7 @@ static const struct vz_app_net vz_app_kernel = {
 	.getsockname = vz_k_getsockname,
 	.poll = poll,
 	.close = close,
+	.sendmmsg = vz_k_sendmmsg,
 };
 
 #ifdef VZ_APPS_HAVE_VELOZ
@@ -77,14 +84,22 @@ static const struct vz_app_net vz_app_veloz = {
 	.getsockname = vz_getsockname,
 	.poll = vz_poll,
 	.close = vz_close,
+	.sendmmsg = vz_sendmmsg,
 };
 
 static const struct vz_app_net *vz_app_veloz_stack(const char *prog, int *code)
 {
 	const char *path = getenv("VZ_UDPD_SOCKET");
+	const char *mode = getenv("VZ_MODE");
 
 	if (vz_sock_init(NULL) == 0)
 		return &vz_app_veloz;
+	if (mode && !strcmp(mode, "direct")) {
+		vz_app_err(prog, "cannot start veloz in direct mode: %s",
+			   strerror(errno));
+		*code = 1;
+		return NULL;
+	}
 	vz_app_err(prog, "cannot reach the veloz poller at %s: %s",
 		   path && *path ? path : VZ_UDPD_DEFAULT_SOCKET,
 		   strerror(errno));
@@ -110,6 +125,20 @@ const struct vz_app_net *vz_app_stack(const char *prog, const char *name,
 	vz_app_err(prog, "--stack must be veloz or kernel (got '%s')", name);
 	*code = 2;
 	return NULL;
+}
+
+void vz_app_pin(const char *prog, int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		vz_app_err(prog, "--cpu %d: %s", cpu, strerror(errno));
+		exit(1);
+	}
 }
 
 static void vz_app_vline(const char *prog, const char *fmt, va_list ap)

@@ -36,6 +36,7 @@ struct vz_app_net {
 	int (*getsockname)(int, struct sockaddr *, socklen_t *);
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*close)(int);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
 };
 
 /*
@@ -71,6 +72,10 @@ int vz_app_parse_seconds(const char *text, double max, double *out);
 const char *vz_app_addr_str(const struct sockaddr_in *a, char *buf);
 
 uint64_t vz_app_now_ns(void);
+
+/* --cpu N: pin the process to CPU N (exit 1 after one line if it cannot
+ * be); a negative cpu does nothing. */
+void vz_app_pin(const char *prog, int cpu);
 
 /* Set by SIGINT and SIGTERM, which no longer kill the process. */
 extern volatile sig_atomic_t vz_app_stop;

@@ -25,6 +25,7 @@ struct pp_opts {
 	bool have_bind, have_peer;
 	uint64_t size, count, warmup, interval_us, timeout_ms;
 	double duration; /* server: 0 = until a signal */
+	int cpu; /* --cpu, -1: not pinned */
 };
 
 struct pp_counts {
@@ -37,7 +38,7 @@ static const char pp_usage[] =
 	"       " PROG " --client --connect IP:PORT [--size N] [--count N]\n"
 	"            [--interval-us N] [--warmup N] [--timeout-ms N] "
 	"[--bind IP:PORT]\n"
-	"            [--busy-poll]\n"
+	"            [--busy-poll] [--cpu N]\n"
 	"   both: [--stack veloz|kernel] [--json]\n";
 
 enum {
@@ -54,6 +55,7 @@ enum {
 	OPT_STACK,
 	OPT_JSON,
 	OPT_BUSY,
+	OPT_CPU,
 	OPT_HELP,
 };
 
@@ -71,6 +73,7 @@ static const struct option pp_longopts[] = {
 	{ "stack", required_argument, NULL, OPT_STACK },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "busy-poll", no_argument, NULL, OPT_BUSY },
+	{ "cpu", required_argument, NULL, OPT_CPU },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -127,6 +130,13 @@ static void pp_option(struct pp_opts *o, int c, const char *arg)
 	case OPT_BUSY:
 		o->busy = true;
 		break;
+	case OPT_CPU: {
+		uint64_t v;
+
+		vz_app_option_u64(PROG, "--cpu", arg, 0, 1023, &v);
+		o->cpu = (int)v;
+		break;
+	}
 	}
 }
 
@@ -153,9 +163,11 @@ static void pp_parse(int argc, char **argv, struct pp_opts *o)
 	bool count_set = false;
 	int c;
 
-	*o = (struct pp_opts){
-		.stack = "veloz", .size = 64, .count = 1000, .timeout_ms = 1000
-	};
+	*o = (struct pp_opts){ .stack = "veloz",
+			       .size = 64,
+			       .count = 1000,
+			       .timeout_ms = 1000,
+			       .cpu = -1 };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":", pp_longopts, NULL)) != -1) {
 		if (c == OPT_HELP) {
@@ -543,6 +555,7 @@ int main(int argc, char **argv)
 	int code = 1;
 
 	pp_parse(argc, argv, &o);
+	vz_app_pin(PROG, o.cpu);
 	net = vz_app_stack(PROG, o.stack, &code);
 	if (!net)
 		return code;

@@ -23,8 +23,9 @@ struct pg_opts {
 	const char *stack;
 	struct sockaddr_in bind, peer;
 	bool have_bind, have_peer;
-	uint64_t size, rate, count;
+	uint64_t size, rate, count, batch;
 	double duration;
+	int cpu; /* --cpu, -1: not pinned */
 };
 
 static const char pg_usage[] =
@@ -32,7 +33,8 @@ static const char pg_usage[] =
 	"N)\n"
 	"            [--rate PPS] [--bind IP:PORT]\n"
 	"       " PROG " --sink --bind IP:PORT --duration S\n"
-	"   both: [--stack veloz|kernel] [--json]\n";
+	"            [--batch N]   (sendmmsg N at a time; unpaced)\n"
+	"   both: [--stack veloz|kernel] [--cpu N] [--json]\n";
 
 enum {
 	OPT_SINK = 256,
@@ -44,6 +46,8 @@ enum {
 	OPT_COUNT,
 	OPT_STACK,
 	OPT_JSON,
+	OPT_BATCH,
+	OPT_CPU,
 	OPT_HELP,
 };
 
@@ -57,6 +61,8 @@ static const struct option pg_longopts[] = {
 	{ "count", required_argument, NULL, OPT_COUNT },
 	{ "stack", required_argument, NULL, OPT_STACK },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "batch", required_argument, NULL, OPT_BATCH },
+	{ "cpu", required_argument, NULL, OPT_CPU },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -98,6 +104,16 @@ static void pg_option(struct pg_opts *o, int c, const char *arg)
 	case OPT_JSON:
 		o->json = true;
 		break;
+	case OPT_BATCH:
+		vz_app_option_u64(PROG, "--batch", arg, 1, 1024, &o->batch);
+		break;
+	case OPT_CPU: {
+		uint64_t v;
+
+		vz_app_option_u64(PROG, "--cpu", arg, 0, 1023, &v);
+		o->cpu = (int)v;
+		break;
+	}
 	}
 }
 
@@ -118,13 +134,17 @@ static void pg_check(const struct pg_opts *o)
 					 "--help for usage)");
 	if (o->duration <= 0 && !o->count)
 		vz_app_usage_error(PROG, "give --duration S or --count N");
+	if (o->batch > 1 && o->rate)
+		vz_app_usage_error(PROG, "--batch sends unpaced: no --rate");
 }
 
 static void pg_parse(int argc, char **argv, struct pg_opts *o)
 {
 	int c;
 
-	*o = (struct pg_opts){ .stack = "veloz", .size = 64 };
+	*o = (struct pg_opts){
+		.stack = "veloz", .size = 64, .batch = 1, .cpu = -1
+	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":", pg_longopts, NULL)) != -1) {
 		if (c == OPT_HELP) {
@@ -235,6 +255,45 @@ static int pg_send_one(int fd, const struct vz_app_net *net, char *buf,
 	return -1;
 }
 
+/*
+ * Up to o->batch datagrams in one sendmmsg (each its own sequence number,
+ * so each buffer is its own copy): how many were sent, or -1 fatal.
+ */
+static int pg_send_batch(int fd, const struct vz_app_net *net, char *bufs,
+			 struct mmsghdr *v, struct iovec *iov,
+			 const struct pg_opts *o, struct pg_tx_counts *c)
+{
+	unsigned int n = (unsigned int)o->batch, i;
+	int r;
+
+	if (o->count && o->count - c->sent < n)
+		n = (unsigned int)(o->count - c->sent);
+	for (i = 0; i < n; i++) {
+		vz_app_set_seq(bufs + i * o->size, c->sent + i);
+		iov[i] = (struct iovec){ bufs + i * o->size, o->size };
+		v[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i],
+						      .msg_iovlen = 1 } };
+	}
+	r = net->sendmmsg(fd, v, n, 0);
+	if (r > 0) {
+		c->sent += (unsigned int)r;
+		c->bytes += (unsigned int)r * o->size;
+		c->send_full += (unsigned int)r < n;
+		return r;
+	}
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS ||
+	    errno == EINTR) {
+		c->send_full++;
+		return 0;
+	}
+	if (errno == ECONNREFUSED) {
+		c->refused++;
+		return 0;
+	}
+	vz_app_err(PROG, "sendmmsg: %s", strerror(errno));
+	return -1;
+}
+
 static void pg_tx_report(const struct pg_opts *o, const struct vz_app_net *net,
 			 const struct pg_tx_counts *c, double secs)
 {
@@ -268,16 +327,21 @@ static int pg_sender(const struct pg_opts *o, const struct vz_app_net *net)
 	struct vz_app_hdr h = { .magic = VZ_APP_MAGIC_GEN,
 				.stream = vz_app_stream_id() };
 	struct pg_tx_counts c = { 0 };
-	uint64_t start, end = UINT64_MAX, now, tries = 0;
-	char *buf = malloc(o->size);
+	uint64_t start, end = UINT64_MAX, now, tries = 0, i;
+	char *buf = malloc(o->size * o->batch);
+	struct mmsghdr *v = calloc(o->batch, sizeof(*v));
+	struct iovec *iov = calloc(o->batch, sizeof(*iov));
 	int fd, err = 0;
 
-	fd = buf ? pg_open(o, net) : -1;
+	fd = buf && v && iov ? pg_open(o, net) : -1;
 	if (fd < 0) {
 		free(buf);
+		free(v);
+		free(iov);
 		return 1;
 	}
-	vz_app_fill(buf, o->size, &h);
+	for (i = 0; i < o->batch; i++)
+		vz_app_fill(buf + i * o->size, o->size, &h);
 	start = now = vz_app_now_ns();
 	if (o->duration > 0)
 		end = start + (uint64_t)(o->duration * 1e9);
@@ -287,7 +351,9 @@ static int pg_sender(const struct pg_opts *o, const struct vz_app_net *net)
 		if (o->rate)
 			pg_wait_until(start + tries * 1000000000ull / o->rate);
 		tries++;
-		if (pg_send_one(fd, net, buf, o, &c) < 0) {
+		if (o->batch > 1
+			    ? pg_send_batch(fd, net, buf, v, iov, o, &c) < 0
+			    : pg_send_one(fd, net, buf, o, &c) < 0) {
 			err = 1;
 			break;
 		}
@@ -296,6 +362,8 @@ static int pg_sender(const struct pg_opts *o, const struct vz_app_net *net)
 	pg_tx_report(o, net, &c, (now - start) / 1e9);
 	net->close(fd);
 	free(buf);
+	free(v);
+	free(iov);
 	return err;
 }
 
@@ -460,6 +528,7 @@ int main(int argc, char **argv)
 	int code = 1;
 
 	pg_parse(argc, argv, &o);
+	vz_app_pin(PROG, o.cpu);
 	net = vz_app_stack(PROG, o.stack, &code);
 	if (!net)
 		return code;

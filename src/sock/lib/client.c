@@ -36,10 +36,32 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sock/lib/busy.h"
 #include "sock/lib/proto.h"
 #include "sock/lib/ring.h"
 #include "sock/stack/stack.h"
 #include "veloz/sock.h"
+
+/* Direct mode (VZ_MODE=direct, src/sock/direct): each call goes there
+ * when the process runs the stack itself. */
+#ifdef VZ_SOCK_DIRECT
+#include "sock/direct/direct.h"
+#define VZ_DIRECT_MODE() vz_direct_enabled()
+#define VZ_DIRECT(fd, call)           \
+	do {                          \
+		if (vz_direct_fd(fd)) \
+			return call;  \
+	} while (0)
+#else
+#define VZ_DIRECT_MODE() false
+#define VZ_DIRECT(fd, call) \
+	do {                \
+	} while (0)
+#define vz_direct_init() 0
+#define vz_direct_socket(d, t, p) (-1)
+#define vz_direct_poll(f, n, t) (-1)
+#define vz_direct_fd(fd) false
+#endif
 
 #define VZ_FD_CHUNK 1024
 #define VZ_FD_CHUNKS 1024 /* descriptors up to 1M */
@@ -56,6 +78,7 @@ struct vz_csock {
 	__be32 ip, peer_ip;
 	__be16 port, peer_port; /* 0: unbound, unconnected */
 	struct timeval rcvtimeo, sndtimeo;
+	__u32 busy_us; /* SO_BUSY_POLL: spin this long before sleeping */
 };
 
 static struct {
@@ -73,6 +96,9 @@ static struct {
 static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ctl_fd = -1;
+/* The poller's doorbell (WELCOME's eventfd): written after queueing a
+ * datagram when the poller said it sleeps. -1: an old poller sent none. */
+static int doorbell_fd = -1;
 static __u64 ctl_link; /* counts connections: a socket belongs to one */
 static __be32 local_ip4; /* the stack's, from WELCOME */
 /* fd -> socket, two levels so lookups need no lock (chunks never go). */
@@ -85,6 +111,32 @@ static struct vz_csock **table[VZ_FD_CHUNKS];
 	} while (0)
 
 static void forget_all(void);
+
+/* Under ctl_lock: close the link. The doorbell stays: a sender may be
+ * about to write it, and a closed number could be reused by anything. */
+static void ctl_close(void)
+{
+	if (ctl_fd >= 0)
+		libc.close(ctl_fd);
+	ctl_fd = -1;
+}
+
+/* Under ctl_lock: take a new poller's doorbell. Its number stays the same
+ * for the process (dup3 swaps the file under it atomically). */
+static void doorbell_take(int fd)
+{
+	if (fd < 0)
+		return;
+	if (doorbell_fd < 0) {
+		__atomic_store_n(&doorbell_fd, fd, __ATOMIC_RELAXED);
+		return;
+	}
+	if (dup3(fd, doorbell_fd, O_CLOEXEC) < 0) {
+		/* EMFILE...: the old poller's bell; wake-ups fall back on the
+		 * poller's bounded sleep */
+	}
+	libc.close(fd);
+}
 
 static void libc_resolve(void)
 {
@@ -179,9 +231,10 @@ static void drop_all(void)
 			if (table[i][j])
 				sock_destroy(table[i][j]);
 	}
-	if (ctl_fd >= 0)
-		libc.close(ctl_fd);
-	ctl_fd = -1;
+	ctl_close();
+	if (doorbell_fd >= 0)
+		libc.close(doorbell_fd);
+	doorbell_fd = -1;
 }
 
 static void forget_all(void)
@@ -330,7 +383,7 @@ static int ctl_open(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct vz_ctl_msg m;
-	int rc;
+	int rc, bell = -1;
 
 	if (ctl_fd >= 0)
 		return 0;
@@ -345,7 +398,7 @@ static int ctl_open(const char *path)
 		rc = -errno;
 		goto fail;
 	}
-	rc = ctl_read(&m, sizeof(m), NULL, ctl_deadline());
+	rc = ctl_read(&m, sizeof(m), &bell, ctl_deadline());
 	if (!rc && (m.type != VZ_CTL_WELCOME || m.len != sizeof(m) ||
 		    m.opt != VZ_CTL_VERSION))
 		rc = -EPROTO;
@@ -355,10 +408,12 @@ static int ctl_open(const char *path)
 		goto fail;
 	local_ip4 = m.addr;
 	ctl_link++;
+	doorbell_take(bell);
 	return 0;
 fail:
-	libc.close(ctl_fd);
-	ctl_fd = -1;
+	if (bell >= 0)
+		libc.close(bell);
+	ctl_close();
 	return rc;
 }
 
@@ -390,10 +445,8 @@ static int ctl_call(struct vz_ctl_msg *req, int fd_out, struct vz_ctl_msg *rep,
 		rc = ctl_read(rep, sizeof(*rep), fd_in, until);
 	if (!rc && (rep->type != req->type || rep->len != sizeof(*rep)))
 		rc = -EPROTO;
-	if (rc && ctl_fd >= 0) {
-		libc.close(ctl_fd);
-		ctl_fd = -1;
-	}
+	if (rc && ctl_fd >= 0)
+		ctl_close();
 	if (!rc)
 		*link = ctl_link;
 	pthread_mutex_unlock(&ctl_lock);
@@ -422,6 +475,8 @@ int vz_sock_init(const char *path)
 {
 	int rc;
 
+	if (VZ_DIRECT_MODE())
+		return vz_direct_init();
 	libc_init();
 	pthread_mutex_lock(&ctl_lock);
 	rc = ctl_open(path);
@@ -487,6 +542,8 @@ int vz_socket(int domain, int type, int protocol)
 	struct vz_csock *s;
 	int rc, memfd = -1;
 
+	if (VZ_DIRECT_MODE())
+		return vz_direct_socket(domain, type, protocol);
 	libc_init();
 	rc = check_type(domain, type, protocol);
 	if (rc)
@@ -497,6 +554,8 @@ int vz_socket(int domain, int type, int protocol)
 		goto out;
 	}
 	s->nonblock = type & SOCK_NONBLOCK;
+	s->busy_us = vz_busy_default_us();
+	vz_busy_pin_from_env();
 	s->fd = eventfd(0,
 			EFD_NONBLOCK | (type & SOCK_CLOEXEC ? EFD_CLOEXEC : 0));
 	if (s->fd < 0) {
@@ -534,6 +593,7 @@ int vz_close(int fd)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_CLOSE }, rep;
 	struct vz_csock *s = sock_get(fd);
+	VZ_DIRECT(fd, vz_direct_close(fd));
 
 	if (!s)
 		return -1;
@@ -547,7 +607,7 @@ int vz_close(int fd)
 
 int vz_is_socket(int fd)
 {
-	return lookup(fd) != NULL;
+	return lookup(fd) != NULL || vz_direct_fd(fd);
 }
 
 /* An AF_INET address from the caller: 0 or -errno. */
@@ -589,6 +649,7 @@ int vz_bind(int fd, const struct sockaddr *addr, socklen_t len)
 	struct vz_csock *s = sock_get(fd);
 	struct sockaddr_in sin;
 	int rc;
+	VZ_DIRECT(fd, vz_direct_bind(fd, addr, len));
 
 	if (!s)
 		return -1;
@@ -621,6 +682,7 @@ int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	struct vz_csock *s = sock_get(fd);
 	struct sockaddr_in sin;
 	int rc;
+	VZ_DIRECT(fd, vz_direct_connect(fd, addr, len));
 
 	if (!s)
 		return -1;
@@ -647,6 +709,7 @@ int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	struct vz_csock *s = sock_get(fd);
 	__be32 ip;
+	VZ_DIRECT(fd, vz_direct_getsockname(fd, addr, len));
 
 	if (!s)
 		return -1;
@@ -658,6 +721,7 @@ int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	struct vz_csock *s = sock_get(fd);
+	VZ_DIRECT(fd, vz_direct_getpeername(fd, addr, len));
 
 	if (!s)
 		return -1;
@@ -700,13 +764,30 @@ static bool rx_ready(const struct vz_csock *s)
  * 0, or -EAGAIN at the deadline, -EINTR on a signal. The fence pairs with
  * the poller's vz_wake(): it sees `waiting` or we see its index.
  */
+struct ring_wait {
+	const struct vz_csock *s;
+	bool (*ready)(const struct vz_csock *, size_t);
+	size_t arg;
+};
+
+static bool ring_wait_ready(const void *arg)
+{
+	const struct ring_wait *w = arg;
+
+	return w->ready(w->s, w->arg);
+}
+
 static int wait_ring(struct vz_csock *s, struct vz_ring_ctl *c,
 		     bool (*ready)(const struct vz_csock *, size_t), size_t arg,
 		     __s64 until)
 {
 	struct pollfd p = { .fd = s->fd, .events = POLLIN };
+	struct ring_wait w = { s, ready, arg };
 	int ms, rc = 0;
 
+	/* SO_BUSY_POLL: the poller may answer before a sleep would pay. */
+	if (s->busy_us && vz_busy_spin(ring_wait_ready, &w, s->busy_us, until))
+		return 0;
 	__atomic_store_n(&c->waiting, 1, __ATOMIC_SEQ_CST);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!ready(s, arg)) {
@@ -740,6 +821,27 @@ static int take_error(struct vz_csock *s)
 
 /* ---- datagrams ---- */
 
+/*
+ * The poller sleeps once idle for its busy-poll time (an idle stack costs
+ * no CPU); it then asks to be woken, as AF_XDP's need_wakeup does. The
+ * fence pairs with the poller's: it sees our record or we see its word.
+ * One write wakes it for every socket; a burst pays it at most once.
+ */
+static void ring_doorbell(struct vz_csock *s)
+{
+	static const __u64 one = 1;
+	int fd;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&s->shm->poller_asleep, __ATOMIC_RELAXED) ||
+	    !__atomic_exchange_n(&s->shm->poller_asleep, 0, __ATOMIC_ACQ_REL))
+		return;
+	fd = __atomic_load_n(&doorbell_fd, __ATOMIC_RELAXED);
+	if (fd >= 0 && libc.write(fd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is saturated, the poller is awake */
+	}
+}
+
 static int send_dest(const struct vz_csock *s, const struct sockaddr *to,
 		     socklen_t tolen, struct sockaddr_in *sin)
 {
@@ -766,6 +868,7 @@ ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
 	struct sockaddr_in sin;
 	__s64 until = -2;
 	int rc;
+	VZ_DIRECT(fd, vz_direct_sendto(fd, buf, len, flags, to, tolen));
 
 	if (!s)
 		return -1;
@@ -800,6 +903,7 @@ ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
 	if (len)
 		memcpy(rec + 1, buf, len);
 	vz_ring_commit(&s->tx, len);
+	ring_doorbell(s);
 	return (ssize_t)len;
 }
 
@@ -843,6 +947,7 @@ ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
 	const __u8 *payload = NULL;
 	size_t n;
 	int rc;
+	VZ_DIRECT(fd, vz_direct_recvfrom(fd, buf, len, flags, from, fromlen));
 
 	if (!s)
 		return -1;
@@ -908,6 +1013,7 @@ int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct vz_csock *s = sock_get(fd);
 	int v;
+	VZ_DIRECT(fd, vz_direct_setsockopt(fd, level, name, val, len));
 
 	if (!s)
 		return -1;
@@ -923,6 +1029,12 @@ int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 		return fail(-EINVAL);
 	memcpy(&v, val, sizeof(v));
 	switch (name) {
+	case SO_BUSY_POLL:
+		/* Linux: negative is EINVAL; our bound keeps a spin sane */
+		if (v < 0 || (__u32)v > VZ_BUSY_POLL_MAX_US)
+			return fail(-EINVAL);
+		s->busy_us = (__u32)v;
+		return 0;
 	case SO_REUSEADDR:
 	case SO_REUSEPORT:
 		if (setopt_remote(s, name, v != 0))
@@ -961,6 +1073,7 @@ static int put_timeval(void *val, socklen_t *len, const struct timeval *tv)
 int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct vz_csock *s = sock_get(fd);
+	VZ_DIRECT(fd, vz_direct_getsockopt(fd, level, name, val, len));
 
 	if (!s)
 		return -1;
@@ -989,6 +1102,8 @@ int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		return put_int(val, len, take_error(s));
 	case SO_RCVTIMEO:
 		return put_timeval(val, len, &s->rcvtimeo);
+	case SO_BUSY_POLL:
+		return put_int(val, len, (int)s->busy_us);
 	case SO_SNDTIMEO:
 		return put_timeval(val, len, &s->sndtimeo);
 	default:
@@ -999,6 +1114,7 @@ int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 int vz_fcntl(int fd, int cmd, int arg)
 {
 	struct vz_csock *s = sock_get(fd);
+	VZ_DIRECT(fd, vz_direct_fcntl(fd, cmd, arg));
 
 	if (!s)
 		return -1;
@@ -1124,6 +1240,42 @@ static int poll_kernel(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
 	}
 }
 
+struct poll_spin {
+	struct pollfd *fds;
+	nfds_t n;
+	struct vz_csock **socks;
+};
+
+static bool poll_spin_ready(const void *arg)
+{
+	const struct poll_spin *p = arg;
+
+	return poll_veloz(p->fds, p->n, p->socks) > 0;
+}
+
+/*
+ * SO_BUSY_POLL for poll(), as net.core.busy_poll: when every entry is a
+ * veloz socket (a kernel descriptor could only be looked at by a system
+ * call per turn), spin the longest of their budgets before sleeping.
+ */
+static int poll_busy(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
+		     __s64 until)
+{
+	struct poll_spin p = { fds, n, socks };
+	__u32 us = 0;
+	nfds_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!socks[i] && fds[i].fd >= 0)
+			return 0;
+		if (socks[i] && socks[i]->busy_us > us)
+			us = socks[i]->busy_us;
+	}
+	if (!us || !vz_busy_spin(poll_spin_ready, &p, us, until))
+		return 0;
+	return poll_veloz(fds, n, socks);
+}
+
 int vz_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 {
 	struct vz_csock *small_s[16], **socks = small_s;
@@ -1133,6 +1285,8 @@ int vz_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 	bool any = false;
 	int rc;
 	nfds_t i;
+	if (VZ_DIRECT_MODE())
+		return vz_direct_poll(fds, n, timeout_ms);
 
 	libc_init();
 	if (n > 16) {
@@ -1153,7 +1307,9 @@ int vz_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 		rc = rc < 0 ? -errno : rc;
 		goto out;
 	}
-	rc = poll_kernel(fds, n, socks, k, until);
+	rc = timeout_ms ? poll_busy(fds, n, socks, until) : 0;
+	if (!rc)
+		rc = poll_kernel(fds, n, socks, k, until);
 out:
 	if (socks != small_s)
 		free(socks);

@@ -9,7 +9,9 @@
  * bounded time ($VZ_UDPD_TIMEOUT_MS), then hangs up: so a reply always
  * answers the one request outstanding, and needs no request id.
  * Descriptors travel over SCM_RIGHTS:
- * SOCKET carries the application's eventfd; the replies of SOCKET and of a
+ * WELCOME (err 0) carries the poller's doorbell, an eventfd the application
+ * writes after queueing a datagram when the poller said it sleeps
+ * (vz_sock_shm.poller_asleep); SOCKET carries the application's eventfd; the replies of SOCKET and of a
  * SETOPT that resized the rings (VZ_CTL_F_SHM) carry the socket's memfd.
  *
  * Every field of a request is checked; a request that a correct library

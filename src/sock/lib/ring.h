@@ -3,7 +3,8 @@
  * The shared memory of one socket, and the byte rings in it.
  *
  * A socket's memfd holds a header page (both rings' indexes, each on its
- * own cache line, the wake-up words and SO_ERROR), then the receive ring's
+ * own cache line, the wake-up words, SO_ERROR and the poller's sleep
+ * word), then the receive ring's
  * bytes, then the transmit ring's. The poller produces on the receive ring
  * and consumes the transmit ring; the application the other way round.
  *
@@ -44,6 +45,10 @@ struct vz_sock_shm {
 	struct vz_ring_ctl tx; /* application -> poller */
 	/* A positive errno the send callback returned, for SO_ERROR. */
 	__u32 so_error __attribute__((aligned(64)));
+	/* Set by the poller before it sleeps (it found every ring idle for
+	 * its busy-poll time): an application that then fills the transmit
+	 * ring rings the doorbell eventfd WELCOME carried. */
+	__u32 poller_asleep __attribute__((aligned(64)));
 };
 
 _Static_assert(sizeof(struct vz_sock_shm) <= VZ_SHM_HDR, "header page");

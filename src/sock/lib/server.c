@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -75,6 +76,8 @@ struct vz_sock_server {
 	struct vz_sock_server_config cfg;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int lfd, epfd;
+	int doorbell; /* eventfd the applications write while we sleep */
+	bool asleep; /* the poller_asleep words are set */
 	struct vz_ssock **ports; /* 65536 lists, by host-order port */
 	struct vz_app **apps;
 	unsigned int napps;
@@ -616,8 +619,12 @@ static void welcome(const struct vz_sock_server *srv, int fd, int err)
 				.err = err,
 				.opt = VZ_CTL_VERSION,
 				.addr = srv->cfg.local_ip4 };
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	union vz_ctl_cmsg c;
 
-	if (send(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+	vz_ctl_attach_fd(&mh, &c, err ? -1 : srv->doorbell);
+	if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
 		/* It left already: its EOF will tell. */
 	}
 }
@@ -756,6 +763,14 @@ unsigned int vz_sock_server_poll(struct vz_sock_server *srv,
 		struct vz_app *app = ev[i].data.ptr;
 		int rc;
 
+		if (app == (void *)&srv->doorbell) {
+			__u64 v;
+
+			if (read(srv->doorbell, &v, sizeof(v)) < 0) {
+				/* EAGAIN: another round took it */
+			}
+			continue;
+		}
 		if (!app) {
 			work += accept_apps(srv);
 			continue;
@@ -775,6 +790,36 @@ unsigned int vz_sock_server_poll(struct vz_sock_server *srv,
 	srv->send_fn = NULL;
 	srv->send_opaque = NULL;
 	return work + drain(srv, send_fn, opaque, budget);
+}
+
+bool vz_sock_server_sleep_prepare(struct vz_sock_server *srv)
+{
+	unsigned int i;
+
+	for (i = 0; i < srv->nsocks; i++)
+		__atomic_store_n(&srv->socks[i]->shm->poller_asleep, 1,
+				 __ATOMIC_SEQ_CST);
+	srv->asleep = true;
+	/* Pairs with the application's fence between its ring commit and
+	 * its look at poller_asleep: it sees the word or we see its record. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	for (i = 0; i < srv->nsocks; i++)
+		if (!srv->socks[i]->broken &&
+		    !vz_ring_empty(&srv->socks[i]->tx))
+			return false;
+	return true;
+}
+
+void vz_sock_server_sleep_done(struct vz_sock_server *srv)
+{
+	unsigned int i;
+
+	if (!srv->asleep)
+		return;
+	for (i = 0; i < srv->nsocks; i++)
+		__atomic_store_n(&srv->socks[i]->shm->poller_asleep, 0,
+				 __ATOMIC_RELAXED);
+	srv->asleep = false;
 }
 
 /* Spreads a SO_REUSEPORT group by sender (a murmur3 finaliser). */
@@ -931,6 +976,7 @@ fail:
 static int server_open(struct vz_sock_server *srv, char *err, size_t errlen)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct epoll_event bell = { .events = EPOLLIN };
 	int e;
 
 	if (make_dir(srv, err, errlen))
@@ -957,8 +1003,11 @@ static int server_open(struct vz_sock_server *srv, char *err, size_t errlen)
 		goto unlink;
 	}
 	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (srv->epfd < 0 ||
-	    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->lfd, &ev)) {
+	srv->doorbell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	bell.data.ptr = &srv->doorbell;
+	if (srv->epfd < 0 || srv->doorbell < 0 ||
+	    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->lfd, &ev) ||
+	    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->doorbell, &bell)) {
 		seterr(err, errlen, "epoll: %s", strerror(errno));
 		goto unlink;
 	}
@@ -1013,7 +1062,7 @@ vz_sock_server_new(const struct vz_sock_server_config *cfg, char *err,
 		return NULL;
 	}
 	srv->cfg = *cfg;
-	srv->lfd = srv->epfd = -1;
+	srv->lfd = srv->epfd = srv->doorbell = -1;
 	if (config_check(srv, err, errlen)) {
 		free(srv);
 		errno = EINVAL;
@@ -1038,6 +1087,8 @@ fail:
 		close(srv->lfd);
 	if (srv->epfd >= 0)
 		close(srv->epfd);
+	if (srv->doorbell >= 0)
+		close(srv->doorbell);
 	free(srv->ports);
 	free(srv->apps);
 	free(srv->socks);
@@ -1054,6 +1105,7 @@ void vz_sock_server_free(struct vz_sock_server *srv)
 		app_free(srv, srv->apps[0], false);
 	close(srv->lfd);
 	close(srv->epfd);
+	close(srv->doorbell);
 	unlink(srv->path);
 	free(srv->ports);
 	free(srv->apps);

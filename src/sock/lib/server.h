@@ -20,6 +20,7 @@
 #ifndef VZ_SOCK_SERVER_H
 #define VZ_SOCK_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <linux/types.h>
@@ -89,6 +90,16 @@ int vz_sock_server_deliver(struct vz_sock_server *srv,
 
 /* A descriptor to wait on (epoll) for control traffic. */
 int vz_sock_server_fd(const struct vz_sock_server *srv);
+
+/*
+ * Going to sleep (need_wakeup, for the applications' side): set every
+ * socket's poller_asleep word, so an application that queues a datagram
+ * rings the doorbell (which wakes vz_sock_server_fd()). False when a
+ * transmit ring holds datagrams already: do not sleep. Either way, call
+ * vz_sock_server_sleep_done() once awake (or not sleeping after all).
+ */
+bool vz_sock_server_sleep_prepare(struct vz_sock_server *srv);
+void vz_sock_server_sleep_done(struct vz_sock_server *srv);
 
 const struct vz_sock_server_stats *
 vz_sock_server_get_stats(const struct vz_sock_server *srv);

@@ -33,6 +33,8 @@
 #define RING 1024u /* every ring */
 #define FRAMES (8192u) /* fill rings (RING per queue) + transmit pool */
 #define BATCH 64u
+/* Kicks per flush: a full ring at 32 frames a kick, and room for retries. */
+#define TX_MAX_KICKS (2 * RING / 32 + 8)
 
 struct queue {
 	struct xsk_socket *xsk;
@@ -103,13 +105,16 @@ int vz_udpd_iface_mac(const char *ifname, __u8 mac[6])
 	return err;
 }
 
-static int attach(struct vz_udpd_port *p, __be32 ip4)
+static int attach(struct vz_udpd_port *p, __be32 ip4, const char *given)
 {
 	char path[4200], msg[256];
 	__u32 key = 0, value = ip4;
 	int err, fd;
 
-	steer_object(path, sizeof(path));
+	if (given)
+		snprintf(path, sizeof(path), "%s", given);
+	else
+		steer_object(path, sizeof(path));
 	p->prog = xdp_program__open_file(path, "xdp", NULL);
 	err = (int)libxdp_get_error(p->prog);
 	if (err) {
@@ -167,6 +172,7 @@ static int open_queue(struct vz_udpd_port *p, unsigned int i, bool copy)
 		.frame_size = FRAME_SIZE,
 	};
 	struct queue *q = &p->q[i];
+	unsigned int tries;
 	int err, map;
 
 	if (!i) {
@@ -178,8 +184,17 @@ static int open_queue(struct vz_udpd_port *p, unsigned int i, bool copy)
 			return err;
 		}
 	}
-	err = xsk_socket__create_shared(&q->xsk, p->ifname, i, p->umem, &q->rx,
-					&q->tx, &q->fill, &q->comp, &cfg);
+	/* A socket closed a moment ago (a udpd or direct process that just
+	 * stopped) frees its queue in deferred kernel work: EBUSY until then.
+	 * Wait a bounded time for it rather than fail. */
+	for (tries = 0;; tries++) {
+		err = xsk_socket__create_shared(&q->xsk, p->ifname, i, p->umem,
+						&q->rx, &q->tx, &q->fill,
+						&q->comp, &cfg);
+		if (err != -EBUSY || tries >= 200)
+			break;
+		usleep(10000);
+	}
 	if (err) {
 		q->xsk = NULL;
 		vz_err("cannot open an AF_XDP socket on %s queue %u: %s",
@@ -244,7 +259,7 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
 		p->free_frames[p->nfree++] = (__u64)i * FRAME_SIZE;
 	err = vz_claim_port(&p->lock, p->ifindex, p->ifname, cfg->replace);
 	if (!err)
-		err = attach(p, cfg->ip4);
+		err = attach(p, cfg->ip4, cfg->steer_path);
 	for (i = 0; !err && i < p->nqueues; i++)
 		err = open_queue(p, i, cfg->copy);
 	if (err) {
@@ -286,6 +301,16 @@ bool vz_udpd_port_present(const struct vz_udpd_port *p)
 
 	return if_indextoname((unsigned int)p->ifindex, name) &&
 	       !strcmp(name, p->ifname);
+}
+
+unsigned int vz_udpd_port_fds(const struct vz_udpd_port *p, int *fds,
+			      unsigned int max)
+{
+	unsigned int i;
+
+	for (i = 0; i < p->nqueues && i < max; i++)
+		fds[i] = p->q[i].fd;
+	return i;
 }
 
 unsigned int vz_udpd_port_rx(struct vz_udpd_port *p, vz_udpd_rx_fn fn,
@@ -373,12 +398,43 @@ int vz_udpd_port_tx(struct vz_udpd_port *p, const void *frame, size_t len)
 	return 0;
 }
 
+/* Descriptors on the transmit ring that the kernel has not taken yet. */
+static __u32 tx_outstanding(struct queue *q)
+{
+	return RING - xsk_prod_nb_free(&q->tx, RING);
+}
+
+/*
+ * Send everything submitted, in this round. In copy mode one kick
+ * (sendto) transmits at most 32 frames (the kernel's TX_BATCH_SIZE) and
+ * then answers EAGAIN; it also stops early when the completion ring is
+ * full. So kick until the ring is drained, reaping completions between
+ * kicks. In zero-copy mode the driver drains the ring itself once woken
+ * (needs_wakeup clears): one kick is enough. Bounded, so a device that
+ * refuses frames (EBUSY, ENOBUFS, ENETDOWN) cannot hold the loop: what is
+ * left goes with the next flush.
+ */
 void vz_udpd_port_flush(struct vz_udpd_port *p)
 {
 	struct queue *q = &p->q[0];
+	unsigned int kicks;
 
-	if (p->tx_pending && xsk_ring_prod__needs_wakeup(&q->tx))
-		sendto(q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
+	if (!p->tx_pending && !tx_outstanding(q)) {
+		complete(p);
+		return;
+	}
+	for (kicks = 0; kicks < TX_MAX_KICKS; kicks++) {
+		if (!tx_outstanding(q) || !xsk_ring_prod__needs_wakeup(&q->tx))
+			break;
+		if (sendto(q->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 &&
+		    errno != EAGAIN && errno != EBUSY && errno != ENOBUFS &&
+		    errno != EINTR)
+			break;
+		p->stats.tx_kicks++;
+		complete(p);
+	}
+	if (tx_outstanding(q) && xsk_ring_prod__needs_wakeup(&q->tx))
+		p->stats.tx_kick_stalls++;
 	p->tx_pending = 0;
 	complete(p);
 }

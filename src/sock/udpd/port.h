@@ -24,11 +24,15 @@ struct vz_udpd_port_config {
 	 * with a line that says so.
 	 */
 	bool replace;
+	/* The steering object; NULL: udpd_steer.bpf.o beside the program. */
+	const char *steer_path;
 };
 
 struct vz_udpd_port_stats {
 	__u64 rx_frames, rx_invalid; /* descriptors outside the UMEM */
 	__u64 tx_frames, tx_full; /* no free frame or no ring slot */
+	__u64 tx_kicks; /* sendto() wake-ups of the transmit ring */
+	__u64 tx_kick_stalls; /* flushes that left frames on the ring */
 	__u64 xsk_rx_dropped, xsk_rx_ring_full, xsk_fill_empty; /* kernel's */
 };
 
@@ -44,6 +48,11 @@ int vz_udpd_iface_mac(const char *ifname, __u8 mac[6]);
 unsigned int vz_udpd_port_queues(const struct vz_udpd_port *p);
 /* Is the interface still there, under the same name? */
 bool vz_udpd_port_present(const struct vz_udpd_port *p);
+
+/* The AF_XDP sockets' descriptors (readable when frames arrive), for a
+ * poller that sleeps: how many were put in fds. */
+unsigned int vz_udpd_port_fds(const struct vz_udpd_port *p, int *fds,
+			      unsigned int max);
 
 /* Received frames, at most `budget`, each handed to fn then recycled. */
 typedef void (*vz_udpd_rx_fn)(void *opaque, const void *frame, size_t len);

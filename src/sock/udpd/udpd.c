@@ -8,7 +8,11 @@
  * applications' transmit rings through the engine onto the port
  * (lib/server.c), and the engine's timers once per millisecond. It polls,
  * as UDPDK's poller does: latency is the point; it yields the CPU when a
- * round finds nothing to do.
+ * round finds nothing to do. After --busy-poll-us with nothing to do it
+ * sleeps, as AF_XDP's need_wakeup lets a driver sleep: on the AF_XDP
+ * sockets, the control connections and the doorbell that applications
+ * write when they queue a datagram for a sleeping poller. An idle stack
+ * costs no CPU; a busy one never makes a system call to wait.
  *
  * Every argument is checked before the interface is touched. SIGINT and
  * SIGTERM detach the steering program, close every application's link and
@@ -17,6 +21,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -35,6 +40,8 @@
 #define RX_BUDGET 256
 #define TX_BUDGET 256
 #define IDLE_SPINS 256 /* empty rounds before yielding the CPU */
+#define BUSY_POLL_US 1000 /* idle this long, then sleep */
+#define SLEEP_MAX_MS 100 /* the longest sleep: the interface check's period */
 
 struct opts {
 	const char *ifname, *socket_path;
@@ -42,6 +49,7 @@ struct opts {
 	struct vz_sock_server_config server;
 	bool skb_mode, copy, replace, json, mac_set;
 	int cpu;
+	__u32 busy_poll_us;
 	double interval_s;
 };
 
@@ -50,6 +58,7 @@ struct udpd {
 	struct vz_stack *stack;
 	struct vz_sock_server *server;
 	__u64 now;
+	__u64 sleeps; /* times the loop slept, idle */
 };
 
 static volatile sig_atomic_t stop;
@@ -75,8 +84,8 @@ static const char usage[] =
 	"NAME|GID]\n"
 	"  [--rcvbuf BYTES] [--sndbuf BYTES] [--max-apps N] [--max-sockets N]\n"
 	"  [--arp-timeout-ms N] [--reasm-timeout-ms N] [--reasm-max-bytes N]\n"
-	"  [--cpu N] [--skb-mode] [--copy] [--replace] [--interval-ms N] "
-	"[--json]\n";
+	"  [--cpu N] [--busy-poll-us N] [--skb-mode] [--copy] [--replace]\n"
+	"  [--interval-ms N] [--json]\n";
 
 static int parse_mac(const char *text, __u8 mac[6])
 {
@@ -198,6 +207,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		O_COPY,
 		O_REPLACE,
 		O_INTERVAL,
+		O_BUSY,
 		O_JSON,
 		O_HELP,
 	};
@@ -219,6 +229,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		  O_REASM_TIMEOUT },
 		{ "reasm-max-bytes", required_argument, NULL, O_REASM_BYTES },
 		{ "cpu", required_argument, NULL, O_CPU },
+		{ "busy-poll-us", required_argument, NULL, O_BUSY },
 		{ "skb-mode", no_argument, NULL, O_SKB },
 		{ "copy", no_argument, NULL, O_COPY },
 		{ "replace", no_argument, NULL, O_REPLACE },
@@ -231,7 +242,9 @@ static int parse_args(struct opts *o, int argc, char **argv)
 	__u64 v;
 	int c;
 
-	*o = (struct opts){ .cpu = -1, .interval_s = 1.0 };
+	*o = (struct opts){ .cpu = -1,
+			    .interval_s = 1.0,
+			    .busy_poll_us = BUSY_POLL_US };
 	o->server.gid = (gid_t)-1;
 	o->socket_path = VZ_UDPD_DEFAULT_SOCKET;
 	opterr = 0;
@@ -305,6 +318,10 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			err = vz_parse_u64("--cpu", optarg, 0, CPU_SETSIZE - 1,
 					   &v);
 			o->cpu = (int)v;
+			break;
+		case O_BUSY:
+			err = parse_u32("--busy-poll-us", optarg, 0, 1000000,
+					&o->busy_poll_us);
 			break;
 		case O_SKB:
 			o->skb_mode = true;
@@ -447,12 +464,15 @@ static void print_stats(const struct udpd *u, const char *event, bool json,
 	       F(v->apps_died), F(v->sockets), F(v->rx_queued),
 	       F(v->rx_ring_full), F(v->tx_sent), F(v->tx_errors),
 	       F(v->bad_requests));
+	printf("\"poller\": {\"sleeps\": %llu}, ", F(u->sleeps));
 	printf("\"port\": {\"rx_frames\": %llu, \"rx_invalid\": %llu, "
 	       "\"tx_frames\": %llu, \"tx_full\": %llu, "
+	       "\"tx_kicks\": %llu, \"tx_kick_stalls\": %llu, "
 	       "\"xsk_rx_dropped\": %llu, \"xsk_rx_ring_full\": %llu, "
 	       "\"xsk_fill_empty\": %llu}}\n",
 	       F(p.rx_frames), F(p.rx_invalid), F(p.tx_frames), F(p.tx_full),
-	       F(p.xsk_rx_dropped), F(p.xsk_rx_ring_full), F(p.xsk_fill_empty));
+	       F(p.tx_kicks), F(p.tx_kick_stalls), F(p.xsk_rx_dropped),
+	       F(p.xsk_rx_ring_full), F(p.xsk_fill_empty));
 #undef F
 	fflush(stdout);
 }
@@ -480,11 +500,35 @@ static void print_ready(const struct opts *o, const struct udpd *u)
 	fflush(stdout);
 }
 
+/*
+ * Sleep until a frame arrives, an application asks or queues something,
+ * or `ms` pass. Not at all when a transmit ring filled meanwhile (the
+ * applications saw no poller_asleep word before their records).
+ */
+static void idle_sleep(struct udpd *u, int ms)
+{
+	struct pollfd p[VZ_UDPD_MAX_QUEUES + 1];
+	int fds[VZ_UDPD_MAX_QUEUES];
+	unsigned int n, i;
+
+	if (vz_sock_server_sleep_prepare(u->server)) {
+		n = vz_udpd_port_fds(u->port, fds, VZ_UDPD_MAX_QUEUES);
+		for (i = 0; i < n; i++)
+			p[i] = (struct pollfd){ .fd = fds[i],
+						.events = POLLIN };
+		p[n++] = (struct pollfd){ .fd = vz_sock_server_fd(u->server),
+					  .events = POLLIN };
+		if (poll(p, n, ms) >= 0)
+			u->sleeps++;
+	}
+	vz_sock_server_sleep_done(u->server);
+}
+
 /* 0 when stopped by a signal, -ENODEV when the interface went away. */
 static int run(const struct opts *o, struct udpd *u)
 {
 	__u64 start = now_ns(), next_tick = start, next_check = start,
-	      next_stats;
+	      next_stats, last_work = start;
 	unsigned int idle = 0, work;
 	int ret = 0;
 
@@ -513,11 +557,26 @@ static int run(const struct opts *o, struct udpd *u)
 				    (double)(u->now - start) / 1e9);
 			next_stats = u->now + (__u64)(o->interval_s * 1e9);
 		}
-		/* Nothing to do: let an application sharing the CPU run. */
-		if (work)
+		/* Nothing to do: let an application sharing the CPU run;
+		 * nothing for long: sleep until something comes. */
+		if (work) {
 			idle = 0;
-		else if (++idle % IDLE_SPINS == 0)
-			sched_yield();
+			last_work = u->now;
+		} else if (++idle % IDLE_SPINS == 0) {
+			__u64 wake = next_check < next_stats ? next_check
+							     : next_stats;
+
+			if (u->now - last_work >= o->busy_poll_us * 1000ull &&
+			    wake > u->now)
+				idle_sleep(u, (wake - u->now) / 1000000 <
+							      SLEEP_MAX_MS
+						      ? (int)((wake - u->now) /
+							      1000000) +
+								1
+						      : SLEEP_MAX_MS);
+			else
+				sched_yield();
+		}
 	}
 	/* What applications did before the stop (a close, an exit) is in
 	 * the kernel already: take it in, so the summary is the state at the

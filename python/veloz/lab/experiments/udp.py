@@ -1,23 +1,40 @@
-"""UDP sockets on veloz against kernel sockets, over the same veth (UDPDK's
-two experiments).
+"""UDP sockets on veloz against kernel sockets, over the same veth, in
+UDPDK's set-up: the same stack on both ends.
 
-udpd owns 198.18.0.3 on vz-dut's dut-gen for the whole experiment, beside
-the kernel's 198.18.0.2 on the same interface. The application under test
-runs in vz-dut, once on veloz's sockets (libveloz-sock, through udpd) and
-once on the kernel's, interleaved within each trial; the other end is
-always the same kernel socket program in vz-gen, so only the DUT's stack
-differs between the arms.
+udp-latency runs two udpd pollers for the whole experiment: one owns
+198.18.0.3 on vz-dut's dut-gen (beside the kernel's 198.18.0.2), the other
+198.18.0.4 on vz-gen's gen-dut (beside the kernel's 198.18.0.1).
+veloz-pingpong echoes in vz-dut and its client runs in vz-gen, both on the
+arm's stack; the arms are interleaved within each trial:
 
-  udp-latency: veloz-pingpong echoes on the DUT; veloz-pingpong --client in
-    vz-gen sends one datagram, waits for its echo, and sends the next. Round
-    trip mean, standard deviation and percentiles, per payload size.
-  udp-throughput: veloz-pktgen on the DUT sends as fast as it can to a
-    discard port in vz-gen; what arrived is read from gen-dut's receive
-    counter. Datagrams per second, per payload size.
+  kernel       kernel sockets, blocking (poll, then recv): the baseline
+  kernel-busy  kernel sockets, spinning on recv(MSG_DONTWAIT): the best a
+               kernel user can do without privileges
+  veloz        veloz poller mode, blocking calls (the poller busy-polls its
+               port and rings, then sleeps after 1 ms idle)
+  veloz-busy   veloz poller mode, SO_BUSY_POLL on both ends
+               ($VZ_BUSY_POLL_US=BUSY_US): a blocking call spins on its
+               ring before it sleeps
+  veloz-direct veloz direct mode on both ends (VZ_MODE=direct): each
+               application runs the stack on its own AF_XDP socket, no
+               udpd (they are stopped for it: direct mode takes the
+               interface), a blocking call spinning 200 µs before it sleeps
 
-This machine has 2 CPUs: udpd polls one of them, and the application, the
-client and the kernel's softirq share the rest, where UDPDK gave its poller
-and each application a core of their own on a 10G NIC.
+Round trip mean, standard deviation and percentiles per payload, and the
+CPU each side used during the run (application, plus its udpd for veloz):
+a percentage of one CPU. Kernel softirq work is nobody's process and is not
+counted, so kernel arms' figures are a floor.
+
+udp-throughput: veloz-pktgen on the DUT sends as fast as it can to a
+discard port in vz-gen (only the DUT's udpd runs); what arrived is read
+from gen-dut's receive counter. Datagrams per second, per payload, for
+send() one at a time and sendmmsg() in bursts of BATCH, on each stack and
+in direct mode.
+
+This machine has 2 CPUs, shared with whatever else runs: each udpd
+polls, and the applications and the kernel's softirq share the same two,
+where UDPDK gave its poller and each application a core of their own on a
+10G NIC. Spinning arms compete with each other for those 2 CPUs.
 """
 
 from __future__ import annotations
@@ -25,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import subprocess
 import tempfile
 import time
@@ -35,48 +53,113 @@ from veloz.lab import summary
 from veloz.proc import Runner, in_netns, veloz_argv
 
 PAYLOADS = (18, 64, 512, 1472)  # UDPDK's range
-STACKS = ("veloz", "kernel")
+LATENCY_ARMS = ("kernel", "kernel-busy", "veloz", "veloz-busy", "veloz-direct")
+THROUGHPUT_ARMS = ("kernel", "kernel-mmsg", "veloz", "veloz-mmsg", "veloz-direct",
+                   "veloz-direct-mmsg")  # fmt: skip
+DIRECT = "veloz-direct"  # arms starting so run without udpd
+STACKS = LATENCY_ARMS
 UDPD_IP, KERNEL_IP, GEN_IP = "198.18.0.3", "198.18.0.2", "198.18.0.1"
+GEN_UDPD_IP = "198.18.0.4"
 SOCKET = "/run/veloz/udpd/lab.sock"
+GEN_SOCKET = "/run/veloz/udpd/lab-gen.sock"
 PORT = 7000
 PINGS = 2000  # round trips per run
 WARMUP = 200
+BUSY_US = 200  # SO_BUSY_POLL of the veloz-busy arm, as net.core.busy_read's usual 50..200
+BATCH = 32  # datagrams per sendmmsg in the -mmsg arms
+# pids of the running pollers, for their CPU time: "dut", "gen"
+_UDPD_PIDS: dict[str, int] = {}
 
 
 @contextlib.contextmanager
-def running_udpd() -> Iterator[Runner]:
-    """udpd on dut-gen for the experiment's length; stopped whatever happens.
-    Its counter lines wait in a pipe read only at the end: one a minute, or
-    within a few minutes udpd would block on the full pipe and stop serving."""
+def _one_udpd(netns: str, iface: str, ip: str, socket: str) -> Iterator[Runner]:
+    """udpd on one interface for the experiment's length; stopped whatever
+    happens. Its counter lines wait in a pipe read only at the end: one a
+    minute, or within a few minutes udpd would block on the full pipe."""
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-        f.write(f'interface = "dut-gen"\nipv4 = "{UDPD_IP}/24"\nsocket = "{SOCKET}"\n')
+        f.write(f'interface = "{iface}"\nipv4 = "{ip}/24"\nsocket = "{socket}"\n')
     try:
         argv = veloz_argv("udpd", "--config", f.name, "--json", "--interval-ms", "60000")
-        with Runner(in_netns("vz-dut", argv), attach_timeout=30, what="udpd") as r:
+        with Runner(in_netns(netns, argv), attach_timeout=30, what=f"udpd in {netns}") as r:
             yield r
     finally:
         os.unlink(f.name)
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "VZ_UDPD_SOCKET": SOCKET}
+@contextlib.contextmanager
+def running_udpd(gen: bool = True) -> Iterator[None]:
+    """udpd on the DUT, and (gen) on the generator's side too."""
+    with contextlib.ExitStack() as stack:
+        _UDPD_PIDS["dut"] = stack.enter_context(
+            _one_udpd("vz-dut", "dut-gen", UDPD_IP, SOCKET)
+        ).proc.pid
+        if gen:
+            _UDPD_PIDS["gen"] = stack.enter_context(
+                _one_udpd("vz-gen", "gen-dut", GEN_UDPD_IP, GEN_SOCKET)
+            ).proc.pid
+        try:
+            yield
+        finally:
+            _UDPD_PIDS.clear()
+
+
+def _stack(arm: str) -> str:
+    return "veloz" if arm.startswith("veloz") else "kernel"
+
+
+def _env(arm: str, socket: str = SOCKET) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "VZ_BUSY_POLL_US"}
+    env["VZ_UDPD_SOCKET"] = socket
+    if arm == "veloz-busy":
+        env["VZ_BUSY_POLL_US"] = str(BUSY_US)
+    if arm.startswith(DIRECT):
+        dut = socket == SOCKET
+        env.update(VZ_MODE="direct", VZ_DIRECT_IFACE="dut-gen" if dut else "gen-dut",
+                   VZ_DIRECT_ADDR=f"{UDPD_IP if dut else GEN_UDPD_IP}/24")  # fmt: skip
+    return env
 
 
 def _local_ip(stack: str) -> str:
     return UDPD_IP if stack == "veloz" else KERNEL_IP
 
 
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds a live process's threads have run (the scheduler's
+    nanoseconds: runs of a few ms are far below the 10 ms tick); 0 if
+    unknown."""
+    if not pid:
+        return 0.0
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return total / 1e9
+
+
+def _children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 @contextlib.contextmanager
-def _echo_server(stack: str) -> Iterator[None]:
+def _echo_server(arm: str) -> Iterator[int]:
+    stack = _stack(arm)
     argv = [str(paths.tool("veloz-pingpong")), "--server", "--stack", stack,
             "--bind", f"{_local_ip(stack)}:{PORT}"]  # fmt: skip
-    proc = subprocess.Popen(in_netns("vz-dut", argv), env=_env(), stdout=subprocess.PIPE,
+    if arm == "kernel-busy":
+        argv.append("--busy-poll")
+    proc = subprocess.Popen(in_netns("vz-dut", argv), env=_env(arm), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        time.sleep(0.3)
-        if proc.poll() is not None:
-            raise RuntimeError(f"the {stack} echo server failed: {proc.communicate()[1].strip()}")
-        yield
+        # the ready line ("echoing on ...") on stderr; `ip netns exec`
+        # execs, so proc.pid is the server's own
+        line = proc.stderr.readline() if proc.stderr else ""
+        if "echoing" not in line:
+            raise RuntimeError(f"the {arm} echo server failed: {line.strip()}")
+        yield proc.pid
     finally:
         proc.terminate()
         try:
@@ -86,20 +169,35 @@ def _echo_server(stack: str) -> Iterator[None]:
             proc.communicate()
 
 
-def ping(stack: str, payload: int, count: int = PINGS) -> dict:
-    """One run of round trips from vz-gen to an echo server on `stack`."""
-    with _echo_server(stack):
-        argv = [str(paths.tool("veloz-pingpong")), "--client", "--stack", "kernel",
+def ping(arm: str, payload: int, count: int = PINGS) -> dict:
+    """One run of round trips from vz-gen to an echo server in vz-dut, both
+    on the arm's stack; the CPU each side used meanwhile."""
+    stack = _stack(arm)
+    with _echo_server(arm) as server:
+        argv = [str(paths.tool("veloz-pingpong")), "--client", "--stack", stack,
                 "--connect", f"{_local_ip(stack)}:{PORT}", "--size", str(payload),
                 "--count", str(count), "--warmup", str(WARMUP), "--json"]  # fmt: skip
-        done = subprocess.run(in_netns("vz-gen", argv), capture_output=True, text=True,
-                              timeout=120, check=True)  # fmt: skip
+        if arm == "kernel-busy":
+            argv.append("--busy-poll")
+        pids = dict(_UDPD_PIDS) if stack == "veloz" else {}
+        cpu0 = {k: _cpu_s(v) for k, v in pids.items()}
+        srv0, kids0, t0 = _cpu_s(server), _children_cpu_s(), time.monotonic()
+        done = subprocess.run(in_netns("vz-gen", argv), env=_env(arm, GEN_SOCKET),
+                              capture_output=True, text=True, timeout=120,
+                              check=True)  # fmt: skip
+        wall = time.monotonic() - t0
+        client = _children_cpu_s() - kids0
+        server_cpu = _cpu_s(server) - srv0
+        udpd = {k: _cpu_s(v) - cpu0[k] for k, v in pids.items()}
     out = json.loads(done.stdout.strip().splitlines()[-1])
     rtt = out["rtt_us"]
     return {
-        "stack": stack, "payload": payload, "sent": out["sent"], "received": out["received"],
+        "stack": arm, "payload": payload, "sent": out["sent"], "received": out["received"],
         "lost": out["lost"], **{f"rtt_{k}_us": rtt[k] for k in
                                 ("mean", "stddev", "p50", "p90", "p99", "p999", "max")},
+        "cpu_dut_pct": 100 * (server_cpu + udpd.get("dut", 0.0)) / wall,
+        "cpu_gen_pct": 100 * (client + udpd.get("gen", 0.0)) / wall,
+        "cpu_udpd_pct": 100 * sum(udpd.values()) / wall,
     }  # fmt: skip
 
 
@@ -109,32 +207,45 @@ def _rx_packets(netns: str, ifname: str) -> int:
                               check=True).stdout)  # fmt: skip
 
 
-def blast(stack: str, payload: int, seconds: float) -> dict:
+def blast(arm: str, payload: int, seconds: float) -> dict:
     """veloz-pktgen on the DUT, flat out to vz-gen's discard port."""
+    stack = _stack(arm)
     before = _rx_packets("vz-gen", "gen-dut")
     argv = [str(paths.tool("veloz-pktgen")), "--stack", stack, "--connect", f"{GEN_IP}:9",
             "--bind", f"{_local_ip(stack)}:0", "--size", str(payload),
             "--duration", f"{seconds:g}", "--json"]  # fmt: skip
-    done = subprocess.run(in_netns("vz-dut", argv), env=_env(), capture_output=True, text=True,
-                          timeout=seconds + 60, check=True)  # fmt: skip
+    if arm.endswith("-mmsg"):
+        argv += ["--batch", str(BATCH)]
+    done = subprocess.run(in_netns("vz-dut", argv), env=_env(arm), capture_output=True,
+                          text=True, timeout=seconds + 60, check=True)  # fmt: skip
     time.sleep(0.2)
     arrived = _rx_packets("vz-gen", "gen-dut") - before
     out = json.loads(done.stdout.strip().splitlines()[-1])
     secs = out.get("seconds") or seconds
-    return {"stack": stack, "payload": payload, "sent": out.get("sent"), "arrived": arrived,
+    return {"stack": arm, "payload": payload, "sent": out.get("sent"), "arrived": arrived,
             "seconds": secs, "rate_pps": arrived / secs,
             "gbps": arrived * (payload + 42) * 8 / secs / 1e9}  # fmt: skip
 
 
-def _run_arms(ctx, experiment: str, measure: Callable[[str, int], dict]) -> None:
-    """One udpd for the whole experiment; in each trial every payload on both
-    stacks, interleaved, one record each (measure(stack, payload))."""
-    with running_udpd():
-        for t in range(ctx.settings["trials"]):
-            for payload in PAYLOADS:
-                for stack in STACKS:
-                    ctx.record(f"{stack} {payload} B", measure(stack, payload), trial=t,
+def _run_arms(ctx, experiment: str, arms: tuple[str, ...], gen_udpd: bool,
+              measure: Callable[[str, int], dict]) -> None:  # fmt: skip
+    """The pollers for the whole experiment; in each trial every payload on
+    every arm, interleaved, one record each (measure(arm, payload))."""
+    payloads = ctx.settings.get("udp_payloads") or PAYLOADS
+    pollers = [a for a in arms if not a.startswith(DIRECT)]
+    direct = [a for a in arms if a.startswith(DIRECT)]
+    for t in range(ctx.settings["trials"]):
+        # direct mode takes the interfaces: the pollers stop for it, and
+        # start again for the next trial
+        with running_udpd(gen_udpd):
+            for payload in payloads:
+                for arm in pollers:
+                    ctx.record(f"{arm} {payload} B", measure(arm, payload), trial=t,
                                experiment=experiment)  # fmt: skip
+        for payload in payloads:
+            for arm in direct:
+                ctx.record(f"{arm} {payload} B", measure(arm, payload), trial=t,
+                           experiment=experiment)  # fmt: skip
 
 
 class UdpLatency:
@@ -143,15 +254,16 @@ class UdpLatency:
     doc = __doc__
 
     def count(self, s: dict) -> int:
-        return s["trials"] * len(PAYLOADS) * len(STACKS)
+        return s["trials"] * len(s.get("udp_payloads") or PAYLOADS) * len(LATENCY_ARMS)
 
     def run(self, ctx) -> None:
-        _run_arms(ctx, self.name, ping)
+        _run_arms(ctx, self.name, LATENCY_ARMS, True, ping)
 
     def sections(self, records: list[dict], s: dict) -> list[dict]:
         out = []
         for metric, name in (("rtt_mean_us", "mean"), ("rtt_stddev_us", "standard deviation"),
-                             ("rtt_p99_us", "p99")):  # fmt: skip
+                             ("rtt_p50_us", "p50"), ("rtt_p99_us", "p99"),
+                             ("rtt_p999_us", "p99.9")):  # fmt: skip
             sec = summary.rate_section(records, f"Round-trip {name} (µs) by payload",
                                        metric=metric, unit=1.0, unit_name="µs",
                                        category="stack", series="payload",
@@ -160,6 +272,18 @@ class UdpLatency:
                            f"(below 1: veloz faster). {PINGS} round trips per run after "
                            f"{WARMUP} of warm-up. UDPDK: 13.92 ± 0.74 µs against "
                            "116.57 ± 18.49 µs.")  # fmt: skip
+            out.append(sec)
+        for metric, side in (("cpu_dut_pct", "the echo server's side (vz-dut)"),
+                             ("cpu_gen_pct", "the client's side (vz-gen)")):  # fmt: skip
+            if not any(metric in r for r in records):
+                continue
+            sec = summary.rate_section(records, f"CPU used by {side}, % of one CPU",
+                                       metric=metric, unit=1.0, unit_name="%",
+                                       category="stack", series="payload",
+                                       baseline="kernel")  # fmt: skip
+            sec["text"] = ("The application's CPU time, plus its udpd's for veloz, over the "
+                           "run's wall time. Kernel softirq time is not counted (it belongs to "
+                           "no process), so kernel figures are a floor.")  # fmt: skip
             out.append(sec)
         return out
 
@@ -170,12 +294,11 @@ class UdpThroughput:
     doc = __doc__
 
     def count(self, s: dict) -> int:
-        return s["trials"] * len(PAYLOADS) * len(STACKS)
+        return s["trials"] * len(s.get("udp_payloads") or PAYLOADS) * len(THROUGHPUT_ARMS)
 
     def run(self, ctx) -> None:
-        _run_arms(
-            ctx, self.name, lambda stack, payload: blast(stack, payload, ctx.settings["seconds"])
-        )
+        _run_arms(ctx, self.name, THROUGHPUT_ARMS, False,
+                  lambda arm, payload: blast(arm, payload, ctx.settings["seconds"]))  # fmt: skip
 
     def sections(self, records: list[dict], s: dict) -> list[dict]:
         sec = summary.rate_section(records, "Datagrams per second that arrived, by payload",

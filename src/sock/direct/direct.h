@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Direct mode of libveloz-sock: run to completion, no poller.
+ *
+ * With VZ_MODE=direct the process owns an interface itself: it opens
+ * udpd's port (port.c: the interface lock, the steering program for its
+ * address, one AF_XDP socket per queue) and runs the protocol engine
+ * (stack/) in its own threads. A receive polls the AF_XDP ring and runs
+ * the engine on what came, in the caller's thread; a send runs the engine
+ * and kicks the port. No process hop, no shared ring, no eventfd wake-up.
+ * A background thread runs the engine when no application thread has for
+ * a millisecond, so ARP and ICMP echo are answered while the application
+ * does something else.
+ *
+ * The same vz_ calls (and so the LD_PRELOAD shim) work: client.c hands
+ * them here when vz_direct_enabled(). Configuration, from the environment:
+ *   VZ_DIRECT_IFACE   the interface (required)
+ *   VZ_DIRECT_ADDR    A.B.C.D/LEN, the stack's address (required)
+ *   VZ_DIRECT_GATEWAY A.B.C.D for off-link destinations
+ *   VZ_DIRECT_SKB     1: generic XDP (any interface)
+ *   VZ_DIRECT_STEER   the steering object (default: udpd's, found beside
+ *                     libveloz-sock in the build tree)
+ *   VZ_BUSY_POLL_US   how long a blocking call spins before it sleeps on
+ *                     the AF_XDP socket (default here: 200)
+ * One line on stderr and an errno for a bad one. A program left by a
+ * process that was killed (the interface lock is free) is removed as
+ * udpd's --replace does; one whose owner lives is refused.
+ */
+#ifndef VZ_SOCK_DIRECT_H
+#define VZ_SOCK_DIRECT_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+bool vz_direct_enabled(void);
+/* Open the port and start the engine (once): 0 or -1 with errno. */
+int vz_direct_init(void);
+bool vz_direct_fd(int fd);
+
+int vz_direct_socket(int domain, int type, int protocol);
+int vz_direct_bind(int fd, const struct sockaddr *addr, socklen_t len);
+int vz_direct_connect(int fd, const struct sockaddr *addr, socklen_t len);
+ssize_t vz_direct_sendto(int fd, const void *buf, size_t len, int flags,
+			 const struct sockaddr *to, socklen_t tolen);
+ssize_t vz_direct_recvfrom(int fd, void *buf, size_t len, int flags,
+			   struct sockaddr *from, socklen_t *fromlen);
+int vz_direct_close(int fd);
+int vz_direct_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
+int vz_direct_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
+int vz_direct_getsockopt(int fd, int level, int name, void *val,
+			 socklen_t *len);
+int vz_direct_setsockopt(int fd, int level, int name, const void *val,
+			 socklen_t len);
+int vz_direct_fcntl(int fd, int cmd, int arg);
+/* Between begin and end (one thread's mmsg call), sends queue frames and
+ * the port is kicked once at the end: a burst costs one kick. */
+void vz_direct_burst(bool begin);
+/* Any entries, veloz (direct) and kernel together. */
+int vz_direct_poll(struct pollfd *fds, nfds_t n, int timeout_ms);
+
+#endif

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Busy polling and CPU pinning for libveloz-sock (busy.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sock/lib/busy.h"
+
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static __u32 env_us;
+
+static void env_read(void)
+{
+	const char *v = getenv("VZ_BUSY_POLL_US");
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || n < 0 || n > (long)VZ_BUSY_POLL_MAX_US) {
+		fprintf(stderr,
+			"libveloz-sock: VZ_BUSY_POLL_US=%s is not a number of "
+			"microseconds in 0..%u; busy polling is off\n",
+			v, VZ_BUSY_POLL_MAX_US);
+		return;
+	}
+	env_us = (__u32)n;
+}
+
+__u32 vz_busy_default_us(void)
+{
+	pthread_once(&env_once, env_read);
+	return env_us;
+}
+
+static pthread_once_t pin_once = PTHREAD_ONCE_INIT;
+
+static void pin(void)
+{
+	const char *v = getenv("VZ_CPU");
+	cpu_set_t set;
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || n < 0 || n >= CPU_SETSIZE) {
+		fprintf(stderr,
+			"libveloz-sock: VZ_CPU=%s is not a CPU number; "
+			"not pinned\n",
+			v);
+		return;
+	}
+	CPU_ZERO(&set);
+	CPU_SET((int)n, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		fprintf(stderr, "libveloz-sock: VZ_CPU=%s: %s; not pinned\n", v,
+			strerror(errno));
+}
+
+void vz_busy_pin_from_env(void)
+{
+	pthread_once(&pin_once, pin);
+}
+
+static __s64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+bool vz_busy_spin(bool (*ready)(const void *arg), const void *arg, __u32 us,
+		  __s64 until_ns)
+{
+	__s64 end, now;
+	unsigned int i;
+
+	if (!us)
+		return ready(arg);
+	now = mono_ns();
+	end = now + (__s64)us * 1000;
+	if (until_ns >= 0 && until_ns < end)
+		end = until_ns;
+	for (;;) {
+		/* the clock read (vDSO, ~20 ns) is amortised over a few
+		 * looks at the ring, which are a cache line each */
+		for (i = 0; i < 16; i++) {
+			if (ready(arg))
+				return true;
+			cpu_relax();
+		}
+		if (mono_ns() >= end)
+			return ready(arg);
+	}
+}
