@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sock/lib/client.h"
 #include "sock/lib/proto.h"
 #include "sock/lib/ring.h"
 #include "sock/stack/stack.h"
@@ -45,7 +46,8 @@
 #define VZ_FD_CHUNKS 1024 /* descriptors up to 1M */
 
 struct vz_csock {
-	int fd; /* the eventfd: the veloz descriptor */
+	int fd; /* the eventfd: a veloz descriptor of it (dup() makes more) */
+	int refs; /* descriptors naming it; the last close() closes it */
 	__u32 id;
 	__u64 link; /* the control connection it lives on */
 	bool nonblock, reuseaddr, reuseport;
@@ -68,6 +70,7 @@ static struct {
 	ssize_t (*read)(int, void *, size_t);
 	ssize_t (*write)(int, const void *, size_t);
 	int (*fcntl)(int, int, ...);
+	int (*dup3)(int, int, int);
 } libc;
 
 static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
@@ -85,6 +88,7 @@ static struct vz_csock **table[VZ_FD_CHUNKS];
 	} while (0)
 
 static void forget_all(void);
+static int fail(int rc);
 
 static void libc_resolve(void)
 {
@@ -97,6 +101,7 @@ static void libc_resolve(void)
 	VZ_RESOLVE(read);
 	VZ_RESOLVE(write);
 	VZ_RESOLVE(fcntl);
+	VZ_RESOLVE(dup3);
 	pthread_atfork(NULL, NULL, forget_all);
 }
 
@@ -158,12 +163,52 @@ static void sock_unmap(struct vz_csock *s)
 	s->shm = NULL;
 }
 
+/* Under ctl_lock, the last descriptor released (s->fd, closed here; -1
+ * when dup2() already replaced it). */
 static void sock_destroy(struct vz_csock *s)
 {
-	table_set(s->fd, NULL);
+	vz_epoll_sock_gone(s);
+	if (s->fd >= 0) {
+		table_set(s->fd, NULL);
+		libc.close(s->fd);
+	}
 	sock_unmap(s);
-	libc.close(s->fd);
 	free(s);
+}
+
+/* Another descriptor of s than `fd` (there is one while refs > 1). */
+static int other_fd(const struct vz_csock *s, int fd)
+{
+	int i, j;
+
+	for (i = 0; i < VZ_FD_CHUNKS; i++) {
+		if (!table[i])
+			continue;
+		for (j = 0; j < VZ_FD_CHUNK; j++)
+			if (table[i][j] == s && i * VZ_FD_CHUNK + j != fd)
+				return i * VZ_FD_CHUNK + j;
+	}
+	return -1;
+}
+
+/*
+ * Under ctl_lock: descriptor fd stops naming s, and is closed unless
+ * `keep` (dup2 has put another file there). True when it was the last:
+ * the caller then tells the poller and calls sock_destroy(), which closes
+ * it.
+ */
+static bool fd_release(int fd, struct vz_csock *s, bool keep)
+{
+	table_set(fd, NULL);
+	if (--s->refs > 0) {
+		if (s->fd == fd)
+			s->fd = other_fd(s, fd);
+		if (!keep)
+			libc.close(fd);
+		return false;
+	}
+	s->fd = keep ? -1 : fd;
+	return true;
 }
 
 /* Drop every socket and the connection (under ctl_lock, or in a fork
@@ -175,9 +220,12 @@ static void drop_all(void)
 	for (i = 0; i < VZ_FD_CHUNKS; i++) {
 		if (!table[i])
 			continue;
-		for (j = 0; j < VZ_FD_CHUNK; j++)
-			if (table[i][j])
-				sock_destroy(table[i][j]);
+		for (j = 0; j < VZ_FD_CHUNK; j++) {
+			struct vz_csock *s = table[i][j];
+
+			if (s && fd_release(i * VZ_FD_CHUNK + j, s, false))
+				sock_destroy(s);
+		}
 	}
 	if (ctl_fd >= 0)
 		libc.close(ctl_fd);
@@ -187,6 +235,7 @@ static void drop_all(void)
 static void forget_all(void)
 {
 	pthread_mutex_init(&ctl_lock, NULL);
+	vz_epoll_forked();
 	drop_all();
 }
 
@@ -497,6 +546,7 @@ int vz_socket(int domain, int type, int protocol)
 		goto out;
 	}
 	s->nonblock = type & SOCK_NONBLOCK;
+	s->refs = 1;
 	s->fd = eventfd(0,
 			EFD_NONBLOCK | (type & SOCK_CLOEXEC ? EFD_CLOEXEC : 0));
 	if (s->fd < 0) {
@@ -530,19 +580,116 @@ out:
 	return -1;
 }
 
-int vz_close(int fd)
+/* Tell the poller that s's last descriptor is gone, then free it. */
+static void sock_last_close(struct vz_csock *s)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_CLOSE }, rep;
-	struct vz_csock *s = sock_get(fd);
 
-	if (!s)
-		return -1;
 	/* Whatever the poller says, the descriptor is gone (as close()). */
 	sock_call(s, &req, &rep, NULL);
 	pthread_mutex_lock(&ctl_lock);
 	sock_destroy(s);
 	pthread_mutex_unlock(&ctl_lock);
+}
+
+int vz_close(int fd)
+{
+	struct vz_csock *s = lookup(fd);
+	bool last;
+
+	libc_init();
+	if (!s && vz_epoll_forget(fd))
+		return libc.close(fd); /* an epoll set that held veloz sockets */
+	if (!s)
+		return sock_get(fd) ? 0 : -1;
+	pthread_mutex_lock(&ctl_lock);
+	if (lookup(fd) != s) { /* another thread closed it first */
+		pthread_mutex_unlock(&ctl_lock);
+		return fail(-EBADF);
+	}
+	last = fd_release(fd, s, false);
+	pthread_mutex_unlock(&ctl_lock);
+	if (last)
+		sock_last_close(s);
 	return 0;
+}
+
+/*
+ * dup2/dup3 for any pair where either side may be veloz's: the kernel
+ * makes newfd a copy of oldfd's file (an eventfd for a veloz socket), then
+ * the table follows: newfd names oldfd's socket, and a socket newfd named
+ * loses that descriptor (closed if it was the last, as dup2 closes newfd).
+ */
+static int dup_onto(int oldfd, int newfd, int flags)
+{
+	struct vz_csock *so, *sn;
+	bool last = false;
+	int rc;
+
+	libc_init();
+	pthread_mutex_lock(&ctl_lock);
+	so = lookup(oldfd);
+	sn = lookup(newfd);
+	if (so && !sn && newfd >= VZ_FD_CHUNK * VZ_FD_CHUNKS) {
+		pthread_mutex_unlock(&ctl_lock);
+		return fail(-EMFILE); /* beyond what the table can name */
+	}
+	rc = libc.dup3(oldfd, newfd, flags);
+	if (rc < 0) {
+		pthread_mutex_unlock(&ctl_lock);
+		return -1;
+	}
+	if (sn)
+		last = fd_release(newfd, sn, true);
+	if (so && !table_set(newfd, so))
+		so->refs++;
+	pthread_mutex_unlock(&ctl_lock);
+	if (!sn)
+		vz_epoll_forget(newfd); /* an epoll set it named is closed */
+	if (last)
+		sock_last_close(sn);
+	return newfd;
+}
+
+int vz_dup(int fd)
+{
+	return vz_fcntl(fd, F_DUPFD, 0);
+}
+
+int vz_dup2(int oldfd, int newfd)
+{
+	libc_init();
+	if (oldfd == newfd) /* nothing to do, once oldfd is known open */
+		return libc.fcntl(oldfd, F_GETFD) < 0 ? fail(-EBADF) : newfd;
+	return dup_onto(oldfd, newfd, 0);
+}
+
+int vz_dup3(int oldfd, int newfd, int flags)
+{
+	if (flags & ~O_CLOEXEC)
+		return fail(-EINVAL);
+	if (oldfd == newfd)
+		return fail(-EINVAL);
+	return dup_onto(oldfd, newfd, flags);
+}
+
+/* F_DUPFD, F_DUPFD_CLOEXEC: the lowest free descriptor >= min names s. */
+static int dup_min(struct vz_csock *s, int fd, int cmd, int min)
+{
+	int nfd = libc.fcntl(fd, cmd, min), rc;
+
+	if (nfd < 0)
+		return -1;
+	pthread_mutex_lock(&ctl_lock);
+	rc = lookup(fd) == s ? table_set(nfd, s) : -EBADF;
+	if (!rc)
+		s->refs++;
+	pthread_mutex_unlock(&ctl_lock);
+	if (rc) {
+		libc.close(nfd);
+		return fail(rc);
+	}
+	return nfd;
 }
 
 int vz_is_socket(int fd)
@@ -1012,6 +1159,9 @@ int vz_fcntl(int fd, int cmd, int arg)
 	case F_GETFD:
 	case F_SETFD:
 		return libc.fcntl(fd, cmd, arg);
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		return dup_min(s, fd, cmd, arg);
 	default:
 		return fail(-EINVAL);
 	}
@@ -1056,22 +1206,59 @@ static int poll_veloz(struct pollfd *fds, nfds_t n, struct vz_csock **socks)
 	return ready;
 }
 
+static void sock_set_waiting(struct vz_csock *s, short events, __u32 on)
+{
+	if (events & POLLIN)
+		__atomic_store_n(&s->shm->rx.waiting, on, __ATOMIC_SEQ_CST);
+	if (events & POLLOUT)
+		__atomic_store_n(&s->shm->tx.waiting, on, __ATOMIC_SEQ_CST);
+}
+
 static void set_waiting(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
 			__u32 on)
 {
 	nfds_t i;
 
-	for (i = 0; i < n; i++) {
-		if (!socks[i])
-			continue;
-		if (fds[i].events & POLLIN)
-			__atomic_store_n(&socks[i]->shm->rx.waiting, on,
-					 __ATOMIC_SEQ_CST);
-		if (fds[i].events & POLLOUT)
-			__atomic_store_n(&socks[i]->shm->tx.waiting, on,
-					 __ATOMIC_SEQ_CST);
-	}
+	for (i = 0; i < n; i++)
+		if (socks[i])
+			sock_set_waiting(socks[i], fds[i].events, on);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/* ---- for epoll.c (client.h) ---- */
+
+struct vz_csock *vz_client_lookup(int fd)
+{
+	return lookup(fd);
+}
+
+short vz_client_revents(const struct vz_csock *s, short events)
+{
+	return sock_revents(s, events);
+}
+
+void vz_client_set_waiting(struct vz_csock *s, short events, __u32 on)
+{
+	sock_set_waiting(s, events, on);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+int vz_client_efd(const struct vz_csock *s)
+{
+	return s->fd;
+}
+
+void vz_client_drain(int efd)
+{
+	libc_init();
+	eventfd_drain(efd);
+}
+
+void vz_client_marks(const struct vz_csock *s, __u32 mark[3])
+{
+	mark[0] = __atomic_load_n(&s->shm->rx.head, __ATOMIC_ACQUIRE);
+	mark[1] = __atomic_load_n(&s->shm->tx.tail, __ATOMIC_ACQUIRE);
+	mark[2] = __atomic_load_n(&s->shm->so_error, __ATOMIC_ACQUIRE);
 }
 
 /*

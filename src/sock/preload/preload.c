@@ -6,7 +6,8 @@
  * through to libc.
  *
  * This file: the state (libc's calls, the link to the poller) and the
- * calls that create, name and close sockets. Across fork() libveloz-sock
+ * calls that create, name and close sockets (copies and epoll in
+ * preload_epoll.c). Across fork() libveloz-sock
  * itself gives the child a clean slate: the parent's veloz descriptors are
  * closed in the child, whose own UDP sockets get their own link.
  */
@@ -142,6 +143,11 @@ char *vz_pl_bounce(void)
 	return vz_pl_bounce_buf;
 }
 
+bool vz_pl_active_now(void)
+{
+	return !vz_pl_depth && atomic_load(&vz_pl_active);
+}
+
 bool vz_pl_veloz(int fd)
 {
 	if (vz_pl_depth || fd < 0 || !atomic_load(&vz_pl_active))
@@ -216,7 +222,7 @@ int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 
 int close(int fd)
 {
-	if (vz_pl_veloz(fd))
+	if (vz_pl_veloz(fd) || vz_pl_epoll(fd))
 		return VZ_CALL(vz_close(fd));
 	return VZ_LIBC(close)(fd);
 }
@@ -257,41 +263,4 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 	if (vz_pl_veloz(fd))
 		return VZ_CALL(vz_setsockopt(fd, level, name, val, len));
 	return VZ_LIBC(setsockopt)(fd, level, name, val, len);
-}
-
-/*
- * A copy of a veloz descriptor would be a second eventfd number the
- * library does not know: refused rather than half working.
- */
-int dup(int fd)
-{
-	if (vz_pl_veloz(fd)) {
-		errno = ENOTSUP;
-		return -1;
-	}
-	return VZ_LIBC(dup)(fd);
-}
-
-/* Also refused when it would silently close a veloz socket (newfd). */
-static int vz_pl_dup_check(int oldfd, int newfd)
-{
-	if (vz_pl_veloz(oldfd) || vz_pl_veloz(newfd)) {
-		errno = ENOTSUP;
-		return -1;
-	}
-	return 0;
-}
-
-int dup2(int oldfd, int newfd)
-{
-	if (oldfd != newfd && vz_pl_dup_check(oldfd, newfd) < 0)
-		return -1;
-	return VZ_LIBC(dup2)(oldfd, newfd);
-}
-
-int dup3(int oldfd, int newfd, int flags)
-{
-	if (oldfd != newfd && vz_pl_dup_check(oldfd, newfd) < 0)
-		return -1;
-	return VZ_LIBC(dup3)(oldfd, newfd, flags);
 }
