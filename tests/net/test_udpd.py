@@ -256,6 +256,63 @@ def test_socat_echo_server_under_the_shim(udpd):
     assert udpd.stop()["stack"]["rx_delivered"] >= 20
 
 
+# An epoll event loop as servers write them: a non-blocking socket in an
+# edge-triggered set, drained to EAGAIN on each event, beside a pipe (a
+# kernel descriptor) that tells it to stop.
+EPOLL_SERVER = """
+import os, select, socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setblocking(False)
+s.bind((host, port))
+r, w = os.pipe()
+ep = select.epoll()
+ep.register(s.fileno(), select.EPOLLIN | select.EPOLLET)
+ep.register(r, select.EPOLLIN)
+echoed = wakeups = 0
+print("ready", flush=True)
+while True:
+    events = ep.poll(5)
+    if not events:
+        sys.exit("epoll_wait timed out")
+    for fd, ev in events:
+        if fd == r:
+            print(f"echoed {echoed} wakeups {wakeups}", flush=True)
+            sys.exit(0)
+        wakeups += 1
+        while True:
+            try:
+                d, peer = s.recvfrom(65535)
+            except BlockingIOError:
+                break
+            s.sendto(d, peer)
+            echoed += 1
+            if echoed == int(sys.argv[3]):
+                os.write(w, b"x")
+"""
+
+
+def test_epoll_echo_server_under_the_shim(udpd):
+    shim = paths.build_dir() / "src/sock/preload/libveloz-preload.so"
+    sizes = [18, 64, 1472, 3000] * 5
+    proc = subprocess.Popen(in_netns("vz-dut", [sys.executable, "-c", EPOLL_SERVER, UDPD_IP,
+                                                "7004", str(len(sizes))]),
+                            env={**env(), "LD_PRELOAD": str(shim), "VZ_PRELOAD_STRICT": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        got = echo_from_gen(7004, sizes)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    # only veloz's socket could bind 198.18.0.3; every datagram woke the
+    # loop (the client waits for each echo) and the pipe ended it
+    assert got == {"ok": 20, "bad": 0, "lost": 0}
+    assert proc.returncode == 0, err
+    assert out.split() == ["echoed", "20", "wakeups", "20"], out
+    assert udpd.stop()["stack"]["rx_delivered"] >= 20
+
+
 def test_ping8_answered_by_the_stack(udpd):
     # iputils ping, as a user would check the address first
     for size in ("56", "3000"):
