@@ -23,11 +23,13 @@ from veloz import paths
 from veloz.proc import Runner, in_netns, veloz_argv
 
 UDPD_IP = "198.18.0.3"
+UDPD_IP6 = "fd00:198:18::3"
 GEN_IP = "198.18.0.1"
 SOCKET = "/run/veloz/udpd/test-udpd.sock"
 CONFIG = f"""
 interface = "dut-gen"
 ipv4 = "{UDPD_IP}/24"
+ipv6 = "{UDPD_IP6}/64"
 socket = "{SOCKET}"
 skb_mode = false
 """
@@ -311,6 +313,44 @@ def test_epoll_echo_server_under_the_shim(udpd):
     assert proc.returncode == 0, err
     assert out.split() == ["echoed", "20", "wakeups", "20"], out
     assert udpd.stop()["stack"]["rx_delivered"] >= 20
+
+
+def test_ipv6_ndp_ping_and_port_unreachable(udpd):
+    # vz-gen's kernel finds fd00:198:18::3 by NDP (the testbed's static
+    # neighbours are the kernel's addresses only), pings it whole and in
+    # fragments both ways, and a UDP datagram to a closed port comes back
+    # as ICMPv6 port unreachable: the stack checked its UDP checksum.
+    subprocess.run(in_netns("vz-gen", ["ip", "-6", "neigh", "flush", "to", UDPD_IP6]),
+                   check=False)  # fmt: skip
+    for size in (56, 2000):
+        done = subprocess.run(in_netns("vz-gen", ["ping", "-6", "-c", "3", "-i", "0.2", "-W",
+                                                  "2", "-s", str(size), UDPD_IP6]),
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert done.returncode == 0 and " 0% packet loss" in done.stdout, done.stdout
+    mac = subprocess.run(in_netns("vz-dut", ["cat", "/sys/class/net/dut-gen/address"]),
+                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    neigh = subprocess.run(in_netns("vz-gen", ["ip", "-6", "neigh", "show", UDPD_IP6]),
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert mac in neigh, neigh
+    refused = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+        "s.settimeout(2)\n"
+        f"s.connect(('{UDPD_IP6}', 9))\n"
+        "s.send(b'anyone?')\n"
+        "try:\n"
+        "    s.recv(100)\n"
+        "except ConnectionRefusedError:\n"
+        "    print('refused')\n"
+    )  # fmt: skip
+    done = subprocess.run(in_netns("vz-gen", [sys.executable, "-c", refused]),
+                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert done.stdout.strip() == "refused", done.stderr
+    s = udpd.stop()
+    assert s["stack6"]["nd_solicits_in"] >= 1 and s["stack6"]["nd_adverts_out"] >= 1
+    assert s["stack6"]["icmp6_echo_out"] >= 6 and s["stack"]["frag_reassembled"] >= 3
+    assert s["stack6"]["icmp6_unreach_out"] == 1 and s["stack"]["udp_no_port"] == 1
+    assert s["stack6"]["nd_bad"] == 0 and s["stack6"]["ip6_bad_header"] == 0
 
 
 def test_ping8_answered_by_the_stack(udpd):

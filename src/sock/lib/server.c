@@ -684,7 +684,7 @@ static unsigned int drain_one(struct vz_sock_server *srv, struct vz_ssock *s,
 	bool error = false;
 
 	while (done < max && !s->broken) {
-		struct vz_dgram_meta m;
+		struct vz_dgram_meta m = { 0 };
 		struct vz_ring_rec rec;
 		const __u8 *payload;
 		int rc = vz_ring_peek(&s->tx, &rec, &payload);
