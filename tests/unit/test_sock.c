@@ -18,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -32,6 +33,7 @@
 #include "veloz/sock.h"
 
 #define LOCAL_IP htonl(0x0a000001) /* 10.0.0.1, the stack's */
+static const __u8 local_ip6[16] = { 0xfd, [15] = 1 }; /* fd00::1 */
 #define MAX_SOCKETS 64
 
 static struct vz_sock_server *srv;
@@ -48,6 +50,20 @@ static int loop_send(void *opaque, const struct vz_dgram_meta *m,
 				      .dst_port = m->dst_port };
 
 	(void)opaque;
+	if (m->v6) {
+		struct vz_dgram_meta back6 = { .v6 = 1,
+					       .src_port = m->src_port,
+					       .dst_port = m->dst_port };
+
+		if (memcmp(m->dst_ip6, local_ip6, 16))
+			return -ENETUNREACH;
+		CHECK(!memcmp(m->src_ip6, local_ip6, 16) || !m->src_ip6[0],
+		      "IPv6 source ours or the stack's to fill");
+		memcpy(back6.src_ip6, local_ip6, 16);
+		memcpy(back6.dst_ip6, local_ip6, 16);
+		vz_sock_server_deliver(srv, &back6, payload, len);
+		return 0;
+	}
 	if (m->dst_ip != LOCAL_IP)
 		return -ENETUNREACH;
 	CHECK(m->src_ip == LOCAL_IP && m->src_port, "source filled");
@@ -164,8 +180,8 @@ static void test_errors(void)
 	char big[VZ_STACK_MAX_UDP + 1] = { 0 };
 
 	errno = 0;
-	CHECK(vz_socket(AF_INET6, SOCK_DGRAM, 0) < 0 && errno == EAFNOSUPPORT,
-	      "AF_INET6: %s", strerror(errno));
+	CHECK(vz_socket(AF_UNIX, SOCK_DGRAM, 0) < 0 && errno == EAFNOSUPPORT,
+	      "AF_UNIX: %s", strerror(errno));
 	CHECK(vz_socket(AF_INET, SOCK_STREAM, 0) < 0 &&
 		      errno == EPROTONOSUPPORT,
 	      "SOCK_STREAM: %s", strerror(errno));
@@ -732,6 +748,89 @@ static void test_epoll(void)
 	vz_close(b);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* ---- AF_INET6 ---- */
+
+static struct sockaddr_in6 sin6_of(const __u8 *ip, __u16 port)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6,
+				  .sin6_port = htons(port) };
+
+	if (ip)
+		memcpy(&a.sin6_addr, ip, 16);
+	return a;
+}
+
+static void test_inet6(void)
+{
+	struct timeval tv = { 2, 0 };
+	struct sockaddr_in6 a6 = sin6_of(NULL, 5040), to = sin6_of(local_ip6, 5040),
+			    from, other;
+	struct sockaddr_in a4 = sin_of(0, 5040);
+	int a = vz_socket(AF_INET6, SOCK_DGRAM, 0), b = vz_socket(AF_INET6, SOCK_DGRAM, 0);
+	int v4 = bound(5040), v, one = 1, zero = 0;
+	socklen_t len = sizeof(from);
+	char buf[64];
+
+	CHECK(a >= 0 && b >= 0, "AF_INET6 sockets: %s", strerror(errno));
+	vz_setsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	vz_setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	other = a6;
+	other.sin6_family = AF_INET;
+	CHECK(vz_bind(a, SA(other), sizeof(other)) == -1 && errno == EAFNOSUPPORT,
+	      "an AF_INET family: EAFNOSUPPORT (%s)", strerror(errno));
+	CHECK(vz_bind(a, (struct sockaddr *)&a4, sizeof(a4)) == -1 &&
+		      errno == EINVAL,
+	      "a sockaddr_in: too short, EINVAL as Linux (%s)", strerror(errno));
+	CHECK(vz_bind(a, SA(a6), 20) == -1 && errno == EINVAL, "short: EINVAL");
+	other = sin6_of(local_ip6, 5040);
+	other.sin6_addr.s6_addr[15] = 9;
+	CHECK(vz_bind(a, SA(other), sizeof(other)) == -1 &&
+		      errno == EADDRNOTAVAIL,
+	      "another address: EADDRNOTAVAIL (%s)", strerror(errno));
+	/* IPv6-only: the AF_INET socket on 5040 is no clash */
+	CHECK(!vz_bind(a, SA(a6), sizeof(a6)), "bind [::]:5040 beside 0.0.0.0:5040: %s",
+	      strerror(errno));
+	CHECK(vz_sendto(b, "six", 3, 0, SA(to), sizeof(to)) == 3, "sendto: %s",
+	      strerror(errno));
+	CHECK(vz_recvfrom(a, buf, sizeof(buf), 0, SA(from), &len) == 3 &&
+		      !memcmp(buf, "six", 3),
+	      "recvfrom: %s", strerror(errno));
+	CHECK(len == sizeof(from) && from.sin6_family == AF_INET6 &&
+		      !memcmp(&from.sin6_addr, local_ip6, 16) &&
+		      from.sin6_port != 0,
+	      "the sender as sockaddr_in6");
+	/* the reply goes back to where it came from; MSG_TRUNC's length is
+	 * the datagram's, not counting the address the ring carries */
+	CHECK(vz_sendto(a, "back!", 5, 0, SA(from), len) == 5 &&
+		      vz_recv(b, buf, 2, MSG_TRUNC) == 5,
+	      "the reply, truncated: %s", strerror(errno));
+	CHECK(vz_recv(v4, buf, sizeof(buf), MSG_DONTWAIT) == -1 &&
+		      errno == EAGAIN,
+	      "nothing for the AF_INET socket");
+	len = sizeof(from);
+	CHECK(!vz_getsockname(a, SA(from), &len) && len == sizeof(from) &&
+		      ntohs(from.sin6_port) == 5040,
+	      "getsockname");
+	CHECK(!vz_connect(b, SA(to), sizeof(to)) && vz_send(b, "c", 1, 0) == 1 &&
+		      vz_recv(a, buf, sizeof(buf), 0) == 1,
+	      "connected send: %s", strerror(errno));
+	len = sizeof(from);
+	CHECK(!vz_getpeername(b, SA(from), &len) &&
+		      !memcmp(&from.sin6_addr, local_ip6, 16),
+	      "getpeername");
+	len = sizeof(v);
+	CHECK(!vz_getsockopt(a, SOL_SOCKET, SO_DOMAIN, &v, &len) && v == AF_INET6,
+	      "SO_DOMAIN");
+	CHECK(!vz_setsockopt(a, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) &&
+		      vz_setsockopt(a, IPPROTO_IPV6, IPV6_V6ONLY, &zero,
+				    sizeof(zero)) == -1 &&
+		      errno == EOPNOTSUPP,
+	      "IPV6_V6ONLY: 1 is what it is, 0 refused");
+	vz_close(a);
+	vz_close(b);
+	vz_close(v4);
 }
 
 /* ---- dup ---- */
@@ -1337,6 +1436,7 @@ int main(void)
 {
 	struct vz_sock_server_config cfg = { .gid = getgid(),
 					     .local_ip4 = LOCAL_IP,
+					     .local_ip6 = { 0xfd, [15] = 1 },
 					     .max_sockets = MAX_SOCKETS };
 	struct stat st;
 	pthread_t th;
@@ -1370,6 +1470,7 @@ int main(void)
 	test_poll_select();
 	test_epoll();
 	test_dup();
+	test_inet6();
 	test_processes();
 	test_send_then_close();
 	test_garbage();

@@ -58,6 +58,17 @@ struct vz_csock {
 	__be32 ip, peer_ip;
 	__be16 port, peer_port; /* 0: unbound, unconnected */
 	struct timeval rcvtimeo, sndtimeo;
+	/* AF_INET6: ip6 and peer_ip6 hold its addresses, ip and peer_ip 0;
+	 * its datagrams carry the peer's address in front (VZ_RING_F_V6). */
+	bool v6;
+	__u8 ip6[16], peer_ip6[16];
+};
+
+/* A peer or local address of either family, as the socket's own. */
+struct vz_addr {
+	__be32 ip;
+	__u8 ip6[16];
+	__be16 port;
 };
 
 static struct {
@@ -78,6 +89,7 @@ static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ctl_fd = -1;
 static __u64 ctl_link; /* counts connections: a socket belongs to one */
 static __be32 local_ip4; /* the stack's, from WELCOME */
+static __u8 local_ip6[16]; /* the same for IPv6 (zero: none) */
 /* fd -> socket, two levels so lookups need no lock (chunks never go). */
 static struct vz_csock **table[VZ_FD_CHUNKS];
 
@@ -403,6 +415,7 @@ static int ctl_open(const char *path)
 	if (rc)
 		goto fail;
 	local_ip4 = m.addr;
+	memcpy(local_ip6, m.addr6, 16);
 	ctl_link++;
 	return 0;
 fail:
@@ -517,8 +530,8 @@ static int check_type(int domain, int type, int protocol)
 {
 	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
 
-	if (domain != AF_INET)
-		return -EAFNOSUPPORT; /* AF_INET6 too, until the stack has it */
+	if (domain != AF_INET && domain != AF_INET6)
+		return -EAFNOSUPPORT;
 	if (base <= 0 || base > SOCK_PACKET)
 		return -EINVAL;
 	if (base == SOCK_STREAM)
@@ -532,7 +545,9 @@ static int check_type(int domain, int type, int protocol)
 
 int vz_socket(int domain, int type, int protocol)
 {
-	struct vz_ctl_msg req = { .type = VZ_CTL_SOCKET, .opt = AF_INET }, rep;
+	struct vz_ctl_msg req = { .type = VZ_CTL_SOCKET,
+				  .opt = (__u32)domain },
+			  rep;
 	struct vz_csock *s;
 	int rc, memfd = -1;
 
@@ -546,6 +561,7 @@ int vz_socket(int domain, int type, int protocol)
 		goto out;
 	}
 	s->nonblock = type & SOCK_NONBLOCK;
+	s->v6 = domain == AF_INET6;
 	s->refs = 1;
 	s->fd = eventfd(0,
 			EFD_NONBLOCK | (type & SOCK_CLOEXEC ? EFD_CLOEXEC : 0));
@@ -697,30 +713,57 @@ int vz_is_socket(int fd)
 	return lookup(fd) != NULL;
 }
 
-/* An AF_INET address from the caller: 0 or -errno. */
-static int sin_get(const struct sockaddr *sa, socklen_t len,
-		   struct sockaddr_in *sin)
+/* An address of the socket's family from the caller: 0 or -errno. An
+ * AF_INET6 one may be RFC 2133's, without sin6_scope_id, as Linux takes. */
+static int addr_get(const struct vz_csock *s, const struct sockaddr *sa,
+		    socklen_t len, struct vz_addr *a)
 {
+	struct sockaddr_in6 sin6 = { 0 };
+	struct sockaddr_in sin;
+
+	memset(a, 0, sizeof(*a));
 	if (!sa)
 		return -EFAULT;
-	if (len < sizeof(*sin))
+	if (s->v6) {
+		if (len < 24)
+			return -EINVAL;
+		memcpy(&sin6, sa, len < sizeof(sin6) ? len : sizeof(sin6));
+		if (sin6.sin6_family != AF_INET6)
+			return -EAFNOSUPPORT;
+		memcpy(a->ip6, &sin6.sin6_addr, 16);
+		a->port = sin6.sin6_port;
+		return 0;
+	}
+	if (len < sizeof(sin))
 		return -EINVAL;
-	memcpy(sin, sa, sizeof(*sin));
-	return sin->sin_family == AF_INET ? 0 : -EAFNOSUPPORT;
+	memcpy(&sin, sa, sizeof(sin));
+	a->ip = sin.sin_addr.s_addr;
+	a->port = sin.sin_port;
+	return sin.sin_family == AF_INET ? 0 : -EAFNOSUPPORT;
 }
 
 /* Copy an address out as the kernel does: truncated to *len, *len set to
- * the full size. */
-static int sin_put(struct sockaddr *sa, socklen_t *len, __be32 ip, __be16 port)
+ * the full size. ip6: the AF_INET6 socket's address. */
+static int addr_put(const struct vz_csock *s, struct sockaddr *sa,
+		    socklen_t *len, __be32 ip, const __u8 *ip6, __be16 port)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_addr.s_addr = ip,
 				   .sin_port = port };
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6,
+				     .sin6_port = port };
+	const void *from = &sin;
+	socklen_t full = sizeof(sin);
 
 	if (!sa || !len)
 		return -EFAULT;
-	memcpy(sa, &sin, *len < sizeof(sin) ? *len : sizeof(sin));
-	*len = sizeof(sin);
+	if (s->v6) {
+		memcpy(&sin6.sin6_addr, ip6, 16);
+		from = &sin6;
+		full = sizeof(sin6);
+	}
+	memcpy(sa, from, *len < full ? *len : full);
+	*len = full;
 	return 0;
 }
 
@@ -734,19 +777,21 @@ int vz_bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_BIND }, rep;
 	struct vz_csock *s = sock_get(fd);
-	struct sockaddr_in sin;
+	struct vz_addr a;
 	int rc;
 
 	if (!s)
 		return -1;
-	rc = sin_get(addr, len, &sin);
+	rc = addr_get(s, addr, len, &a);
 	if (rc)
 		return fail(rc);
-	req.addr = sin.sin_addr.s_addr;
-	req.port = sin.sin_port;
+	req.addr = a.ip;
+	memcpy(req.addr6, a.ip6, 16);
+	req.port = a.port;
 	if (sock_call(s, &req, &rep, NULL))
 		return -1;
 	s->ip = rep.addr;
+	memcpy(s->ip6, rep.addr6, 16);
 	s->port = rep.port;
 	return 0;
 }
@@ -756,9 +801,12 @@ int vz_bind(int fd, const struct sockaddr *addr, socklen_t len)
 static int autobind(struct vz_csock *s)
 {
 	struct sockaddr_in any = { .sin_family = AF_INET };
+	struct sockaddr_in6 any6 = { .sin6_family = AF_INET6 };
 
 	if (s->port)
 		return 0;
+	if (s->v6)
+		return vz_bind(s->fd, (struct sockaddr *)&any6, sizeof(any6));
 	return vz_bind(s->fd, (struct sockaddr *)&any, sizeof(any));
 }
 
@@ -766,7 +814,7 @@ int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_CONNECT }, rep;
 	struct vz_csock *s = sock_get(fd);
-	struct sockaddr_in sin;
+	struct vz_addr a;
 	int rc;
 
 	if (!s)
@@ -775,17 +823,20 @@ int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	    addr->sa_family == AF_UNSPEC) {
 		req.opt = 1;
 	} else {
-		rc = sin_get(addr, len, &sin);
+		rc = addr_get(s, addr, len, &a);
 		if (rc)
 			return fail(rc);
-		req.addr = sin.sin_addr.s_addr;
-		req.port = sin.sin_port;
+		req.addr = a.ip;
+		memcpy(req.addr6, a.ip6, 16);
+		req.port = a.port;
 	}
 	if (sock_call(s, &req, &rep, NULL))
 		return -1;
 	s->ip = rep.addr;
+	memcpy(s->ip6, rep.addr6, 16);
 	s->port = rep.port;
 	s->peer_ip = req.opt ? 0 : req.addr;
+	memcpy(s->peer_ip6, req.addr6, 16); /* zero when dissolved */
 	s->peer_port = req.opt ? 0 : req.port;
 	return 0;
 }
@@ -793,13 +844,17 @@ int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	struct vz_csock *s = sock_get(fd);
+	static const __u8 any6[16];
+	const __u8 *ip6 = s ? s->ip6 : NULL;
 	__be32 ip;
 
 	if (!s)
 		return -1;
 	/* Connected from INADDR_ANY: the kernel shows the route's source. */
 	ip = s->ip || !s->peer_port ? s->ip : local_ip4;
-	return sin_put(addr, len, ip, s->port) ? fail(-EFAULT) : 0;
+	if (s->v6 && s->peer_port && !memcmp(s->ip6, any6, 16))
+		ip6 = local_ip6;
+	return addr_put(s, addr, len, ip, ip6, s->port) ? fail(-EFAULT) : 0;
 }
 
 int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
@@ -810,7 +865,9 @@ int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 		return -1;
 	if (!s->peer_port)
 		return fail(-ENOTCONN);
-	return sin_put(addr, len, s->peer_ip, s->peer_port) ? fail(-EFAULT) : 0;
+	return addr_put(s, addr, len, s->peer_ip, s->peer_ip6, s->peer_port)
+		       ? fail(-EFAULT)
+		       : 0;
 }
 
 /* ---- waiting ---- */
@@ -888,21 +945,23 @@ static int take_error(struct vz_csock *s)
 /* ---- datagrams ---- */
 
 static int send_dest(const struct vz_csock *s, const struct sockaddr *to,
-		     socklen_t tolen, struct sockaddr_in *sin)
+		     socklen_t tolen, struct vz_addr *a)
 {
 	int rc;
 
 	if (!to) {
 		if (!s->peer_port)
 			return -EDESTADDRREQ;
-		sin->sin_addr.s_addr = s->peer_ip;
-		sin->sin_port = s->peer_port;
+		memset(a, 0, sizeof(*a));
+		a->ip = s->peer_ip;
+		memcpy(a->ip6, s->peer_ip6, 16);
+		a->port = s->peer_port;
 		return 0;
 	}
-	rc = sin_get(to, tolen, sin);
+	rc = addr_get(s, to, tolen, a);
 	if (rc)
 		return rc;
-	return sin->sin_port ? 0 : -EINVAL;
+	return a->port ? 0 : -EINVAL;
 }
 
 ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
@@ -910,15 +969,17 @@ ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
 {
 	struct vz_csock *s = sock_get(fd);
 	struct vz_ring_rec *rec;
-	struct sockaddr_in sin;
+	struct vz_addr sin;
 	__s64 until = -2;
+	size_t a; /* the IPv6 address in front of the datagram */
 	int rc;
 
 	if (!s)
 		return -1;
+	a = s->v6 ? VZ_RING_ADDR6 : 0;
 	if (flags & MSG_OOB)
 		return fail(-EOPNOTSUPP);
-	if (len > VZ_STACK_MAX_UDP || vz_ring_need(len) > s->tx.size)
+	if (len > VZ_STACK_MAX_UDP || vz_ring_need(a + len) > s->tx.size)
 		return fail(-EMSGSIZE);
 	if (len && !buf)
 		return fail(-EFAULT);
@@ -930,23 +991,25 @@ ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
 		return fail(-rc);
 	if (autobind(s))
 		return -1;
-	while (!(rec = vz_ring_reserve(&s->tx, len))) {
+	while (!(rec = vz_ring_reserve(&s->tx, a + len))) {
 		if (s->nonblock || (flags & MSG_DONTWAIT))
 			return fail(-EAGAIN);
 		if (until == -2)
 			until = deadline(&s->sndtimeo);
-		rc = wait_ring(s, &s->shm->tx, tx_ready, len, until);
+		rc = wait_ring(s, &s->shm->tx, tx_ready, a + len, until);
 		if (rc)
 			return fail(rc);
 	}
-	rec->len = (__u32)len;
-	rec->flags = 0;
-	rec->addr = sin.sin_addr.s_addr;
-	rec->port = sin.sin_port;
+	rec->len = (__u32)(a + len);
+	rec->flags = a ? VZ_RING_F_V6 : 0;
+	rec->addr = sin.ip;
+	rec->port = sin.port;
 	rec->reserved = 0;
+	if (a)
+		memcpy(rec + 1, sin.ip6, a);
 	if (len)
-		memcpy(rec + 1, buf, len);
-	vz_ring_commit(&s->tx, len);
+		memcpy((__u8 *)(rec + 1) + a, buf, len);
+	vz_ring_commit(&s->tx, a + len);
 	return (ssize_t)len;
 }
 
@@ -988,7 +1051,7 @@ ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
 	struct vz_csock *s = sock_get(fd);
 	struct vz_ring_rec rec = { 0 };
 	const __u8 *payload = NULL;
-	size_t n;
+	size_t n, a, dlen;
 	int rc;
 
 	if (!s)
@@ -1000,14 +1063,19 @@ ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
 	rc = recv_next(s, flags, &rec, &payload);
 	if (rc < 0)
 		return fail(rc);
-	n = rec.len < len ? rec.len : len;
+	/* An AF_INET6 socket's datagram opens with its sender's address. */
+	a = s->v6 ? VZ_RING_ADDR6 : 0;
+	if (!!(rec.flags & VZ_RING_F_V6) != s->v6 || rec.len < a)
+		return fail(-EIO); /* the poller wrote garbage */
+	dlen = rec.len - a;
+	n = dlen < len ? dlen : len;
 	if (n) /* buf may be NULL when len is 0 */
-		memcpy(buf, payload, n);
+		memcpy(buf, payload + a, n);
 	if (from && fromlen)
-		sin_put(from, fromlen, rec.addr, rec.port);
+		addr_put(s, from, fromlen, rec.addr, payload, rec.port);
 	if (!(flags & MSG_PEEK))
 		vz_ring_release(&s->rx, rec.len);
-	return (ssize_t)((flags & MSG_TRUNC) ? rec.len : n);
+	return (ssize_t)((flags & MSG_TRUNC) ? dlen : n);
 }
 
 ssize_t vz_recv(int fd, void *buf, size_t len, int flags)
@@ -1058,6 +1126,13 @@ int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 
 	if (!s)
 		return -1;
+	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY) {
+		/* AF_INET6 sockets here are IPv6-only; that cannot change */
+		if (!val || len < sizeof(int))
+			return fail(!val ? -EFAULT : -EINVAL);
+		memcpy(&v, val, sizeof(v));
+		return v ? 0 : fail(-EOPNOTSUPP);
+	}
 	if (level != SOL_SOCKET)
 		return fail(-ENOPROTOOPT);
 	if (!val)
@@ -1111,6 +1186,8 @@ int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 	if (!s)
 		return -1;
+	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
+		return !val || !len ? fail(-EFAULT) : put_int(val, len, 1);
 	if (level != SOL_SOCKET)
 		return fail(-ENOPROTOOPT);
 	if (!val || !len)
@@ -1127,7 +1204,7 @@ int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	case SO_TYPE:
 		return put_int(val, len, SOCK_DGRAM);
 	case SO_DOMAIN:
-		return put_int(val, len, AF_INET);
+		return put_int(val, len, s->v6 ? AF_INET6 : AF_INET);
 	case SO_PROTOCOL:
 		return put_int(val, len, IPPROTO_UDP);
 	case SO_ERROR:

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * libveloz-preload: LD_PRELOAD=libveloz-preload.so runs an unmodified
- * program's AF_INET datagram sockets on veloz's userspace stack. Every other
+ * program's AF_INET and AF_INET6 datagram sockets on veloz's userspace
+ * stack (AF_INET6 only when the poller has an IPv6 address). Every other
  * socket, and every call on a descriptor that is not a veloz socket, falls
  * through to libc.
  *
@@ -179,16 +180,18 @@ static void vz_pl_connect(void)
 				     : "UDP sockets use the kernel");
 }
 
-static bool vz_pl_is_udp4(int domain, int type, int protocol)
+static bool vz_pl_is_udp(int domain, int type, int protocol)
 {
-	return domain == AF_INET &&
+	return (domain == AF_INET || domain == AF_INET6) &&
 	       (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_DGRAM &&
 	       (protocol == 0 || protocol == IPPROTO_UDP);
 }
 
 int socket(int domain, int type, int protocol)
 {
-	if (vz_pl_depth || !vz_pl_is_udp4(domain, type, protocol))
+	int fd;
+
+	if (vz_pl_depth || !vz_pl_is_udp(domain, type, protocol))
 		return VZ_LIBC(socket)(domain, type, protocol);
 	pthread_once(&vz_pl_init_once, vz_pl_connect);
 	if (vz_pl_init_errno) {
@@ -197,7 +200,11 @@ int socket(int domain, int type, int protocol)
 		errno = vz_pl_init_errno;
 		return -1;
 	}
-	return VZ_CALL(vz_socket(domain, type, protocol));
+	fd = VZ_CALL(vz_socket(domain, type, protocol));
+	/* A poller without an IPv6 address: IPv6 stays the kernel's. */
+	if (fd < 0 && errno == EAFNOSUPPORT && domain == AF_INET6)
+		return VZ_LIBC(socket)(domain, type, protocol);
+	return fd;
 }
 
 /*

@@ -394,6 +394,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 	o->mac_set = mac_set;
 	o->server.path = o->socket_path;
 	o->server.local_ip4 = o->stack.ip4;
+	memcpy(o->server.local_ip6, o->stack.ip6, 16);
 	return 0;
 }
 
