@@ -1834,7 +1834,7 @@ static void test_udp6_rx(void)
 static void test_ip6_bad(void)
 {
 	__u8 us[16], peer[16], other[16], u[64];
-	static const __u8 loop[16] = { [15] = 1 };
+	static const __u8 loop[16] = { [15] = 1 }, group[16] = { 0xff, 2 };
 	struct host h;
 	size_t n, f;
 
@@ -1852,9 +1852,7 @@ static void test_ip6_bad(void)
 	input(&h, frame, ip6_frame(frame, mac_of[1], loop, us, 17, 64, u, n),
 	      T0);
 	input(&h, frame, ip6_frame(frame, mac_of[1], us, us, 17, 64, u, n), T0);
-	input(&h, frame,
-	      ip6_frame(frame, mac_of[1], (const __u8 *)"\xff\x02", us, 17, 64,
-			u, n),
+	input(&h, frame, ip6_frame(frame, mac_of[1], group, us, 17, 64, u, n),
 	      T0);
 	input(&h, frame, ip6_frame(frame, mac_of[1], peer, us, 17, 64, u, 4),
 	      T0); /* a fragment header cut short is the next case */
