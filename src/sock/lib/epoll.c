@@ -435,10 +435,13 @@ static int scan(struct vz_ep *ep, struct epoll_event *out, int max)
 /* What is ready now on both sides, the kernel's without waiting. */
 static int collect(struct vz_ep *ep, struct epoll_event *out, int max)
 {
-	bool kernel_first = ep->turn++ & 1;
-	bool kernel = ep->kernel != 0;
+	bool kernel_first, kernel;
 	int got = 0, k;
 
+	pthread_mutex_lock(&ep_lock);
+	kernel_first = ep->turn++ & 1;
+	kernel = ep->kernel != 0;
+	pthread_mutex_unlock(&ep_lock);
 	if (kernel && kernel_first) {
 		k = sys.epoll_pwait(ep->epfd, out, max, 0, NULL);
 		if (k < 0)
