@@ -14,8 +14,8 @@
  *
  * It must not crash or leak, every frame must end in one outcome, what it
  * sends must be well-formed (IPv4 checksum, IPv6 length, MTU), what it
- * delivers must be for us, and the reassembly memory must stay under its bound. Any breach
- * aborts. Seeds: tests/fuzz/stack_seeds.py.
+ * delivers must be for us, and the reassembly memory must stay under its bound.
+ * Any breach aborts. Seeds: tests/fuzz/stack_seeds.py.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -34,8 +34,8 @@ int LLVMFuzzerTestOneInput(const __u8 *data, size_t size);
 static const __u8 our_mac[6] = { 0x02, 0, 0, 0, 0, 0x01 };
 /* fd00::1/64, and the link-local address our MAC makes */
 static const __u8 our_ip6[16] = { 0xfd, [15] = 1 };
-static const __u8 our_ll6[16] = { 0xfe, 0x80, [11] = 0xff, [12] = 0xfe,
-				  [15] = 1 };
+static const __u8 our_ll6[16] = { 0xfe,
+				  0x80, [11] = 0xff, [12] = 0xfe, [15] = 1 };
 static __u8 pattern[VZ_STACK_MAX_UDP + 1], fixed[65536];
 
 struct ctx {

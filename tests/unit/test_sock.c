@@ -607,8 +607,8 @@ static void test_epoll_levels(int ep, int a, int b, int p[2])
 	/* A kernel member and a veloz one, both ready: both reported. */
 	CHECK(write(p[1], "k", 1) == 1 && send_to(b, "y", 1, 5030) == 1,
 	      "send both");
-	CHECK(vz_poll(&(struct pollfd){ .fd = a, .events = POLLIN }, 1,
-		      2000) == 1,
+	CHECK(vz_poll(&(struct pollfd){ .fd = a, .events = POLLIN }, 1, 2000) ==
+		      1,
 	      "delivered");
 	CHECK(ep_wait(ep, ev, 1, 2000) == 1, "one at a time");
 	n = ep_wait(ep, ev, 4, 2000);
@@ -683,8 +683,7 @@ static void test_epoll_errors(int ep, int a, int p[2])
 	      "DEL of a non-member: ENOENT (%s)", strerror(errno));
 	CHECK(vz_epoll_ctl(a, EPOLL_CTL_ADD, a, &e) == -1 && errno == EINVAL,
 	      "a socket as the set: EINVAL (%s)", strerror(errno));
-	CHECK(vz_epoll_ctl(p[0], EPOLL_CTL_ADD, a, &e) == -1 &&
-		      errno == EINVAL,
+	CHECK(vz_epoll_ctl(p[0], EPOLL_CTL_ADD, a, &e) == -1 && errno == EINVAL,
 	      "a pipe as the set: EINVAL (%s)", strerror(errno));
 	CHECK(vz_epoll_ctl(1000000, EPOLL_CTL_ADD, a, &e) == -1 &&
 		      errno == EBADF,
@@ -708,8 +707,7 @@ static void test_epoll_errors(int ep, int a, int p[2])
 	/* Sets in each other: the kernel's ELOOP, a veloz member or not. */
 	CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_ADD, ep2, &e), "nest: %s",
 	      strerror(errno));
-	CHECK(vz_epoll_ctl(ep2, EPOLL_CTL_ADD, ep, &e) == -1 &&
-		      errno == ELOOP,
+	CHECK(vz_epoll_ctl(ep2, EPOLL_CTL_ADD, ep, &e) == -1 && errno == ELOOP,
 	      "a loop: ELOOP (%s)", strerror(errno));
 	CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_DEL, ep2, NULL), "unnest");
 	CHECK(vz_epoll_wait(ep, ev, 0, 0) == -1 && errno == EINVAL,
@@ -729,7 +727,8 @@ static void test_epoll(void)
 {
 	struct epoll_event e = { .events = EPOLLIN, .data.u64 = 0xa11ce };
 	struct epoll_event pe = { .events = EPOLLIN, .data.u64 = 0x919e };
-	int a = bound(5030), b = udp(), p[2], ep = vz_epoll_create1(EPOLL_CLOEXEC);
+	int a = bound(5030), b = udp(), p[2],
+	    ep = vz_epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event ev[2];
 
 	CHECK(ep >= 0 && (fcntl(ep, F_GETFD) & FD_CLOEXEC), "epoll_create1");
@@ -765,10 +764,11 @@ static struct sockaddr_in6 sin6_of(const __u8 *ip, __u16 port)
 static void test_inet6(void)
 {
 	struct timeval tv = { 2, 0 };
-	struct sockaddr_in6 a6 = sin6_of(NULL, 5040), to = sin6_of(local_ip6, 5040),
-			    from, other;
+	struct sockaddr_in6 a6 = sin6_of(NULL, 5040),
+			    to = sin6_of(local_ip6, 5040), from, other;
 	struct sockaddr_in a4 = sin_of(0, 5040);
-	int a = vz_socket(AF_INET6, SOCK_DGRAM, 0), b = vz_socket(AF_INET6, SOCK_DGRAM, 0);
+	int a = vz_socket(AF_INET6, SOCK_DGRAM, 0),
+	    b = vz_socket(AF_INET6, SOCK_DGRAM, 0);
 	int v4 = bound(5040), v, one = 1, zero = 0;
 	socklen_t len = sizeof(from);
 	char buf[64];
@@ -778,11 +778,13 @@ static void test_inet6(void)
 	vz_setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	other = a6;
 	other.sin6_family = AF_INET;
-	CHECK(vz_bind(a, SA(other), sizeof(other)) == -1 && errno == EAFNOSUPPORT,
+	CHECK(vz_bind(a, SA(other), sizeof(other)) == -1 &&
+		      errno == EAFNOSUPPORT,
 	      "an AF_INET family: EAFNOSUPPORT (%s)", strerror(errno));
 	CHECK(vz_bind(a, (struct sockaddr *)&a4, sizeof(a4)) == -1 &&
 		      errno == EINVAL,
-	      "a sockaddr_in: too short, EINVAL as Linux (%s)", strerror(errno));
+	      "a sockaddr_in: too short, EINVAL as Linux (%s)",
+	      strerror(errno));
 	CHECK(vz_bind(a, SA(a6), 20) == -1 && errno == EINVAL, "short: EINVAL");
 	other = sin6_of(local_ip6, 5040);
 	other.sin6_addr.s6_addr[15] = 9;
@@ -790,8 +792,8 @@ static void test_inet6(void)
 		      errno == EADDRNOTAVAIL,
 	      "another address: EADDRNOTAVAIL (%s)", strerror(errno));
 	/* IPv6-only: the AF_INET socket on 5040 is no clash */
-	CHECK(!vz_bind(a, SA(a6), sizeof(a6)), "bind [::]:5040 beside 0.0.0.0:5040: %s",
-	      strerror(errno));
+	CHECK(!vz_bind(a, SA(a6), sizeof(a6)),
+	      "bind [::]:5040 beside 0.0.0.0:5040: %s", strerror(errno));
 	CHECK(vz_sendto(b, "six", 3, 0, SA(to), sizeof(to)) == 3, "sendto: %s",
 	      strerror(errno));
 	CHECK(vz_recvfrom(a, buf, sizeof(buf), 0, SA(from), &len) == 3 &&
@@ -813,7 +815,8 @@ static void test_inet6(void)
 	CHECK(!vz_getsockname(a, SA(from), &len) && len == sizeof(from) &&
 		      ntohs(from.sin6_port) == 5040,
 	      "getsockname");
-	CHECK(!vz_connect(b, SA(to), sizeof(to)) && vz_send(b, "c", 1, 0) == 1 &&
+	CHECK(!vz_connect(b, SA(to), sizeof(to)) &&
+		      vz_send(b, "c", 1, 0) == 1 &&
 		      vz_recv(a, buf, sizeof(buf), 0) == 1,
 	      "connected send: %s", strerror(errno));
 	len = sizeof(from);
@@ -821,7 +824,8 @@ static void test_inet6(void)
 		      !memcmp(&from.sin6_addr, local_ip6, 16),
 	      "getpeername");
 	len = sizeof(v);
-	CHECK(!vz_getsockopt(a, SOL_SOCKET, SO_DOMAIN, &v, &len) && v == AF_INET6,
+	CHECK(!vz_getsockopt(a, SOL_SOCKET, SO_DOMAIN, &v, &len) &&
+		      v == AF_INET6,
 	      "SO_DOMAIN");
 	CHECK(!vz_setsockopt(a, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) &&
 		      vz_setsockopt(a, IPPROTO_IPV6, IPV6_V6ONLY, &zero,
@@ -869,7 +873,8 @@ static void test_dup(void)
 	      "dup2 over a kernel descriptor: %s", strerror(errno));
 	CHECK(!vz_close(d) && vz_is_socket(p[1]), "one copy left");
 	CHECK(!vz_close(p[1]), "last close");
-	CHECK(stats().sockets == s0.sockets + 1, "freed at the last close: %llu",
+	CHECK(stats().sockets == s0.sockets + 1,
+	      "freed at the last close: %llu",
 	      (unsigned long long)stats().sockets);
 	close(d2);
 	close(p[0]);

@@ -1417,7 +1417,7 @@ static void ll6_of(__u8 *a, int n)
 
 static void snm_of(__u8 *g, const __u8 *a)
 {
-	static const __u8 pfx[13] = { 0xff, 2, 0, 0, 0, 0, 0,
+	static const __u8 pfx[13] = { 0xff, 2, 0, 0, 0, 0,   0,
 				      0,    0, 0, 0, 1, 0xff };
 
 	memcpy(g, pfx, 13);
@@ -1431,8 +1431,7 @@ static void host6_up(struct host *h, int n)
 	host_up(h, 0);
 }
 
-static __u32 t_pseudo6(const __u8 *src, const __u8 *dst, __u8 proto,
-		       size_t len)
+static __u32 t_pseudo6(const __u8 *src, const __u8 *dst, __u8 proto, size_t len)
 {
 	__u8 p[40] = { 0 };
 
@@ -1509,8 +1508,8 @@ static const __u8 *check_ip6(const struct frame *f, __u8 nh, const __u8 *dst,
 static void test_nd_answer(void)
 {
 	__u8 us[16], peer[16], group[16], ll[16], msg[64], gmac[6];
-	static const __u8 unspec[16], all_nodes_mac[6] = { 0x33, 0x33, 0, 0, 0,
-							    1 };
+	static const __u8 unspec[16],
+		all_nodes_mac[6] = { 0x33, 0x33, 0, 0, 0, 1 };
 	struct vz_dgram_meta m = { .v6 = 1,
 				   .src_port = htons(1000),
 				   .dst_port = htons(2000) };
@@ -1590,8 +1589,8 @@ static void test_nd_bad(void)
 	snm_of(group, us);
 	memcpy(gmac + 2, group + 12, 4);
 	host6_up(&h, 1);
-#define NS_IN(hops)                                                          \
-	input(&h, frame,                                                     \
+#define NS_IN(hops)      \
+	input(&h, frame, \
 	      ip6_frame(frame, gmac, peer, group, 58, hops, msg, len), T0)
 	len = nd_msg(msg, 135, 0, us, 1, mac_of[2], peer, group);
 	NS_IN(254); /* from beyond a router */
@@ -1709,7 +1708,8 @@ static void test_nd_resolve(void)
 	memcpy(m.dst_ip6, peer, 16);
 	CHECK(vz_stack_send(a.s, &m, "both", 4, T0) == 0, "send a -> b");
 	pump(&a, &b, T0);
-	CHECK(b.nrx == 1 && b.rx[0].m.v6 && !memcmp(b.rx[0].m.src_ip6, us, 16) &&
+	CHECK(b.nrx == 1 && b.rx[0].m.v6 &&
+		      !memcmp(b.rx[0].m.src_ip6, us, 16) &&
 		      !memcmp(b.rx[0].m.dst_ip6, peer, 16) &&
 		      !b.rx[0].m.src_ip && b.rx[0].len == 4 &&
 		      !memcmp(b.rx[0].data, "both", 4),
@@ -1924,8 +1924,8 @@ static void frag6_one(struct host *h, __u32 id, size_t off, bool more,
 	put16(fr + 4, (__u16)(id >> 16));
 	put16(fr + 6, (__u16)id);
 	memcpy(fr + 8, data, len);
-	input(h, frame, ip6_frame(frame, mac_of[1], peer, us, 44, 64, fr, 8 + len),
-	      T0);
+	input(h, frame,
+	      ip6_frame(frame, mac_of[1], peer, us, 44, 64, fr, 8 + len), T0);
 }
 
 static void test_frag6(void)
@@ -1978,8 +1978,7 @@ static void test_frag6(void)
 	memcpy(m.dst_ip6, peer, 16);
 	CHECK(vz_stack_send(a.s, &m, payload, 4000, T0) == 0, "send 4000");
 	pump(&a, &b, T0);
-	CHECK(st(&a)->tx_fragments == 3 && b.nrx == 1 &&
-		      b.rx[0].len == 4000 &&
+	CHECK(st(&a)->tx_fragments == 3 && b.nrx == 1 && b.rx[0].len == 4000 &&
 		      !memcmp(b.rx[0].data, payload, 4000),
 	      "4000 bytes across in 3 fragments (%llu)",
 	      (unsigned long long)st(&a)->tx_fragments);

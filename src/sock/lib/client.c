@@ -545,8 +545,7 @@ static int check_type(int domain, int type, int protocol)
 
 int vz_socket(int domain, int type, int protocol)
 {
-	struct vz_ctl_msg req = { .type = VZ_CTL_SOCKET,
-				  .opt = (__u32)domain },
+	struct vz_ctl_msg req = { .type = VZ_CTL_SOCKET, .opt = (__u32)domain },
 			  rep;
 	struct vz_csock *s;
 	int rc, memfd = -1;
@@ -615,7 +614,8 @@ int vz_close(int fd)
 
 	libc_init();
 	if (!s && vz_epoll_forget(fd))
-		return libc.close(fd); /* an epoll set that held veloz sockets */
+		return libc.close(
+			fd); /* an epoll set that held veloz sockets */
 	if (!s)
 		return sock_get(fd) ? 0 : -1;
 	pthread_mutex_lock(&ctl_lock);

@@ -42,9 +42,9 @@
 #define VZ_EP_IN (EPOLLIN | EPOLLRDNORM)
 #define VZ_EP_OUT (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)
 /* What Linux allows beside EPOLLEXCLUSIVE (EPOLLEXCLUSIVE_OK_BITS). */
-#define VZ_EP_EXCL_OK                                                \
+#define VZ_EP_EXCL_OK                                                   \
 	(EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | \
-	 EPOLLWRBAND | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET |     \
+	 EPOLLWRBAND | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET |    \
 	 EPOLLEXCLUSIVE)
 #define VZ_EP_SMALL 16
 
@@ -83,9 +83,9 @@ static int eps_cap;
 static int eps_live; /* sets in the table: vz_is_epoll's fast answer */
 
 /* The shim shadows these: reach libc's (see client.c's libc_resolve). */
-#define VZ_EP_RESOLVE(name)                                     \
-	do {                                                    \
-		void *p = dlsym(RTLD_NEXT, #name);              \
+#define VZ_EP_RESOLVE(name)                                    \
+	do {                                                   \
+		void *p = dlsym(RTLD_NEXT, #name);             \
 		sys.name = p ? (__typeof__(sys.name))p : name; \
 	} while (0)
 
@@ -271,7 +271,8 @@ static int ctl_kernel(int epfd, int op, int fd, struct epoll_event *ev)
 	pthread_mutex_lock(&ep_lock);
 	ep = ep_find(epfd);
 	if (ep && ep->kernel >= 0)
-		ep->kernel += op == EPOLL_CTL_ADD ? 1 : (ep->kernel > 0 ? -1 : 0);
+		ep->kernel +=
+			op == EPOLL_CTL_ADD ? 1 : (ep->kernel > 0 ? -1 : 0);
 	pthread_mutex_unlock(&ep_lock);
 	return rc;
 }
@@ -510,7 +511,8 @@ static int sleep_on(struct vz_ep *ep, struct epoll_event *out, int max, int ms)
 		if (e->slot < 0)
 			continue;
 		vz_client_set_waiting(e->s, poll_events(e->events), 0);
-		if ((size_t)e->slot < m && p[e->slot].fd == vz_client_efd(e->s) &&
+		if ((size_t)e->slot < m &&
+		    p[e->slot].fd == vz_client_efd(e->s) &&
 		    (p[e->slot].revents & POLLIN))
 			vz_client_drain(p[e->slot].fd);
 		e->slot = -1;

@@ -737,10 +737,10 @@ static unsigned int drain_one(struct vz_sock_server *srv, struct vz_ssock *s,
 
 		if (!rc)
 			break;
-		if (rc < 0 || rec.len > VZ_STACK_MAX_UDP + (rec.flags &
-							     VZ_RING_F_V6
-						     ? VZ_RING_ADDR6
-						     : 0)) {
+		if (rc < 0 ||
+		    rec.len > VZ_STACK_MAX_UDP + (rec.flags & VZ_RING_F_V6
+							  ? VZ_RING_ADDR6
+							  : 0)) {
 			sock_corrupt(srv, s);
 			break;
 		}

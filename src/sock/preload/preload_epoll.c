@@ -107,18 +107,17 @@ int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 		return vz_ep_libc.epoll_pwait2(epfd, events, maxevents, ts,
 					       mask);
 	}
-	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 ||
-		   ts->tv_nsec >= 1000000000)) {
+	if (ts &&
+	    (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)) {
 		errno = EINVAL;
 		return -1;
 	}
 	ms = !ts ? -1
 		 : (long long)ts->tv_sec * 1000 +
-			   (ts->tv_nsec + 999999) / 1000000;
+			     (ts->tv_nsec + 999999) / 1000000;
 	if (ms > INT_MAX)
 		ms = INT_MAX;
-	return VZ_CALL(
-		vz_epoll_pwait(epfd, events, maxevents, (int)ms, mask));
+	return VZ_CALL(vz_epoll_pwait(epfd, events, maxevents, (int)ms, mask));
 }
 
 int dup(int fd)

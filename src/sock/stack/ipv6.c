@@ -17,7 +17,7 @@
 #include "sock/stack/priv.h"
 
 static const __u8 all_nodes[16] = { 0xff, 2, 0, 0, 0, 0, 0, 0,
-				    0,    0, 0, 0, 0, 0, 0, 1 };
+				    0,	  0, 0, 0, 0, 0, 0, 1 };
 static const __u8 loopback[16] = { [15] = 1 };
 
 bool vz_ip6_ours(const struct vz_stack *s, const __u8 *ip)
@@ -47,8 +47,8 @@ static bool our_group(const struct vz_stack *s, const __u8 *dst)
 	return !memcmp(dst, g, 16);
 }
 
-static void l4_input6(struct vz_stack *s, const struct vz_ip_pkt *p,
-		      __u8 proto, __u8 hops, __u64 now_ns)
+static void l4_input6(struct vz_stack *s, const struct vz_ip_pkt *p, __u8 proto,
+		      __u8 hops, __u64 now_ns)
 {
 	if (proto == VZ_IPPROTO_UDP)
 		vz_udp_input(s, p, now_ns);
@@ -86,7 +86,8 @@ static void frag_input(struct vz_stack *s, struct vz_ip_pkt *p, size_t plen,
 		return;
 	}
 	if (vz_reasm_input6(s, p->iph, fh, fh + VZ_IP6_FRAG_HLEN,
-			    plen - VZ_IP6_FRAG_HLEN, now_ns, &whole, &wlen) <= 0)
+			    plen - VZ_IP6_FRAG_HLEN, now_ns, &whole,
+			    &wlen) <= 0)
 		return; /* held or refused, and counted */
 	p->iph = whole;
 	p->src6 = whole + 8;
@@ -119,7 +120,8 @@ void vz_ip6_input(struct vz_stack *s, const __u8 *frame, size_t len,
 	dst = ip + 24;
 	nh = ip[6];
 	mcast = vz_ip6_is_multicast(dst);
-	if (!s->has6 || (!vz_ip6_ours(s, dst) && !(mcast && our_group(s, dst)))) {
+	if (!s->has6 ||
+	    (!vz_ip6_ours(s, dst) && !(mcast && our_group(s, dst)))) {
 		s->st.rx_not_for_us++;
 		return;
 	}
@@ -184,8 +186,9 @@ int vz_ip6_output(struct vz_stack *s, const __u8 *dst_mac, __u8 proto,
 	if (VZ_IP6_HLEN + total <= s->cfg.mtu) {
 		ip6_header(ip, total, proto, hops, src, dst);
 		vz_copy_range(ip + VZ_IP6_HLEN, hdr, hlen, body, 0, total);
-		return vz_stack_tx(s, VZ_ETH_HLEN + VZ_IP6_HLEN + total) ? -EAGAIN
-									: 0;
+		return vz_stack_tx(s, VZ_ETH_HLEN + VZ_IP6_HLEN + total)
+			       ? -EAGAIN
+			       : 0;
 	}
 	id = htonl(++s->frag6_id);
 	do {

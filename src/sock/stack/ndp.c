@@ -27,7 +27,7 @@
 #define ND_MSG_LEN 32 /* ours: the fixed part and one address option */
 
 static const __u8 all_nodes[16] = { 0xff, 2, 0, 0, 0, 0, 0, 0,
-				    0,    0, 0, 0, 0, 0, 0, 1 };
+				    0,	  0, 0, 0, 0, 0, 0, 1 };
 
 /*
  * Walk the options: 0 when every one is well-formed, -1 when one is not

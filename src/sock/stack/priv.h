@@ -323,8 +323,14 @@ static inline void vz_copy_range(__u8 *to, const __u8 *hdr, size_t hlen,
 static inline __u64 vz_sum_pseudo6(const __u8 *src, const __u8 *dst, __u8 proto,
 				   __u32 len)
 {
-	__u8 tail[8] = { (__u8)(len >> 24), (__u8)(len >> 16), (__u8)(len >> 8),
-			 (__u8)len, 0, 0, 0, proto };
+	__u8 tail[8] = { (__u8)(len >> 24),
+			 (__u8)(len >> 16),
+			 (__u8)(len >> 8),
+			 (__u8)len,
+			 0,
+			 0,
+			 0,
+			 proto };
 
 	return vz_sum(vz_sum(vz_sum(0, src, 16), dst, 16), tail, 8);
 }
@@ -356,7 +362,9 @@ static inline void vz_ip4_mapped(__u8 *out, __be32 ip)
 
 static inline bool vz_ip6_is_mapped(const __u8 *a)
 {
-	static const __u8 pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const __u8 pfx[12] = {
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
+	};
 
 	return !memcmp(a, pfx, 12);
 }
@@ -364,8 +372,8 @@ static inline bool vz_ip6_is_mapped(const __u8 *a)
 /* The solicited-node group of ip (RFC 4291 2.7.1) and its MAC. */
 static inline void vz_ip6_snm(__u8 *out, const __u8 *ip)
 {
-	static const __u8 pfx[13] = { 0xff, 2, 0, 0, 0, 0, 0, 0,
-				      0,    0, 0, 1, 0xff };
+	static const __u8 pfx[13] = { 0xff, 2, 0, 0, 0, 0,   0,
+				      0,    0, 0, 0, 1, 0xff };
 
 	memcpy(out, pfx, 13);
 	memcpy(out + 13, ip + 13, 3);

@@ -294,8 +294,8 @@ static __u8 *reasm_build(const struct vz_reasm *r, size_t *len)
  * (malloc'd, header and all; the caller counts its outcome). 0: held. -1:
  * refused. Both counted here. `limit`: how far the payload may reach.
  */
-static int reasm_input(struct vz_stack *s, const struct reasm_key *k,
-		       __u32 off, bool more, const __u8 *hdr, size_t hlen,
+static int reasm_input(struct vz_stack *s, const struct reasm_key *k, __u32 off,
+		       bool more, const __u8 *hdr, size_t hlen,
 		       const __u8 *payload, size_t plen, size_t limit,
 		       __u64 now_ns, __u8 **out, size_t *outlen)
 {
@@ -361,10 +361,9 @@ int vz_reasm_input6(struct vz_stack *s, const __u8 *ip6, const __u8 *fh,
 		    size_t *outlen)
 {
 	__u16 frag = vz_get16(fh + 2);
-	struct reasm_key k = { .v6 = true,
-			       .proto = fh[0],
-			       .src6 = ip6 + 8,
-			       .dst6 = ip6 + 24 };
+	struct reasm_key k = {
+		.v6 = true, .proto = fh[0], .src6 = ip6 + 8, .dst6 = ip6 + 24
+	};
 
 	memcpy(&k.id6, fh + 4, 4);
 	/* IPv6's payload length field bounds the whole's payload. */

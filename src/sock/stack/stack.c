@@ -125,8 +125,8 @@ static int check_config6(struct vz_stack *s, char *err, size_t errlen)
 		return bad_config(err, errlen, "mtu %u: IPv6 needs at least %d",
 				  c->mtu, VZ_IP6_MTU_MIN);
 	for (i = 0; i < 16; i++) {
-		unsigned int bits = c->prefix6_len > i * 8 ? c->prefix6_len - i * 8
-							   : 0;
+		unsigned int bits =
+			c->prefix6_len > i * 8 ? c->prefix6_len - i * 8 : 0;
 
 		s->mask6[i] = bits >= 8 ? 0xff : (__u8)(0xff00 >> bits);
 	}

@@ -656,8 +656,7 @@ int main(int argc, char **argv)
 	u.port = vz_udpd_port_open(&pcfg);
 	if (!u.port)
 		goto out;
-	if (o.stack.prefix6_len &&
-	    vz_udpd_steer6(o.ifname, o.stack.ip6))
+	if (o.stack.prefix6_len && vz_udpd_steer6(o.ifname, o.stack.ip6))
 		goto out;
 	print_ready(&o, &u);
 	rc = run(&o, &u) ? 1 : 0;

@@ -56,8 +56,7 @@ static __always_inline int ours6(const struct ipv6hdr *ip,
 		return 0;
 	if (d[0] == u[0] && d[1] == u[1] && d[2] == u[2] && d[3] == u[3])
 		return 1;
-	return d[0] == bpf_htonl(0xff020000) && !d[1] &&
-	       d[2] == bpf_htonl(1) &&
+	return d[0] == bpf_htonl(0xff020000) && !d[1] && d[2] == bpf_htonl(1) &&
 	       d[3] == (bpf_htonl(0xff000000) | (u[3] & bpf_htonl(0xffffff)));
 }
 
