@@ -740,6 +740,31 @@ static void test_epoll(void)
 	test_epoll_levels(ep, a, b, p);
 	test_epoll_errors(ep, a, p);
 	test_epoll_edges(ep, a, b);
+	/* An error is reported whether asked for or not, as Linux's
+	 * EPOLLERR, until SO_ERROR takes it. */
+	{
+		struct sockaddr_in far = sin_of(htonl(0xc0000201), 53);
+		struct vz_sock_server_stats s0 = stats();
+		struct epoll_event none = { .events = 0, .data.u64 = 0xe },
+				   got[2];
+		int c = udp(), err = 0;
+		socklen_t len = sizeof(err);
+
+		CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_ADD, c, &none), "ADD c");
+		CHECK(vz_epoll_wait(ep, got, 2, 0) == 0, "no error yet");
+		CHECK(vz_sendto(c, "x", 1, 0, SA(far), sizeof(far)) == 1,
+		      "queued");
+		CHECK(!WAIT_STAT(tx_errors, s0.tx_errors + 1), "refused");
+		CHECK(vz_epoll_wait(ep, got, 2, 2000) == 1 &&
+			      got[0].events == EPOLLERR &&
+			      got[0].data.u64 == 0xe,
+		      "EPOLLERR, not asked for");
+		CHECK(!vz_getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len) &&
+			      err == ENETUNREACH &&
+			      vz_epoll_wait(ep, got, 2, 0) == 0,
+		      "gone once taken");
+		vz_close(c);
+	}
 	/* A closed socket leaves every set (its last descriptor). */
 	CHECK(!vz_close(a), "close");
 	CHECK(vz_epoll_wait(ep, ev, 2, 0) == 0, "the closed member is gone");
