@@ -359,25 +359,33 @@ def udp6_csum_errors(netns: str) -> int:
     return int(dict(ln.split() for ln in text.splitlines())["Udp6InCsumErrors"])
 
 
-def test_ipv6_echo_through_the_shim(udpd):
-    # The same unmodified echo loop as over IPv4, on an AF_INET6 socket:
-    # whole datagrams and fragments both ways, checksums the kernel accepts.
+def start_shim_echo6(port: int) -> subprocess.Popen:
+    """An unmodified AF_INET6 echo loop under the shim, on udpd's IPv6."""
     shim = paths.build_dir() / "src/sock/preload/libveloz-preload.so"
     server = (
         "import socket\n"
         "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
-        f"s.bind(('{UDPD_IP6}', 7005))\n"
+        f"s.bind(('{UDPD_IP6}', {port}))\n"
         "print('ready', flush=True)\n"
         "while True:\n"
         "    d, p = s.recvfrom(65535)\n"
         "    s.sendto(d, p)\n"
     )  # fmt: skip
-    errors = udp6_csum_errors("vz-gen")
     proc = subprocess.Popen(in_netns("vz-dut", [sys.executable, "-c", server]),
                             env={**env(), "LD_PRELOAD": str(shim), "VZ_PRELOAD_STRICT": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    if proc.stdout.readline().strip() != "ready":
+        stop(proc)
+        pytest.fail(f"the IPv6 echo server did not start: {proc.stderr.read()}")
+    return proc
+
+
+def test_ipv6_echo_through_the_shim(udpd):
+    # The same unmodified echo loop as over IPv4, on an AF_INET6 socket:
+    # whole datagrams and fragments both ways, checksums the kernel accepts.
+    errors = udp6_csum_errors("vz-gen")
+    proc = start_shim_echo6(7005)
     try:
-        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
         got = echo_from_gen(7005, [18, 64, 512, 1452, 3000, 9000] * 5, UDPD_IP6)
     finally:
         stop(proc)
@@ -441,3 +449,51 @@ def test_hostile_input_counted_and_dropped_while_serving(udpd):
     # the oldest make room, so the echo's own fragments above got through
     assert s["frag_evicted"] >= 1000
     assert s["udp_no_port"] >= 1000 and s["icmp_unreach_out"] <= 200
+
+
+HOSTILE6 = """
+from scapy.all import (IPv6, UDP, Ether, Raw, ICMPv6ND_NS, ICMPv6NDOptSrcLLAddr,
+                       IPv6ExtHdrFragment, conf, sendp)
+conf.verb = 0
+us, dst, mac = "fd00:198:18::1", "{dst}", "{mac}"
+snm = "ff02::1:ff" + dst.split(":")[-1].zfill(6)[-6:-4] + ":" + dst.split(":")[-1].zfill(4)[-4:]
+group = Ether(dst="33:33:ff:00:00:03")
+lla = ICMPv6NDOptSrcLLAddr(lladdr="02:00:c6:12:00:01")
+frames = [group / IPv6(src=us, dst=snm, hlim=254) / ICMPv6ND_NS(tgt=dst) / lla] * 20
+frames += [group / IPv6(src=us, dst=snm, hlim=255) / ICMPv6ND_NS(tgt=dst)
+           / Raw(bytes([1, 2]) + bytes(6))] * 20  # claims 16 bytes, 8 there
+frames += [group / IPv6(src=us, dst=snm, hlim=255) / ICMPv6ND_NS(tgt=dst)
+           / Raw(bytes([1, 0]) + bytes(6))] * 20  # an option of length 0
+frames += [group / IPv6(src=us, dst=snm, hlim=255) / ICMPv6ND_NS(tgt=dst, cksum=0x1234)
+           / lla] * 20
+unicast = Ether(dst=mac) / IPv6(src=us, dst=dst)
+frames += [unicast / UDP(sport=9, dport=7006, chksum=0) / Raw(b"x" * 32)] * 50
+frames += [unicast / IPv6ExtHdrFragment(id=77, m=1, offset=0, nh=17) / Raw(b"a" * 64),
+           unicast / IPv6ExtHdrFragment(id=77, m=1, offset=4, nh=17) / Raw(b"b" * 64),
+           unicast / IPv6ExtHdrFragment(id=77, m=0, offset=16, nh=17) / Raw(b"c" * 16)]
+frames += [unicast / IPv6ExtHdrFragment(id=1000 + i, m=1, nh=17) / Raw(b"f" * 1000)
+           for i in range(2000)]
+frames += [unicast / UDP(sport=9, dport=9999) / Raw(b"z" * 18)] * 1000
+sendp(frames, iface="gen-dut")
+"""
+
+
+def test_ipv6_hostile_input_counted_and_dropped_while_serving(udpd):
+    mac = subprocess.run(in_netns("vz-dut", ["cat", "/sys/class/net/dut-gen/address"]),
+                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    echo = start_shim_echo6(7006)
+    try:
+        script = HOSTILE6.replace("{dst}", UDPD_IP6).replace("{mac}", mac)
+        subprocess.run(in_netns("vz-gen", [sys.executable, "-c", script]), check=True,
+                       timeout=120)  # fmt: skip
+        got = echo_from_gen(7006, [64, 3000] * 10, UDPD_IP6)
+    finally:
+        stop(echo)
+    assert got == {"ok": 20, "bad": 0, "lost": 0}
+    st = udpd.stop()
+    s, s6 = st["stack"], st["stack6"]
+    assert s6["nd_bad"] >= 60, s6  # hop limit, truncated and empty options
+    assert s6["icmp6_bad"] >= 20, s6  # the checksum
+    assert s["udp_bad_csum"] >= 50  # IPv6 UDP without a checksum
+    assert s["frag_overlap"] >= 1 and s["frag_evicted"] >= 1000
+    assert s["udp_no_port"] >= 1000 and s6["icmp6_unreach_out"] <= 200
