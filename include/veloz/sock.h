@@ -21,6 +21,8 @@
 
 #include <poll.h>
 #include <stddef.h>
+#include <signal.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -60,6 +62,8 @@ ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
 		    struct sockaddr *from, socklen_t *fromlen);
 ssize_t vz_send(int fd, const void *buf, size_t len, int flags);
 ssize_t vz_recv(int fd, void *buf, size_t len, int flags);
+/* Closes a descriptor: the socket itself goes with its last one (see
+ * vz_dup). Also closes an epoll descriptor from vz_epoll_create1. */
 int vz_close(int fd);
 /*
  * The message calls, with Linux's semantics: msg_control must be empty
@@ -75,6 +79,12 @@ ssize_t vz_recvmsg(int fd, struct msghdr *msg, int flags);
 int vz_sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags);
 int vz_recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
 		struct timespec *timeout);
+/* Descriptor copies (F_DUPFD and F_DUPFD_CLOEXEC of vz_fcntl too): the new
+ * descriptor names the same socket. vz_dup2/vz_dup3 take any descriptors;
+ * a veloz socket that newfd named loses that descriptor. */
+int vz_dup(int fd);
+int vz_dup2(int oldfd, int newfd);
+int vz_dup3(int oldfd, int newfd, int flags);
 int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
 int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
 /* SOL_SOCKET: SO_RCVBUF, SO_SNDBUF, SO_REUSEADDR, SO_REUSEPORT,
@@ -90,8 +100,28 @@ int vz_fcntl(int fd, int cmd, int arg);
 int vz_poll(struct pollfd *fds, nfds_t n, int timeout_ms);
 int vz_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 	      struct timeval *timeout);
+/*
+ * epoll over veloz and kernel descriptors together, with Linux's
+ * semantics: level- and edge-triggered (EPOLLET: reported again only after
+ * a datagram arrives, room is made, or an error is set), EPOLLONESHOT,
+ * EPOLLERR always; Linux's errnos for misuse. The set is a kernel epoll
+ * holding the kernel descriptors; the veloz ones are kept beside it and
+ * checked from their rings, so an epoll set holding veloz sockets and
+ * nested in another epoll set wakes that one only for its kernel members.
+ * Close it with vz_close().
+ */
+int vz_epoll_create1(int flags);
+int vz_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+int vz_epoll_wait(int epfd, struct epoll_event *events, int maxevents,
+		  int timeout_ms);
+/* The mask is swapped around the wait, not atomically with it. */
+int vz_epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
+		   int timeout_ms, const sigset_t *mask);
 /* True when fd is a veloz descriptor (the LD_PRELOAD shim's question). */
 int vz_is_socket(int fd);
+/* True when fd is an epoll set this library keeps veloz members for (or
+ * made): close it with vz_close (the shim's question). */
+int vz_is_epoll(int fd);
 
 #ifdef __cplusplus
 }

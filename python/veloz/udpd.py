@@ -24,8 +24,9 @@ DEFAULT_SOCKET = "/run/veloz/udpd/udpd.sock"  # include/veloz/sock.h
 
 DESCRIPTION = """\
 Run the UDP/IP stack's poller on one interface. It takes an IPv4 address of
-its own beside the kernel's: a small XDP program hands it the frames for that
-address (ARP, ICMP echo, UDP), and everything else stays with the kernel.
+its own beside the kernel's, and optionally an IPv6 one: a small XDP program
+hands it the frames for those addresses (ARP, NDP, ICMP and ICMPv6 echo,
+UDP), and everything else stays with the kernel.
 Applications link libveloz-sock (or run under LD_PRELOAD=libveloz-preload.so)
 and connect to its control socket.
 
@@ -36,6 +37,8 @@ Config (TOML; INI: the same keys under [udpd], neighbours as
   ipv4 = "198.18.0.3/24"           # required: the stack's address and prefix
   mac = "02:00:00:00:00:03"        # default: the interface's
   gateway = "198.18.0.254"         # for off-link destinations
+  ipv6 = "fd00:198:18::3/64"       # the stack's IPv6 address and prefix
+  gateway6 = "fe80::1"             # an IPv6 router (link-local or on-link)
   mtu = 1500                       # 576..9000
   socket = "/run/veloz/udpd/udpd.sock"
   group = "veloz"                  # may connect besides root
@@ -71,7 +74,7 @@ _INTS = {
     "reasm_max_bytes": ("--reasm-max-bytes", 65536, 1 << 30),
 }
 _BOOLS = {"skb_mode": "--skb-mode", "copy": "--copy"}
-_STRS = {"interface", "ipv4", "mac", "gateway", "socket", "group"}
+_STRS = {"interface", "ipv4", "mac", "gateway", "socket", "group", "ipv6", "gateway6"}
 KEYS = set(_INTS) | set(_BOOLS) | _STRS | {"neighbour"}
 
 
@@ -150,11 +153,47 @@ def _mac(key: str, text: Any, path: str) -> str:
     return text.lower()
 
 
+def _unicast6(key: str, text: Any, path: str) -> ipaddress.IPv6Address:
+    try:
+        addr = ipaddress.IPv6Address(str(text))
+    except ValueError:
+        raise VelozError(f"{path}: {key}: not an IPv6 address: {text!r}", code=2) from None
+    if addr.is_multicast or addr.is_loopback or addr.is_unspecified or addr.ipv4_mapped:
+        raise VelozError(f"{path}: {key}: {addr} is not a unicast address", code=2)
+    return addr
+
+
+def _ipv6_argv(cfg: dict[str, Any], path: str) -> list[str]:
+    """--ip6 and --gateway6 for the ipv6 and gateway6 keys."""
+    if "ipv6" not in cfg:
+        if "gateway6" in cfg:
+            raise VelozError(f"{path}: gateway6 needs ipv6", code=2)
+        return []
+    try:
+        iface = ipaddress.IPv6Interface(cfg["ipv6"])
+    except ValueError:
+        raise VelozError(f"{path}: ipv6: expected an address and prefix, as "
+                         f"fd00:198:18::3/64: {cfg['ipv6']!r}", code=2) from None  # fmt: skip
+    if "/" not in cfg["ipv6"]:
+        raise VelozError(f"{path}: ipv6: give the prefix length too, as {iface.ip}/64", code=2)
+    _unicast6("ipv6", iface.ip, path)
+    if iface.ip.is_link_local:
+        raise VelozError(f"{path}: ipv6: {iface.ip} is link-local; the stack makes its own "
+                         "from the MAC", code=2)  # fmt: skip
+    if cfg.get("mtu", 1500) < 1280:
+        raise VelozError(f"{path}: mtu: IPv6 needs at least 1280", code=2)
+    argv = ["--ip6", str(iface)]
+    if "gateway6" in cfg:
+        gw = _unicast6("gateway6", cfg["gateway6"], path)
+        if not gw.is_link_local and gw not in iface.network:
+            raise VelozError(f"{path}: gateway6 {gw} is neither link-local nor on "
+                             f"{iface.network}", code=2)  # fmt: skip
+        argv += ["--gateway6", str(gw)]
+    return argv
+
+
 def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
     """vz-udpd's arguments for a config, every value checked first."""
-    if "ipv6" in cfg:
-        raise VelozError(f"{path}: ipv6: the stack speaks IPv4 only so far (IPv6 with NDP "
-                         "is not built yet); leave the key out", code=2)  # fmt: skip
     unknown = sorted(set(cfg) - KEYS)
     if unknown:
         raise VelozError(f"{path}: unknown key {unknown[0]!r} (see `veloz udpd --help`)", code=2)
@@ -184,6 +223,9 @@ def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
         raise VelozError(f"{path}: ipv4: {iface.ip} is the network or broadcast address of "
                          f"{net}", code=2)  # fmt: skip
     argv += ["--ip", str(iface)]
+    if "mtu" in cfg and (not isinstance(cfg["mtu"], int) or isinstance(cfg["mtu"], bool)):
+        raise VelozError(f"{path}: mtu must be a whole number in 576..9000", code=2)
+    argv += _ipv6_argv(cfg, path)
     if "mac" in cfg:
         argv += ["--mac", _mac("mac", cfg["mac"], path)]
     if "gateway" in cfg:

@@ -161,9 +161,8 @@ static void *worker_main(void *arg)
 		}
 		if (last)
 			break;
-		if (run->stop ||
-		    nw->id <
-			    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE)) {
+		if (run->stop || nw->id < __atomic_load_n(&nw->ds->active,
+							  __ATOMIC_ACQUIRE)) {
 			/* Active: poll, but let a CPU shared with others go. */
 			if (++idle % IDLE_SPINS == 0)
 				sched_yield();

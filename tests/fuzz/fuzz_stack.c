@@ -4,17 +4,18 @@
  * records made of the input's bytes, with the clock advancing:
  *
  *   0 len16 bytes...          a received frame; 4 instead of 0: with its
- *                             IPv4, UDP and ICMP checksums made right
- *                             first, so mutations reach past them
- *   1 dst port16 len16 bytes  vz_stack_send (dst: a byte picking an address;
- *                             a length past the input sends a pattern)
+ *                             IPv4, UDP, ICMP and ICMPv6 checksums made
+ *                             right first, so mutations reach past them
+ *   1 dst port16 len16 bytes  vz_stack_send (dst: a byte picking an address,
+ *                             IPv6 with its top bit set; a length past the
+ *                             input sends a pattern)
  *   2 ms                      the clock moves on, vz_stack_tick
  *   3                         the port fills up (tx fails) or drains
  *
  * It must not crash or leak, every frame must end in one outcome, what it
- * sends must be well-formed (IPv4 checksum, MTU), what it delivers must be
- * for us, and the reassembly memory must stay under its bound. Any breach
- * aborts. Seeds: tests/fuzz/stack_seeds.py.
+ * sends must be well-formed (IPv4 checksum, IPv6 length, MTU), what it
+ * delivers must be for us, and the reassembly memory must stay under its bound.
+ * Any breach aborts. Seeds: tests/fuzz/stack_seeds.py.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -25,12 +26,16 @@
 
 #include "sock/stack/stack.h"
 
-#define MTU 576
+#define MTU 1280 /* IPv6's least: fragments still come easily */
 #define REASM_MAX_BYTES 32768
 
 int LLVMFuzzerTestOneInput(const __u8 *data, size_t size);
 
 static const __u8 our_mac[6] = { 0x02, 0, 0, 0, 0, 0x01 };
+/* fd00::1/64, and the link-local address our MAC makes */
+static const __u8 our_ip6[16] = { 0xfd, [15] = 1 };
+static const __u8 our_ll6[16] = { 0xfe,
+				  0x80, [11] = 0xff, [12] = 0xfe, [15] = 1 };
 static __u8 pattern[VZ_STACK_MAX_UDP + 1], fixed[65536];
 
 struct ctx {
@@ -67,6 +72,30 @@ static void put_csum(__u8 *at, __u16 v)
 	at[1] = (__u8)v;
 }
 
+/* IPv6: the L4 checksum of a whole (unfragmented) UDP or ICMPv6 packet. */
+static void fix_checksums6(__u8 *ip, size_t avail)
+{
+	size_t plen = get16(ip + 4), i;
+	__u8 *l4 = ip + 40;
+	__u32 pseudo = 0;
+
+	if (avail < 40 || 40 + plen > avail)
+		return;
+	for (i = 8; i < 40; i += 2)
+		pseudo += get16(ip + i);
+	pseudo += ip[6] + (__u32)plen;
+	if (ip[6] == 58 && plen >= 4) {
+		put_csum(l4 + 2, 0);
+		put_csum(l4 + 2, csum(pseudo, l4, plen));
+	} else if (ip[6] == 17 && plen >= 8 && get16(l4 + 4) >= 8 &&
+		   get16(l4 + 4) <= plen) {
+		plen = get16(l4 + 4);
+		pseudo = pseudo - get16(ip + 4) + (__u32)plen;
+		put_csum(l4 + 6, 0);
+		put_csum(l4 + 6, csum(pseudo, l4, plen));
+	}
+}
+
 /* Make a frame's checksums right, as far as its lengths allow. */
 static void fix_checksums(__u8 *f, size_t len)
 {
@@ -74,6 +103,10 @@ static void fix_checksums(__u8 *f, size_t len)
 	size_t hlen, tot, l4len;
 	__u32 pseudo;
 
+	if (len >= 54 && get16(f + 12) == 0x86dd && (ip[0] >> 4) == 6) {
+		fix_checksums6(ip, len - 14);
+		return;
+	}
 	if (len < 34 || get16(f + 12) != 0x0800 || (ip[0] >> 4) != 4)
 		return;
 	hlen = (size_t)(ip[0] & 0xf) * 4;
@@ -112,8 +145,12 @@ static int cb_tx(void *opaque, const void *frame, size_t len)
 		if (f[14] != 0x45 || get16(f + 16) > MTU ||
 		    get16(f + 16) + 14u > len || vz_ipv4_csum(hdr))
 			fail("a bad IPv4 header sent");
+	} else if (get16(f + 12) == 0x86dd) {
+		if (len < 54 || (f[14] >> 4) != 6 || 40 + get16(f + 18) > MTU ||
+		    54u + get16(f + 18) > len)
+			fail("a bad IPv6 header sent");
 	} else if (get16(f + 12) != 0x0806) {
-		fail("neither IPv4 nor ARP sent");
+		fail("neither IPv4, IPv6 nor ARP sent");
 	}
 	return c->tx_full ? -1 : 0;
 }
@@ -122,8 +159,10 @@ static int cb_deliver(void *opaque, const struct vz_dgram_meta *m,
 		      const void *payload, size_t len)
 {
 	(void)opaque;
-	if (m->dst_ip != htonl(0x0a000001) || len > VZ_STACK_MAX_UDP ||
-	    (len && !payload))
+	if ((m->v6 ? memcmp(m->dst_ip6, our_ip6, 16) &&
+			     memcmp(m->dst_ip6, our_ll6, 16)
+		   : m->dst_ip != htonl(0x0a000001)) ||
+	    len > VZ_STACK_MAX_UDP || (len && !payload))
 		fail("a datagram not for us delivered");
 	return ntohs(m->dst_port) & 1 ? -1 : 0; /* odd ports: closed */
 }
@@ -146,6 +185,11 @@ static struct vz_stack *stack_up(struct ctx *c)
 	cfg.reasm_timeout_ms = 100;
 	cfg.reasm_max_bytes = REASM_MAX_BYTES;
 	cfg.reasm_max_datagrams = 8;
+	memcpy(cfg.ip6, our_ip6, 16);
+	cfg.prefix6_len = 64;
+	cfg.gateway6[0] = 0xfe;
+	cfg.gateway6[1] = 0x80;
+	cfg.gateway6[15] = 0xfe;
 	cfg.nneigh = 1;
 	cfg.neigh[0].ip4 = htonl(0x0a000002);
 	memcpy(cfg.neigh[0].mac, "\x02\x00\x00\x00\x00\x02", 6);
@@ -169,6 +213,32 @@ static __be32 pick_dst(__u8 sel)
 	return htonl(0x0a000000 | sel); /* elsewhere on-link */
 }
 
+/* fd00::2, ::3, ::4 on-link, a peer's link-local address, an off-link
+ * one (through the gateway), the unspecified, all-nodes, ours, loopback,
+ * IPv4-mapped; else fd00::sel. */
+static void pick_dst6(__u8 sel, __u8 *ip)
+{
+	static const __u8 dst[][16] = {
+		{ 0xfd, [15] = 2 },
+		{ 0xfd, [15] = 3 },
+		{ 0xfd, [15] = 4 },
+		{ 0xfe, 0x80, [15] = 2 },
+		{ 0x20, 0x01, 0x0d, 0xb8, [15] = 1 },
+		{ 0 },
+		{ 0xff, 2, [15] = 1 },
+		{ 0xfd, [15] = 1 },
+		{ [15] = 1 },
+		{ [10] = 0xff, [11] = 0xff, 10, 0, 0, 2 },
+	};
+
+	if (sel < sizeof(dst) / sizeof(dst[0])) {
+		memcpy(ip, dst[sel], 16);
+		return;
+	}
+	memcpy(ip, dst[0], 16);
+	ip[15] = sel;
+}
+
 static void do_send(struct vz_stack *s, const __u8 **p, const __u8 *end,
 		    __u64 now)
 {
@@ -180,7 +250,11 @@ static void do_send(struct vz_stack *s, const __u8 **p, const __u8 *end,
 		*p = end;
 		return;
 	}
-	m.dst_ip = pick_dst((*p)[0]);
+	m.v6 = (*p)[0] >> 7;
+	if (m.v6)
+		pick_dst6((*p)[0] & 0x7f, m.dst_ip6);
+	else
+		m.dst_ip = pick_dst((*p)[0]);
 	memcpy(&m.dst_port, *p + 1, 2);
 	m.src_port = htons(4242);
 	len = get16(*p + 3);

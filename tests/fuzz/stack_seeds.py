@@ -1,6 +1,7 @@
 """Seeds for fuzz-stack (tests/fuzz/fuzz_stack.c): records of frames, sends
 and ticks that reach each part of the engine (ARP, ICMP echo, UDP, two
-fragments), built with the standard library only."""
+fragments; NDP, ICMPv6 echo, UDP and fragments over IPv6, malformed NDP),
+built with the standard library only."""
 
 from __future__ import annotations
 
@@ -54,6 +55,46 @@ def echo(ident: int, seq: int, data: bytes) -> bytes:
     return hdr[:2] + struct.pack("!H", csum(hdr + data)) + hdr[4:] + data
 
 
+US6 = bytes.fromhex("fd000000000000000000000000000001")
+PEER6 = bytes.fromhex("fd000000000000000000000000000002")
+US_SNM = bytes.fromhex("ff0200000000000000000001ff000001")
+PEER_SNM = bytes.fromhex("ff0200000000000000000001ff000002")
+UNSPEC = bytes(16)
+
+
+def mcast_mac(group: bytes) -> bytes:
+    return b"\x33\x33" + group[12:]
+
+
+def ipv6(nh: int, payload: bytes, src: bytes = PEER6, dst: bytes = US6, hops: int = 64) -> bytes:
+    return struct.pack("!IHBB", 0x60000000, len(payload), nh, hops) + src + dst + payload
+
+
+def csum6(src: bytes, dst: bytes, nh: int, msg: bytes) -> int:
+    return csum(src + dst + struct.pack("!IxxxB", len(msg), nh) + msg)
+
+
+def icmp6(kind: int, body: bytes, src: bytes = PEER6, dst: bytes = US6) -> bytes:
+    msg = struct.pack("!BBH", kind, 0, 0) + body
+    return msg[:2] + struct.pack("!H", csum6(src, dst, 58, msg)) + msg[4:]
+
+
+def udp6(sport: int, dport: int, data: bytes) -> bytes:
+    hdr = struct.pack("!HHHH", sport, dport, 8 + len(data), 0)
+    check = csum6(PEER6, US6, 17, hdr + data) or 0xFFFF
+    return hdr[:6] + struct.pack("!H", check) + data
+
+
+def nd(kind: int, target: bytes, opt: int, flags: int = 0) -> bytes:
+    """NS (135) or NA (136) body: flags, target, a link-layer option (0: none)."""
+    body = struct.pack("!I", flags << 24) + target
+    return body + (bytes([opt, 1]) + PEER_MAC if opt else b"")
+
+
+def frag6(nh: int, ident: int, off: int, more: bool, piece: bytes) -> bytes:
+    return struct.pack("!BBHI", nh, 0, off | int(more), ident) + piece
+
+
 def frame_rec(frame: bytes, fix: bool = True) -> bytes:
     """A frame record; fix: the harness makes its checksums right first."""
     return (b"\x04" if fix else b"\x00") + struct.pack("!H", len(frame)) + frame
@@ -88,6 +129,33 @@ def seeds() -> list[bytes]:
         frame_rec(frag1) + tick_rec(200) + tick_rec(200),
         frame_rec(ping, fix=False) + frame_rec(frag2, fix=False),
         b"\x03" + frame_rec(ping) + b"\x03" + send_rec(0, 8, b"x"),
+    ] + seeds6()
+
+
+def seeds6() -> list[bytes]:
+    to_us = (US_MAC, PEER_MAC)
+    ns = icmp6(135, nd(135, US6, 1), dst=US_SNM)
+    solicit = eth(mcast_mac(US_SNM), PEER_MAC, 0x86DD, ipv6(58, ns, dst=US_SNM, hops=255))
+    dad = icmp6(135, nd(135, US6, 0), src=UNSPEC, dst=US_SNM)
+    probe = eth(mcast_mac(US_SNM), PEER_MAC, 0x86DD, ipv6(58, dad, UNSPEC, US_SNM, 255))
+    na = eth(*to_us, 0x86DD, ipv6(58, icmp6(136, nd(136, PEER6, 2, 0x60)), hops=255))
+    far = ipv6(58, ns, dst=US_SNM, hops=254)
+    beyond = eth(mcast_mac(US_SNM), PEER_MAC, 0x86DD, far)
+    cut = icmp6(135, nd(135, US6, 0) + bytes([1, 2]) + PEER_MAC, dst=US_SNM)
+    truncated = eth(mcast_mac(US_SNM), PEER_MAC, 0x86DD, ipv6(58, cut, dst=US_SNM, hops=255))
+    ping6 = eth(*to_us, 0x86DD, ipv6(58, icmp6(128, struct.pack("!HH", 7, 1) + bytes(56))))
+    dgram6 = eth(*to_us, 0x86DD, ipv6(17, udp6(5000, 8, b"hello six")))
+    closed6 = eth(*to_us, 0x86DD, ipv6(17, udp6(5000, 9, b"anyone?")))
+    whole = udp6(5000, 8, bytes(range(256)) * 8)
+    f1 = eth(*to_us, 0x86DD, ipv6(44, frag6(17, 9, 0, True, whole[:1232])))
+    f2 = eth(*to_us, 0x86DD, ipv6(44, frag6(17, 9, 1232, False, whole[1232:])))
+    return [
+        frame_rec(solicit) + frame_rec(probe),
+        send_rec(0x80, 7, b"to be resolved") + tick_rec(2) + frame_rec(na),
+        frame_rec(beyond, fix=False) + frame_rec(truncated),
+        frame_rec(ping6) + frame_rec(dgram6) + frame_rec(closed6),
+        frame_rec(f2, fix=False) + tick_rec(10) + frame_rec(f1, fix=False),
+        send_rec(0x83, 8, b"", 3000) + send_rec(0x84, 8, b"via the gateway"),
     ]
 
 

@@ -24,11 +24,13 @@ from veloz import paths
 from veloz.proc import Runner, in_netns, veloz_argv
 
 UDPD_IP = "198.18.0.3"
+UDPD_IP6 = "fd00:198:18::3"
 GEN_IP = "198.18.0.1"
 SOCKET = "/run/veloz/udpd/test-udpd.sock"
 CONFIG = f"""
 interface = "dut-gen"
 ipv4 = "{UDPD_IP}/24"
+ipv6 = "{UDPD_IP6}/64"
 socket = "{SOCKET}"
 skb_mode = false
 """
@@ -37,7 +39,7 @@ skb_mode = false
 ECHO_CLIENT = """
 import json, socket, sys
 host, port, sizes = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3].split(",")]
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
 s.settimeout(2)
 ok = bad = lost = 0
 for i, n in enumerate(sizes):
@@ -48,7 +50,7 @@ for i, n in enumerate(sizes):
     except socket.timeout:
         lost += 1
         continue
-    if got == data and peer == (host, port):
+    if got == data and peer[:2] == (host, port):
         ok += 1
     else:
         bad += 1
@@ -155,8 +157,8 @@ def stop(proc: subprocess.Popen) -> None:
         proc.communicate()
 
 
-def echo_from_gen(port: int, sizes: list[int]) -> dict:
-    done = subprocess.run(in_netns("vz-gen", [sys.executable, "-c", ECHO_CLIENT, UDPD_IP,
+def echo_from_gen(port: int, sizes: list[int], host: str = UDPD_IP) -> dict:
+    done = subprocess.run(in_netns("vz-gen", [sys.executable, "-c", ECHO_CLIENT, host,
                                               str(port), ",".join(map(str, sizes))]),
                           capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
     return json.loads(done.stdout)
@@ -313,6 +315,145 @@ def test_socat_echo_server_under_the_shim(udpd):
     assert udpd.stop()["stack"]["rx_delivered"] >= 20
 
 
+# An epoll event loop as servers write them: a non-blocking socket in an
+# edge-triggered set, drained to EAGAIN on each event, beside a pipe (a
+# kernel descriptor) that tells it to stop.
+EPOLL_SERVER = """
+import os, select, socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setblocking(False)
+s.bind((host, port))
+r, w = os.pipe()
+ep = select.epoll()
+ep.register(s.fileno(), select.EPOLLIN | select.EPOLLET)
+ep.register(r, select.EPOLLIN)
+echoed = wakeups = 0
+print("ready", flush=True)
+while True:
+    events = ep.poll(5)
+    if not events:
+        sys.exit("epoll_wait timed out")
+    for fd, ev in events:
+        if fd == r:
+            print(f"echoed {echoed} wakeups {wakeups}", flush=True)
+            sys.exit(0)
+        wakeups += 1
+        while True:
+            try:
+                d, peer = s.recvfrom(65535)
+            except BlockingIOError:
+                break
+            s.sendto(d, peer)
+            echoed += 1
+            if echoed == int(sys.argv[3]):
+                os.write(w, b"x")
+"""
+
+
+def test_epoll_echo_server_under_the_shim(udpd):
+    shim = paths.build_dir() / "src/sock/preload/libveloz-preload.so"
+    sizes = [18, 64, 1472, 3000] * 5
+    proc = subprocess.Popen(in_netns("vz-dut", [sys.executable, "-c", EPOLL_SERVER, UDPD_IP,
+                                                "7004", str(len(sizes))]),
+                            env={**env(), "LD_PRELOAD": str(shim), "VZ_PRELOAD_STRICT": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        got = echo_from_gen(7004, sizes)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+    # only veloz's socket could bind 198.18.0.3; every datagram woke the
+    # loop (the client waits for each echo) and the pipe ended it
+    assert got == {"ok": 20, "bad": 0, "lost": 0}
+    assert proc.returncode == 0, err
+    assert out.split() == ["echoed", "20", "wakeups", "20"], out
+    assert udpd.stop()["stack"]["rx_delivered"] >= 20
+
+
+def test_ipv6_ndp_ping_and_port_unreachable(udpd):
+    # vz-gen's kernel finds fd00:198:18::3 by NDP (the testbed's static
+    # neighbours are the kernel's addresses only), pings it whole and in
+    # fragments both ways, and a UDP datagram to a closed port comes back
+    # as ICMPv6 port unreachable: the stack checked its UDP checksum.
+    subprocess.run(in_netns("vz-gen", ["ip", "-6", "neigh", "flush", "to", UDPD_IP6]),
+                   check=False)  # fmt: skip
+    for size in (56, 2000):
+        done = subprocess.run(in_netns("vz-gen", ["ping", "-6", "-c", "3", "-i", "0.2", "-W",
+                                                  "2", "-s", str(size), UDPD_IP6]),
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert done.returncode == 0 and " 0% packet loss" in done.stdout, done.stdout
+    mac = subprocess.run(in_netns("vz-dut", ["cat", "/sys/class/net/dut-gen/address"]),
+                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    neigh = subprocess.run(in_netns("vz-gen", ["ip", "-6", "neigh", "show", UDPD_IP6]),
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert mac in neigh, neigh
+    refused = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+        "s.settimeout(2)\n"
+        f"s.connect(('{UDPD_IP6}', 9))\n"
+        "s.send(b'anyone?')\n"
+        "try:\n"
+        "    s.recv(100)\n"
+        "except ConnectionRefusedError:\n"
+        "    print('refused')\n"
+    )  # fmt: skip
+    done = subprocess.run(in_netns("vz-gen", [sys.executable, "-c", refused]),
+                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert done.stdout.strip() == "refused", done.stderr
+    s = udpd.stop()
+    assert s["stack6"]["nd_solicits_in"] >= 1 and s["stack6"]["nd_adverts_out"] >= 1
+    assert s["stack6"]["icmp6_echo_out"] >= 6 and s["stack"]["frag_reassembled"] >= 3
+    assert s["stack6"]["icmp6_unreach_out"] == 1 and s["stack"]["udp_no_port"] == 1
+    assert s["stack6"]["nd_bad"] == 0 and s["stack6"]["ip6_bad_header"] == 0
+
+
+def udp6_csum_errors(netns: str) -> int:
+    text = subprocess.run(in_netns(netns, ["cat", "/proc/net/snmp6"]), capture_output=True,
+                          text=True, check=True).stdout  # fmt: skip
+    return int(dict(ln.split() for ln in text.splitlines())["Udp6InCsumErrors"])
+
+
+def start_shim_echo6(port: int) -> subprocess.Popen:
+    """An unmodified AF_INET6 echo loop under the shim, on udpd's IPv6."""
+    shim = paths.build_dir() / "src/sock/preload/libveloz-preload.so"
+    server = (
+        "import socket\n"
+        "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+        f"s.bind(('{UDPD_IP6}', {port}))\n"
+        "print('ready', flush=True)\n"
+        "while True:\n"
+        "    d, p = s.recvfrom(65535)\n"
+        "    s.sendto(d, p)\n"
+    )  # fmt: skip
+    proc = subprocess.Popen(in_netns("vz-dut", [sys.executable, "-c", server]),
+                            env={**env(), "LD_PRELOAD": str(shim), "VZ_PRELOAD_STRICT": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    if proc.stdout.readline().strip() != "ready":
+        stop(proc)
+        pytest.fail(f"the IPv6 echo server did not start: {proc.stderr.read()}")
+    return proc
+
+
+def test_ipv6_echo_through_the_shim(udpd):
+    # The same unmodified echo loop as over IPv4, on an AF_INET6 socket:
+    # whole datagrams and fragments both ways, checksums the kernel accepts.
+    errors = udp6_csum_errors("vz-gen")
+    proc = start_shim_echo6(7005)
+    try:
+        got = echo_from_gen(7005, [18, 64, 512, 1452, 3000, 9000] * 5, UDPD_IP6)
+    finally:
+        stop(proc)
+    # the kernel has no fd00:198:18::3: only veloz's socket could bind it
+    assert got == {"ok": 30, "bad": 0, "lost": 0}
+    assert udp6_csum_errors("vz-gen") == errors, "the stack sent bad UDP checksums"
+    s = udpd.stop()
+    assert s["stack"]["rx_delivered"] >= 30 and s["stack"]["frag_reassembled"] >= 10
+    assert s["stack"]["tx_fragments"] >= 20 and s["stack"]["udp_bad_csum"] == 0
+
+
 def test_ping8_answered_by_the_stack(udpd):
     # iputils ping, as a user would check the address first
     for size in ("56", "3000"):
@@ -365,3 +506,51 @@ def test_hostile_input_counted_and_dropped_while_serving(udpd):
     # the oldest make room, so the echo's own fragments above got through
     assert s["frag_evicted"] >= 1000
     assert s["udp_no_port"] >= 1000 and s["icmp_unreach_out"] <= 200
+
+
+HOSTILE6 = """
+from scapy.all import (IPv6, UDP, Ether, Raw, ICMPv6ND_NS, ICMPv6NDOptSrcLLAddr,
+                       IPv6ExtHdrFragment, conf, sendp)
+conf.verb = 0
+us, dst, mac = "fd00:198:18::1", "{dst}", "{mac}"
+snm = "ff02::1:ff" + dst.split(":")[-1].zfill(6)[-6:-4] + ":" + dst.split(":")[-1].zfill(4)[-4:]
+group = Ether(dst="33:33:ff:00:00:03")
+lla = ICMPv6NDOptSrcLLAddr(lladdr="02:00:c6:12:00:01")
+frames = [group / IPv6(src=us, dst=snm, hlim=254) / ICMPv6ND_NS(tgt=dst) / lla] * 20
+frames += [group / IPv6(src=us, dst=snm, hlim=255) / ICMPv6ND_NS(tgt=dst)
+           / Raw(bytes([1, 2]) + bytes(6))] * 20  # claims 16 bytes, 8 there
+frames += [group / IPv6(src=us, dst=snm, hlim=255) / ICMPv6ND_NS(tgt=dst)
+           / Raw(bytes([1, 0]) + bytes(6))] * 20  # an option of length 0
+frames += [group / IPv6(src=us, dst=snm, hlim=255) / ICMPv6ND_NS(tgt=dst, cksum=0x1234)
+           / lla] * 20
+unicast = Ether(dst=mac) / IPv6(src=us, dst=dst)
+frames += [unicast / UDP(sport=9, dport=7006, chksum=0) / Raw(b"x" * 32)] * 50
+frames += [unicast / IPv6ExtHdrFragment(id=77, m=1, offset=0, nh=17) / Raw(b"a" * 64),
+           unicast / IPv6ExtHdrFragment(id=77, m=1, offset=4, nh=17) / Raw(b"b" * 64),
+           unicast / IPv6ExtHdrFragment(id=77, m=0, offset=16, nh=17) / Raw(b"c" * 16)]
+frames += [unicast / IPv6ExtHdrFragment(id=1000 + i, m=1, nh=17) / Raw(b"f" * 1000)
+           for i in range(2000)]
+frames += [unicast / UDP(sport=9, dport=9999) / Raw(b"z" * 18)] * 1000
+sendp(frames, iface="gen-dut")
+"""
+
+
+def test_ipv6_hostile_input_counted_and_dropped_while_serving(udpd):
+    mac = subprocess.run(in_netns("vz-dut", ["cat", "/sys/class/net/dut-gen/address"]),
+                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    echo = start_shim_echo6(7006)
+    try:
+        script = HOSTILE6.replace("{dst}", UDPD_IP6).replace("{mac}", mac)
+        subprocess.run(in_netns("vz-gen", [sys.executable, "-c", script]), check=True,
+                       timeout=120)  # fmt: skip
+        got = echo_from_gen(7006, [64, 3000] * 10, UDPD_IP6)
+    finally:
+        stop(echo)
+    assert got == {"ok": 20, "bad": 0, "lost": 0}
+    st = udpd.stop()
+    s, s6 = st["stack"], st["stack6"]
+    assert s6["nd_bad"] >= 60, s6  # hop limit, truncated and empty options
+    assert s6["icmp6_bad"] >= 20, s6  # the checksum
+    assert s["udp_bad_csum"] >= 50  # IPv6 UDP without a checksum
+    assert s["frag_overlap"] >= 1 and s["frag_evicted"] >= 1000
+    assert s["udp_no_port"] >= 1000 and s6["icmp6_unreach_out"] <= 200

@@ -18,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -32,6 +33,7 @@
 #include "veloz/sock.h"
 
 #define LOCAL_IP htonl(0x0a000001) /* 10.0.0.1, the stack's */
+static const __u8 local_ip6[16] = { 0xfd, [15] = 1 }; /* fd00::1 */
 #define MAX_SOCKETS 64
 
 static struct vz_sock_server *srv;
@@ -48,6 +50,20 @@ static int loop_send(void *opaque, const struct vz_dgram_meta *m,
 				      .dst_port = m->dst_port };
 
 	(void)opaque;
+	if (m->v6) {
+		struct vz_dgram_meta back6 = { .v6 = 1,
+					       .src_port = m->src_port,
+					       .dst_port = m->dst_port };
+
+		if (memcmp(m->dst_ip6, local_ip6, 16))
+			return -ENETUNREACH;
+		CHECK(!memcmp(m->src_ip6, local_ip6, 16) || !m->src_ip6[0],
+		      "IPv6 source ours or the stack's to fill");
+		memcpy(back6.src_ip6, local_ip6, 16);
+		memcpy(back6.dst_ip6, local_ip6, 16);
+		vz_sock_server_deliver(srv, &back6, payload, len);
+		return 0;
+	}
 	if (m->dst_ip != LOCAL_IP)
 		return -ENETUNREACH;
 	CHECK(m->src_ip == LOCAL_IP && m->src_port, "source filled");
@@ -164,8 +180,8 @@ static void test_errors(void)
 	char big[VZ_STACK_MAX_UDP + 1] = { 0 };
 
 	errno = 0;
-	CHECK(vz_socket(AF_INET6, SOCK_DGRAM, 0) < 0 && errno == EAFNOSUPPORT,
-	      "AF_INET6: %s", strerror(errno));
+	CHECK(vz_socket(AF_UNIX, SOCK_DGRAM, 0) < 0 && errno == EAFNOSUPPORT,
+	      "AF_UNIX: %s", strerror(errno));
 	CHECK(vz_socket(AF_INET, SOCK_STREAM, 0) < 0 &&
 		      errno == EPROTONOSUPPORT,
 	      "SOCK_STREAM: %s", strerror(errno));
@@ -549,6 +565,344 @@ static void test_poll_select(void)
 	close(p[0]);
 	close(p[1]);
 	vz_close(a);
+	vz_close(b);
+}
+
+/* ---- epoll ---- */
+
+/* epoll_wait into ev[]: the count; the data of the first in *fd. */
+static int ep_wait(int ep, struct epoll_event *ev, int max, int ms)
+{
+	return vz_epoll_wait(ep, ev, max, ms);
+}
+
+static void *send_later(void *arg)
+{
+	int b = *(int *)arg;
+
+	/* Not a synchronisation: only makes the sleeping path likely. */
+	usleep(20000);
+	CHECK(send_to(b, "late", 4, 5030) == 4, "send from a thread");
+	return NULL;
+}
+
+static void test_epoll_levels(int ep, int a, int b, int p[2])
+{
+	struct epoll_event ev[4];
+	pthread_t th;
+	double t;
+	char c[8];
+	int n;
+
+	/* Level-triggered: reported until read. */
+	CHECK(send_to(b, "x", 1, 5030) == 1, "send");
+	n = ep_wait(ep, ev, 4, 2000);
+	CHECK(n == 1 && ev[0].events == EPOLLIN && ev[0].data.u64 == 0xa11ce,
+	      "LT: the veloz socket (%d %#x)", n, n > 0 ? ev[0].events : 0);
+	CHECK(ep_wait(ep, ev, 4, 0) == 1, "LT: again, still unread");
+	CHECK(vz_recv(a, c, sizeof(c), 0) == 1, "recv");
+	t = now_s();
+	CHECK(ep_wait(ep, ev, 4, 50) == 0, "LT: nothing after the read");
+	CHECK(now_s() - t >= 0.045, "waited its timeout");
+	/* A kernel member and a veloz one, both ready: both reported. */
+	CHECK(write(p[1], "k", 1) == 1 && send_to(b, "y", 1, 5030) == 1,
+	      "send both");
+	CHECK(vz_poll(&(struct pollfd){ .fd = a, .events = POLLIN }, 1, 2000) ==
+		      1,
+	      "delivered");
+	CHECK(ep_wait(ep, ev, 1, 2000) == 1, "one at a time");
+	n = ep_wait(ep, ev, 4, 2000);
+	CHECK(n == 2 && ev[0].data.u64 != ev[1].data.u64, "both (%d)", n);
+	/* maxevents 1, both ready: turns alternate, neither starves. */
+	n = ep_wait(ep, ev, 1, 0);
+	CHECK(n == 1 && ep_wait(ep, ev + 1, 1, 0) == 1 &&
+		      ev[0].data.u64 != ev[1].data.u64,
+	      "maxevents 1: both in two calls");
+	CHECK(read(p[0], c, 1) == 1 && vz_recv(a, c, sizeof(c), 0) == 1,
+	      "drain");
+	/* Asleep in epoll_wait: the poller's wake-up ends it. */
+	pthread_create(&th, NULL, send_later, &b);
+	t = now_s();
+	n = ep_wait(ep, ev, 4, 2000);
+	CHECK(n == 1 && ev[0].data.u64 == 0xa11ce && now_s() - t < 1.9,
+	      "woken by a datagram (%d)", n);
+	pthread_join(th, NULL);
+	CHECK(vz_recv(a, c, sizeof(c), 0) == 4, "recv late");
+}
+
+static void test_epoll_edges(int ep, int a, int b)
+{
+	struct epoll_event e = { .events = EPOLLIN | EPOLLET, .data.u64 = 7 };
+	struct epoll_event ev[4];
+	char c[8];
+	int n;
+
+	CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_MOD, a, &e), "MOD to ET: %s",
+	      strerror(errno));
+	CHECK(ep_wait(ep, ev, 4, 0) == 0, "ET: nothing yet");
+	CHECK(send_to(b, "1", 1, 5030) == 1, "send");
+	n = ep_wait(ep, ev, 4, 2000);
+	CHECK(n == 1 && ev[0].data.u64 == 7 && ev[0].events == EPOLLIN,
+	      "ET: reported on arrival");
+	CHECK(ep_wait(ep, ev, 4, 0) == 0, "ET: once per arrival, unread");
+	CHECK(send_to(b, "2", 1, 5030) == 1, "send 2");
+	/* A new arrival is a new edge, though the ring was not empty. */
+	CHECK(ep_wait(ep, ev, 4, 2000) == 1, "ET: the second arrival");
+	CHECK(vz_recv(a, c, 1, 0) == 1 && vz_recv(a, c, 1, 0) == 1, "drain");
+	CHECK(ep_wait(ep, ev, 4, 0) == 0, "ET: reading is no edge");
+
+	/* One-shot: once, then silent until re-armed with MOD. */
+	e.events = EPOLLIN | EPOLLONESHOT;
+	CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_MOD, a, &e), "MOD to ONESHOT");
+	CHECK(send_to(b, "3", 1, 5030) == 1, "send 3");
+	CHECK(ep_wait(ep, ev, 4, 2000) == 1, "ONESHOT: reported");
+	CHECK(ep_wait(ep, ev, 4, 0) == 0, "ONESHOT: disarmed");
+	CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_MOD, a, &e), "re-arm");
+	CHECK(ep_wait(ep, ev, 4, 0) == 1, "ONESHOT: re-armed, still unread");
+	CHECK(vz_recv(a, c, 1, 0) == 1, "drain 3");
+
+	/* EPOLLOUT: writable at once; edge-triggered, once. */
+	e.events = EPOLLOUT | EPOLLET;
+	CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_MOD, a, &e), "MOD to OUT|ET");
+	n = ep_wait(ep, ev, 4, 0);
+	CHECK(n == 1 && ev[0].events == EPOLLOUT, "EPOLLOUT (%d)", n);
+	CHECK(ep_wait(ep, ev, 4, 0) == 0, "EPOLLOUT|ET: once");
+}
+
+static void test_epoll_errors(int ep, int a, int p[2])
+{
+	struct epoll_event e = { .events = EPOLLIN }, ev[2];
+	int ep2 = vz_epoll_create1(0);
+
+	CHECK(vz_epoll_ctl(ep, EPOLL_CTL_ADD, a, &e) == -1 && errno == EEXIST,
+	      "ADD twice: EEXIST (%s)", strerror(errno));
+	CHECK(vz_epoll_ctl(ep2, EPOLL_CTL_MOD, a, &e) == -1 && errno == ENOENT,
+	      "MOD of a non-member: ENOENT (%s)", strerror(errno));
+	CHECK(vz_epoll_ctl(ep2, EPOLL_CTL_DEL, a, NULL) == -1 &&
+		      errno == ENOENT,
+	      "DEL of a non-member: ENOENT (%s)", strerror(errno));
+	CHECK(vz_epoll_ctl(a, EPOLL_CTL_ADD, a, &e) == -1 && errno == EINVAL,
+	      "a socket as the set: EINVAL (%s)", strerror(errno));
+	CHECK(vz_epoll_ctl(p[0], EPOLL_CTL_ADD, a, &e) == -1 && errno == EINVAL,
+	      "a pipe as the set: EINVAL (%s)", strerror(errno));
+	CHECK(vz_epoll_ctl(1000000, EPOLL_CTL_ADD, a, &e) == -1 &&
+		      errno == EBADF,
+	      "no such set: EBADF (%s)", strerror(errno));
+	CHECK(vz_epoll_ctl(ep, EPOLL_CTL_ADD, 1000000, &e) == -1 &&
+		      errno == EBADF,
+	      "no such descriptor: EBADF (%s)", strerror(errno));
+	CHECK(vz_epoll_ctl(ep2, EPOLL_CTL_ADD, a, NULL) == -1 &&
+		      errno == EFAULT,
+	      "no event: EFAULT (%s)", strerror(errno));
+	CHECK(vz_epoll_ctl(ep2, 99, a, &e) == -1 && errno == EINVAL,
+	      "unknown op: EINVAL (%s)", strerror(errno));
+	CHECK(vz_epoll_ctl(ep, EPOLL_CTL_ADD, ep, &e) == -1 && errno == EINVAL,
+	      "the set in itself: EINVAL (%s)", strerror(errno));
+	e.events = EPOLLIN | EPOLLEXCLUSIVE;
+	CHECK(!vz_epoll_ctl(ep2, EPOLL_CTL_ADD, a, &e), "EXCLUSIVE: %s",
+	      strerror(errno));
+	CHECK(vz_epoll_ctl(ep2, EPOLL_CTL_MOD, a, &e) == -1 && errno == EINVAL,
+	      "EXCLUSIVE with MOD: EINVAL (%s)", strerror(errno));
+	e.events = EPOLLIN;
+	/* Sets in each other: the kernel's ELOOP, a veloz member or not. */
+	CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_ADD, ep2, &e), "nest: %s",
+	      strerror(errno));
+	CHECK(vz_epoll_ctl(ep2, EPOLL_CTL_ADD, ep, &e) == -1 && errno == ELOOP,
+	      "a loop: ELOOP (%s)", strerror(errno));
+	CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_DEL, ep2, NULL), "unnest");
+	CHECK(vz_epoll_wait(ep, ev, 0, 0) == -1 && errno == EINVAL,
+	      "maxevents 0: EINVAL");
+	CHECK(vz_epoll_wait(ep, NULL, 2, 0) == -1 && errno == EFAULT,
+	      "no events: EFAULT");
+	CHECK(vz_epoll_wait(p[0], ev, 2, 0) == -1 && errno == EINVAL,
+	      "wait on a pipe: EINVAL");
+	CHECK(vz_epoll_wait(1000000, ev, 2, 0) == -1 && errno == EBADF,
+	      "wait on nothing: EBADF");
+	CHECK(vz_is_epoll(ep2) && !vz_close(ep2) && !vz_is_epoll(ep2) &&
+		      fcntl(ep2, F_GETFD) < 0,
+	      "vz_close of a set");
+}
+
+static void test_epoll(void)
+{
+	struct epoll_event e = { .events = EPOLLIN, .data.u64 = 0xa11ce };
+	struct epoll_event pe = { .events = EPOLLIN, .data.u64 = 0x919e };
+	int a = bound(5030), b = udp(), p[2],
+	    ep = vz_epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev[2];
+
+	CHECK(ep >= 0 && (fcntl(ep, F_GETFD) & FD_CLOEXEC), "epoll_create1");
+	CHECK(!pipe(p), "pipe");
+	CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_ADD, a, &e), "ADD veloz: %s",
+	      strerror(errno));
+	CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &pe), "ADD pipe: %s",
+	      strerror(errno));
+	test_epoll_levels(ep, a, b, p);
+	test_epoll_errors(ep, a, p);
+	test_epoll_edges(ep, a, b);
+	/* An error is reported whether asked for or not, as Linux's
+	 * EPOLLERR, until SO_ERROR takes it. */
+	{
+		struct sockaddr_in far = sin_of(htonl(0xc0000201), 53);
+		struct vz_sock_server_stats s0 = stats();
+		struct epoll_event none = { .events = 0, .data.u64 = 0xe },
+				   got[2];
+		int c = udp(), err = 0;
+		socklen_t len = sizeof(err);
+
+		CHECK(!vz_epoll_ctl(ep, EPOLL_CTL_ADD, c, &none), "ADD c");
+		CHECK(vz_epoll_wait(ep, got, 2, 0) == 0, "no error yet");
+		CHECK(vz_sendto(c, "x", 1, 0, SA(far), sizeof(far)) == 1,
+		      "queued");
+		CHECK(!WAIT_STAT(tx_errors, s0.tx_errors + 1), "refused");
+		CHECK(vz_epoll_wait(ep, got, 2, 2000) == 1 &&
+			      got[0].events == EPOLLERR &&
+			      got[0].data.u64 == 0xe,
+		      "EPOLLERR, not asked for");
+		CHECK(!vz_getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len) &&
+			      err == ENETUNREACH &&
+			      vz_epoll_wait(ep, got, 2, 0) == 0,
+		      "gone once taken");
+		vz_close(c);
+	}
+	/* A closed socket leaves every set (its last descriptor). */
+	CHECK(!vz_close(a), "close");
+	CHECK(vz_epoll_wait(ep, ev, 2, 0) == 0, "the closed member is gone");
+	CHECK(!vz_close(ep) && !vz_is_epoll(ep), "close the set");
+	vz_close(b);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* ---- AF_INET6 ---- */
+
+static struct sockaddr_in6 sin6_of(const __u8 *ip, __u16 port)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6,
+				  .sin6_port = htons(port) };
+
+	if (ip)
+		memcpy(&a.sin6_addr, ip, 16);
+	return a;
+}
+
+static void test_inet6(void)
+{
+	struct timeval tv = { 2, 0 };
+	struct sockaddr_in6 a6 = sin6_of(NULL, 5040),
+			    to = sin6_of(local_ip6, 5040), from, other;
+	struct sockaddr_in a4 = sin_of(0, 5040);
+	int a = vz_socket(AF_INET6, SOCK_DGRAM, 0),
+	    b = vz_socket(AF_INET6, SOCK_DGRAM, 0);
+	int v4 = bound(5040), v, one = 1, zero = 0;
+	socklen_t len = sizeof(from);
+	char buf[64];
+
+	CHECK(a >= 0 && b >= 0, "AF_INET6 sockets: %s", strerror(errno));
+	vz_setsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	vz_setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	other = a6;
+	other.sin6_family = AF_INET;
+	CHECK(vz_bind(a, SA(other), sizeof(other)) == -1 &&
+		      errno == EAFNOSUPPORT,
+	      "an AF_INET family: EAFNOSUPPORT (%s)", strerror(errno));
+	CHECK(vz_bind(a, (struct sockaddr *)&a4, sizeof(a4)) == -1 &&
+		      errno == EINVAL,
+	      "a sockaddr_in: too short, EINVAL as Linux (%s)",
+	      strerror(errno));
+	CHECK(vz_bind(a, SA(a6), 20) == -1 && errno == EINVAL, "short: EINVAL");
+	other = sin6_of(local_ip6, 5040);
+	other.sin6_addr.s6_addr[15] = 9;
+	CHECK(vz_bind(a, SA(other), sizeof(other)) == -1 &&
+		      errno == EADDRNOTAVAIL,
+	      "another address: EADDRNOTAVAIL (%s)", strerror(errno));
+	/* IPv6-only: the AF_INET socket on 5040 is no clash */
+	CHECK(!vz_bind(a, SA(a6), sizeof(a6)),
+	      "bind [::]:5040 beside 0.0.0.0:5040: %s", strerror(errno));
+	CHECK(vz_sendto(b, "six", 3, 0, SA(to), sizeof(to)) == 3, "sendto: %s",
+	      strerror(errno));
+	CHECK(vz_recvfrom(a, buf, sizeof(buf), 0, SA(from), &len) == 3 &&
+		      !memcmp(buf, "six", 3),
+	      "recvfrom: %s", strerror(errno));
+	CHECK(len == sizeof(from) && from.sin6_family == AF_INET6 &&
+		      !memcmp(&from.sin6_addr, local_ip6, 16) &&
+		      from.sin6_port != 0,
+	      "the sender as sockaddr_in6");
+	/* the reply goes back to where it came from; MSG_TRUNC's length is
+	 * the datagram's, not counting the address the ring carries */
+	CHECK(vz_sendto(a, "back!", 5, 0, SA(from), len) == 5 &&
+		      vz_recv(b, buf, 2, MSG_TRUNC) == 5,
+	      "the reply, truncated: %s", strerror(errno));
+	CHECK(vz_recv(v4, buf, sizeof(buf), MSG_DONTWAIT) == -1 &&
+		      errno == EAGAIN,
+	      "nothing for the AF_INET socket");
+	len = sizeof(from);
+	CHECK(!vz_getsockname(a, SA(from), &len) && len == sizeof(from) &&
+		      ntohs(from.sin6_port) == 5040,
+	      "getsockname");
+	CHECK(!vz_connect(b, SA(to), sizeof(to)) &&
+		      vz_send(b, "c", 1, 0) == 1 &&
+		      vz_recv(a, buf, sizeof(buf), 0) == 1,
+	      "connected send: %s", strerror(errno));
+	len = sizeof(from);
+	CHECK(!vz_getpeername(b, SA(from), &len) &&
+		      !memcmp(&from.sin6_addr, local_ip6, 16),
+	      "getpeername");
+	len = sizeof(v);
+	CHECK(!vz_getsockopt(a, SOL_SOCKET, SO_DOMAIN, &v, &len) &&
+		      v == AF_INET6,
+	      "SO_DOMAIN");
+	CHECK(!vz_setsockopt(a, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) &&
+		      vz_setsockopt(a, IPPROTO_IPV6, IPV6_V6ONLY, &zero,
+				    sizeof(zero)) == -1 &&
+		      errno == EOPNOTSUPP,
+	      "IPV6_V6ONLY: 1 is what it is, 0 refused");
+	vz_close(a);
+	vz_close(b);
+	vz_close(v4);
+}
+
+/* ---- dup ---- */
+
+static void test_dup(void)
+{
+	struct vz_sock_server_stats s0 = stats();
+	int a = bound(5031), b = udp(), d, d2, p[2];
+	char c[8];
+
+	CHECK(!pipe(p), "pipe");
+	d = vz_dup(a);
+	CHECK(d >= 0 && d != a && vz_is_socket(d) && port_of(d) == 5031,
+	      "vz_dup: the same socket (%s)", strerror(errno));
+	CHECK(!(fcntl(d, F_GETFD) & FD_CLOEXEC), "dup: no CLOEXEC");
+	CHECK(send_to(b, "dd", 2, 5031) == 2 && vz_recv(d, c, 8, 0) == 2,
+	      "received through the copy");
+	d2 = vz_fcntl(a, F_DUPFD_CLOEXEC, 100);
+	CHECK(d2 >= 100 && (fcntl(d2, F_GETFD) & FD_CLOEXEC) &&
+		      vz_is_socket(d2),
+	      "F_DUPFD_CLOEXEC: %d %s", d2, strerror(errno));
+	CHECK(!vz_close(a) && !vz_is_socket(a) && vz_is_socket(d),
+	      "the first close keeps the socket");
+	CHECK(stats().sockets == s0.sockets + 2, "the poller still has it");
+	CHECK(send_to(b, "ee", 2, 5031) == 2 && vz_recv(d2, c, 8, 0) == 2,
+	      "still receiving after the original closed");
+	/* dup2 over a copy closes that copy; the copy of a pipe is a pipe. */
+	CHECK(vz_dup2(p[0], d2) == d2 && !vz_is_socket(d2),
+	      "dup2 over a veloz copy: %s", strerror(errno));
+	CHECK(vz_dup2(d, d) == d, "dup2 onto itself");
+	CHECK(vz_dup3(d, d, 0) == -1 && errno == EINVAL, "dup3 onto itself");
+	CHECK(vz_dup3(d, p[1], 42) == -1 && errno == EINVAL, "dup3 flags");
+	CHECK(vz_dup(1000000) == -1 && errno == EBADF, "dup of nothing");
+	/* dup2 a veloz socket over a pipe descriptor: now a socket. */
+	CHECK(vz_dup2(d, p[1]) == p[1] && vz_is_socket(p[1]),
+	      "dup2 over a kernel descriptor: %s", strerror(errno));
+	CHECK(!vz_close(d) && vz_is_socket(p[1]), "one copy left");
+	CHECK(!vz_close(p[1]), "last close");
+	CHECK(stats().sockets == s0.sockets + 1,
+	      "freed at the last close: %llu",
+	      (unsigned long long)stats().sockets);
+	close(d2);
+	close(p[0]);
 	vz_close(b);
 }
 
@@ -1112,6 +1466,7 @@ int main(void)
 {
 	struct vz_sock_server_config cfg = { .gid = getgid(),
 					     .local_ip4 = LOCAL_IP,
+					     .local_ip6 = { 0xfd, [15] = 1 },
 					     .max_sockets = MAX_SOCKETS };
 	struct stat st;
 	pthread_t th;
@@ -1143,6 +1498,9 @@ int main(void)
 	test_ring_full();
 	test_so_error();
 	test_poll_select();
+	test_epoll();
+	test_dup();
+	test_inet6();
 	test_processes();
 	test_send_then_close();
 	test_garbage();

@@ -64,7 +64,11 @@ def test_ini_with_the_same_keys(tmp_path):
         ('socket = "relative.sock"', "absolute path"),
         ('interface = "a very long name!"', "not an interface name"),
         ("colour = 1", "unknown key 'colour'"),
-        ('ipv6 = "fd00:198:18::3/64"', "IPv4 only so far"),
+        ('ipv6 = "fd00:198:18::3"', "give the prefix length"),
+        ('ipv6 = "ff02::1/64"', "not a unicast"),
+        ('ipv6 = "fe80::3/64"', "link-local"),
+        ('ipv6 = "198.18.0.3/24"', "ipv6: expected an address"),
+        ('gateway6 = "fe80::1"', "gateway6 needs ipv6"),
         ('ipv4 = "198.18.0.0/24"', "network or broadcast address"),
         ('ipv4 = "198.18.0.255/24"', "network or broadcast address"),
         # found by tests/fuzz/fuzz_py_config.py: a trailing newline passed the
@@ -82,6 +86,21 @@ def test_bad_values_refused_with_one_line(tmp_path, change, message):
     with pytest.raises(VelozError) as e:
         argv_of(tmp_path, text)
     assert message in str(e.value) and "\n" not in str(e.value) and e.value.code == 2
+
+
+def test_ipv6_becomes_ip6_and_is_checked(tmp_path):
+    # before GOOD: keys after its [[neighbour]] would belong to that table
+    argv = argv_of(tmp_path, 'ipv6 = "fd00:198:18:0::3/64"\ngateway6 = "fe80::1"\n' + GOOD)
+    pairs = dict(zip(argv[::1], argv[1::1], strict=False))
+    assert pairs["--ip6"] == "fd00:198:18::3/64" and pairs["--gateway6"] == "fe80::1"
+    for extra, message in (('ipv6 = "fd00:198:18::3/64"\ngateway6 = "fd00:1::1"\n',
+                            "neither link-local nor on fd00:198:18::/64"),
+                           ('ipv6 = "fd00:198:18::3/64"\nmtu = 1000\n', "IPv6 needs at least 1280"),
+                           ):  # fmt: skip
+        text = "\n".join(ln for ln in GOOD.splitlines() if not ln.startswith("mtu")) + "\n"
+        with pytest.raises(VelozError, match=message) as e:
+            argv_of(tmp_path, extra + text)
+        assert e.value.code == 2
 
 
 def test_missing_required_and_bad_syntax(tmp_path):

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "sock/lib/busy.h"
+#include "sock/lib/client.h"
 #include "sock/lib/proto.h"
 #include "sock/lib/ring.h"
 #include "sock/stack/stack.h"
@@ -67,7 +68,8 @@
 #define VZ_FD_CHUNKS 1024 /* descriptors up to 1M */
 
 struct vz_csock {
-	int fd; /* the eventfd: the veloz descriptor */
+	int fd; /* the eventfd: a veloz descriptor of it (dup() makes more) */
+	int refs; /* descriptors naming it; the last close() closes it */
 	__u32 id;
 	__u64 link; /* the control connection it lives on */
 	bool nonblock, reuseaddr, reuseport;
@@ -79,6 +81,17 @@ struct vz_csock {
 	__be16 port, peer_port; /* 0: unbound, unconnected */
 	struct timeval rcvtimeo, sndtimeo;
 	__u32 busy_us; /* SO_BUSY_POLL: spin this long before sleeping */
+	/* AF_INET6: ip6 and peer_ip6 hold its addresses, ip and peer_ip 0;
+	 * its datagrams carry the peer's address in front (VZ_RING_F_V6). */
+	bool v6;
+	__u8 ip6[16], peer_ip6[16];
+};
+
+/* A peer or local address of either family, as the socket's own. */
+struct vz_addr {
+	__be32 ip;
+	__u8 ip6[16];
+	__be16 port;
 };
 
 static struct {
@@ -91,6 +104,7 @@ static struct {
 	ssize_t (*read)(int, void *, size_t);
 	ssize_t (*write)(int, const void *, size_t);
 	int (*fcntl)(int, int, ...);
+	int (*dup3)(int, int, int);
 } libc;
 
 static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
@@ -101,6 +115,7 @@ static int ctl_fd = -1;
 static int doorbell_fd = -1;
 static __u64 ctl_link; /* counts connections: a socket belongs to one */
 static __be32 local_ip4; /* the stack's, from WELCOME */
+static __u8 local_ip6[16]; /* the same for IPv6 (zero: none) */
 /* fd -> socket, two levels so lookups need no lock (chunks never go). */
 static struct vz_csock **table[VZ_FD_CHUNKS];
 
@@ -111,6 +126,7 @@ static struct vz_csock **table[VZ_FD_CHUNKS];
 	} while (0)
 
 static void forget_all(void);
+static int fail(int rc);
 
 /* Under ctl_lock: close the link. The doorbell stays: a sender may be
  * about to write it, and a closed number could be reused by anything. */
@@ -149,6 +165,7 @@ static void libc_resolve(void)
 	VZ_RESOLVE(read);
 	VZ_RESOLVE(write);
 	VZ_RESOLVE(fcntl);
+	VZ_RESOLVE(dup3);
 	pthread_atfork(NULL, NULL, forget_all);
 }
 
@@ -210,12 +227,52 @@ static void sock_unmap(struct vz_csock *s)
 	s->shm = NULL;
 }
 
+/* Under ctl_lock, the last descriptor released (s->fd, closed here; -1
+ * when dup2() already replaced it). */
 static void sock_destroy(struct vz_csock *s)
 {
-	table_set(s->fd, NULL);
+	vz_epoll_sock_gone(s);
+	if (s->fd >= 0) {
+		table_set(s->fd, NULL);
+		libc.close(s->fd);
+	}
 	sock_unmap(s);
-	libc.close(s->fd);
 	free(s);
+}
+
+/* Another descriptor of s than `fd` (there is one while refs > 1). */
+static int other_fd(const struct vz_csock *s, int fd)
+{
+	int i, j;
+
+	for (i = 0; i < VZ_FD_CHUNKS; i++) {
+		if (!table[i])
+			continue;
+		for (j = 0; j < VZ_FD_CHUNK; j++)
+			if (table[i][j] == s && i * VZ_FD_CHUNK + j != fd)
+				return i * VZ_FD_CHUNK + j;
+	}
+	return -1;
+}
+
+/*
+ * Under ctl_lock: descriptor fd stops naming s, and is closed unless
+ * `keep` (dup2 has put another file there). True when it was the last:
+ * the caller then tells the poller and calls sock_destroy(), which closes
+ * it.
+ */
+static bool fd_release(int fd, struct vz_csock *s, bool keep)
+{
+	table_set(fd, NULL);
+	if (--s->refs > 0) {
+		if (s->fd == fd)
+			s->fd = other_fd(s, fd);
+		if (!keep)
+			libc.close(fd);
+		return false;
+	}
+	s->fd = keep ? -1 : fd;
+	return true;
 }
 
 /* Drop every socket and the connection (under ctl_lock, or in a fork
@@ -227,9 +284,12 @@ static void drop_all(void)
 	for (i = 0; i < VZ_FD_CHUNKS; i++) {
 		if (!table[i])
 			continue;
-		for (j = 0; j < VZ_FD_CHUNK; j++)
-			if (table[i][j])
-				sock_destroy(table[i][j]);
+		for (j = 0; j < VZ_FD_CHUNK; j++) {
+			struct vz_csock *s = table[i][j];
+
+			if (s && fd_release(i * VZ_FD_CHUNK + j, s, false))
+				sock_destroy(s);
+		}
 	}
 	ctl_close();
 	if (doorbell_fd >= 0)
@@ -240,6 +300,7 @@ static void drop_all(void)
 static void forget_all(void)
 {
 	pthread_mutex_init(&ctl_lock, NULL);
+	vz_epoll_forked();
 	drop_all();
 }
 
@@ -407,6 +468,7 @@ static int ctl_open(const char *path)
 	if (rc)
 		goto fail;
 	local_ip4 = m.addr;
+	memcpy(local_ip6, m.addr6, 16);
 	ctl_link++;
 	doorbell_take(bell);
 	return 0;
@@ -523,8 +585,8 @@ static int check_type(int domain, int type, int protocol)
 {
 	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
 
-	if (domain != AF_INET)
-		return -EAFNOSUPPORT; /* AF_INET6 too, until the stack has it */
+	if (domain != AF_INET && domain != AF_INET6)
+		return -EAFNOSUPPORT;
 	if (base <= 0 || base > SOCK_PACKET)
 		return -EINVAL;
 	if (base == SOCK_STREAM)
@@ -538,7 +600,8 @@ static int check_type(int domain, int type, int protocol)
 
 int vz_socket(int domain, int type, int protocol)
 {
-	struct vz_ctl_msg req = { .type = VZ_CTL_SOCKET, .opt = AF_INET }, rep;
+	struct vz_ctl_msg req = { .type = VZ_CTL_SOCKET, .opt = (__u32)domain },
+			  rep;
 	struct vz_csock *s;
 	int rc, memfd = -1;
 
@@ -556,6 +619,8 @@ int vz_socket(int domain, int type, int protocol)
 	s->nonblock = type & SOCK_NONBLOCK;
 	s->busy_us = vz_busy_default_us();
 	vz_busy_pin_from_env();
+	s->v6 = domain == AF_INET6;
+	s->refs = 1;
 	s->fd = eventfd(0,
 			EFD_NONBLOCK | (type & SOCK_CLOEXEC ? EFD_CLOEXEC : 0));
 	if (s->fd < 0) {
@@ -589,20 +654,118 @@ out:
 	return -1;
 }
 
-int vz_close(int fd)
+/* Tell the poller that s's last descriptor is gone, then free it. */
+static void sock_last_close(struct vz_csock *s)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_CLOSE }, rep;
-	struct vz_csock *s = sock_get(fd);
-	VZ_DIRECT(fd, vz_direct_close(fd));
 
-	if (!s)
-		return -1;
 	/* Whatever the poller says, the descriptor is gone (as close()). */
 	sock_call(s, &req, &rep, NULL);
 	pthread_mutex_lock(&ctl_lock);
 	sock_destroy(s);
 	pthread_mutex_unlock(&ctl_lock);
+}
+
+int vz_close(int fd)
+{
+	struct vz_csock *s = lookup(fd);
+	bool last;
+
+	VZ_DIRECT(fd, vz_direct_close(fd));
+	libc_init();
+	if (!s && vz_epoll_forget(fd))
+		return libc.close(
+			fd); /* an epoll set that held veloz sockets */
+	if (!s)
+		return sock_get(fd) ? 0 : -1;
+	pthread_mutex_lock(&ctl_lock);
+	if (lookup(fd) != s) { /* another thread closed it first */
+		pthread_mutex_unlock(&ctl_lock);
+		return fail(-EBADF);
+	}
+	last = fd_release(fd, s, false);
+	pthread_mutex_unlock(&ctl_lock);
+	if (last)
+		sock_last_close(s);
 	return 0;
+}
+
+/*
+ * dup2/dup3 for any pair where either side may be veloz's: the kernel
+ * makes newfd a copy of oldfd's file (an eventfd for a veloz socket), then
+ * the table follows: newfd names oldfd's socket, and a socket newfd named
+ * loses that descriptor (closed if it was the last, as dup2 closes newfd).
+ */
+static int dup_onto(int oldfd, int newfd, int flags)
+{
+	struct vz_csock *so, *sn;
+	bool last = false;
+	int rc;
+
+	libc_init();
+	pthread_mutex_lock(&ctl_lock);
+	so = lookup(oldfd);
+	sn = lookup(newfd);
+	if (so && !sn && newfd >= VZ_FD_CHUNK * VZ_FD_CHUNKS) {
+		pthread_mutex_unlock(&ctl_lock);
+		return fail(-EMFILE); /* beyond what the table can name */
+	}
+	rc = libc.dup3(oldfd, newfd, flags);
+	if (rc < 0) {
+		pthread_mutex_unlock(&ctl_lock);
+		return -1;
+	}
+	if (sn)
+		last = fd_release(newfd, sn, true);
+	if (so && !table_set(newfd, so))
+		so->refs++;
+	pthread_mutex_unlock(&ctl_lock);
+	if (!sn)
+		vz_epoll_forget(newfd); /* an epoll set it named is closed */
+	if (last)
+		sock_last_close(sn);
+	return newfd;
+}
+
+int vz_dup(int fd)
+{
+	return vz_fcntl(fd, F_DUPFD, 0);
+}
+
+int vz_dup2(int oldfd, int newfd)
+{
+	libc_init();
+	if (oldfd == newfd) /* nothing to do, once oldfd is known open */
+		return libc.fcntl(oldfd, F_GETFD) < 0 ? fail(-EBADF) : newfd;
+	return dup_onto(oldfd, newfd, 0);
+}
+
+int vz_dup3(int oldfd, int newfd, int flags)
+{
+	if (flags & ~O_CLOEXEC)
+		return fail(-EINVAL);
+	if (oldfd == newfd)
+		return fail(-EINVAL);
+	return dup_onto(oldfd, newfd, flags);
+}
+
+/* F_DUPFD, F_DUPFD_CLOEXEC: the lowest free descriptor >= min names s. */
+static int dup_min(struct vz_csock *s, int fd, int cmd, int min)
+{
+	int nfd = libc.fcntl(fd, cmd, min), rc;
+
+	if (nfd < 0)
+		return -1;
+	pthread_mutex_lock(&ctl_lock);
+	rc = lookup(fd) == s ? table_set(nfd, s) : -EBADF;
+	if (!rc)
+		s->refs++;
+	pthread_mutex_unlock(&ctl_lock);
+	if (rc) {
+		libc.close(nfd);
+		return fail(rc);
+	}
+	return nfd;
 }
 
 int vz_is_socket(int fd)
@@ -610,30 +773,57 @@ int vz_is_socket(int fd)
 	return lookup(fd) != NULL || vz_direct_fd(fd);
 }
 
-/* An AF_INET address from the caller: 0 or -errno. */
-static int sin_get(const struct sockaddr *sa, socklen_t len,
-		   struct sockaddr_in *sin)
+/* An address of the socket's family from the caller: 0 or -errno. An
+ * AF_INET6 one may be RFC 2133's, without sin6_scope_id, as Linux takes. */
+static int addr_get(const struct vz_csock *s, const struct sockaddr *sa,
+		    socklen_t len, struct vz_addr *a)
 {
+	struct sockaddr_in6 sin6 = { 0 };
+	struct sockaddr_in sin;
+
+	memset(a, 0, sizeof(*a));
 	if (!sa)
 		return -EFAULT;
-	if (len < sizeof(*sin))
+	if (s->v6) {
+		if (len < 24)
+			return -EINVAL;
+		memcpy(&sin6, sa, len < sizeof(sin6) ? len : sizeof(sin6));
+		if (sin6.sin6_family != AF_INET6)
+			return -EAFNOSUPPORT;
+		memcpy(a->ip6, &sin6.sin6_addr, 16);
+		a->port = sin6.sin6_port;
+		return 0;
+	}
+	if (len < sizeof(sin))
 		return -EINVAL;
-	memcpy(sin, sa, sizeof(*sin));
-	return sin->sin_family == AF_INET ? 0 : -EAFNOSUPPORT;
+	memcpy(&sin, sa, sizeof(sin));
+	a->ip = sin.sin_addr.s_addr;
+	a->port = sin.sin_port;
+	return sin.sin_family == AF_INET ? 0 : -EAFNOSUPPORT;
 }
 
 /* Copy an address out as the kernel does: truncated to *len, *len set to
- * the full size. */
-static int sin_put(struct sockaddr *sa, socklen_t *len, __be32 ip, __be16 port)
+ * the full size. ip6: the AF_INET6 socket's address. */
+static int addr_put(const struct vz_csock *s, struct sockaddr *sa,
+		    socklen_t *len, __be32 ip, const __u8 *ip6, __be16 port)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_addr.s_addr = ip,
 				   .sin_port = port };
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6,
+				     .sin6_port = port };
+	const void *from = &sin;
+	socklen_t full = sizeof(sin);
 
 	if (!sa || !len)
 		return -EFAULT;
-	memcpy(sa, &sin, *len < sizeof(sin) ? *len : sizeof(sin));
-	*len = sizeof(sin);
+	if (s->v6) {
+		memcpy(&sin6.sin6_addr, ip6, 16);
+		from = &sin6;
+		full = sizeof(sin6);
+	}
+	memcpy(sa, from, *len < full ? *len : full);
+	*len = full;
 	return 0;
 }
 
@@ -647,20 +837,22 @@ int vz_bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_BIND }, rep;
 	struct vz_csock *s = sock_get(fd);
-	struct sockaddr_in sin;
+	struct vz_addr a;
 	int rc;
 	VZ_DIRECT(fd, vz_direct_bind(fd, addr, len));
 
 	if (!s)
 		return -1;
-	rc = sin_get(addr, len, &sin);
+	rc = addr_get(s, addr, len, &a);
 	if (rc)
 		return fail(rc);
-	req.addr = sin.sin_addr.s_addr;
-	req.port = sin.sin_port;
+	req.addr = a.ip;
+	memcpy(req.addr6, a.ip6, 16);
+	req.port = a.port;
 	if (sock_call(s, &req, &rep, NULL))
 		return -1;
 	s->ip = rep.addr;
+	memcpy(s->ip6, rep.addr6, 16);
 	s->port = rep.port;
 	return 0;
 }
@@ -670,9 +862,12 @@ int vz_bind(int fd, const struct sockaddr *addr, socklen_t len)
 static int autobind(struct vz_csock *s)
 {
 	struct sockaddr_in any = { .sin_family = AF_INET };
+	struct sockaddr_in6 any6 = { .sin6_family = AF_INET6 };
 
 	if (s->port)
 		return 0;
+	if (s->v6)
+		return vz_bind(s->fd, (struct sockaddr *)&any6, sizeof(any6));
 	return vz_bind(s->fd, (struct sockaddr *)&any, sizeof(any));
 }
 
@@ -680,7 +875,7 @@ int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_CONNECT }, rep;
 	struct vz_csock *s = sock_get(fd);
-	struct sockaddr_in sin;
+	struct vz_addr a;
 	int rc;
 	VZ_DIRECT(fd, vz_direct_connect(fd, addr, len));
 
@@ -690,17 +885,20 @@ int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	    addr->sa_family == AF_UNSPEC) {
 		req.opt = 1;
 	} else {
-		rc = sin_get(addr, len, &sin);
+		rc = addr_get(s, addr, len, &a);
 		if (rc)
 			return fail(rc);
-		req.addr = sin.sin_addr.s_addr;
-		req.port = sin.sin_port;
+		req.addr = a.ip;
+		memcpy(req.addr6, a.ip6, 16);
+		req.port = a.port;
 	}
 	if (sock_call(s, &req, &rep, NULL))
 		return -1;
 	s->ip = rep.addr;
+	memcpy(s->ip6, rep.addr6, 16);
 	s->port = rep.port;
 	s->peer_ip = req.opt ? 0 : req.addr;
+	memcpy(s->peer_ip6, req.addr6, 16); /* zero when dissolved */
 	s->peer_port = req.opt ? 0 : req.port;
 	return 0;
 }
@@ -708,6 +906,8 @@ int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	struct vz_csock *s = sock_get(fd);
+	static const __u8 any6[16];
+	const __u8 *ip6 = s ? s->ip6 : NULL;
 	__be32 ip;
 	VZ_DIRECT(fd, vz_direct_getsockname(fd, addr, len));
 
@@ -715,7 +915,9 @@ int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 		return -1;
 	/* Connected from INADDR_ANY: the kernel shows the route's source. */
 	ip = s->ip || !s->peer_port ? s->ip : local_ip4;
-	return sin_put(addr, len, ip, s->port) ? fail(-EFAULT) : 0;
+	if (s->v6 && s->peer_port && !memcmp(s->ip6, any6, 16))
+		ip6 = local_ip6;
+	return addr_put(s, addr, len, ip, ip6, s->port) ? fail(-EFAULT) : 0;
 }
 
 int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
@@ -727,7 +929,9 @@ int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 		return -1;
 	if (!s->peer_port)
 		return fail(-ENOTCONN);
-	return sin_put(addr, len, s->peer_ip, s->peer_port) ? fail(-EFAULT) : 0;
+	return addr_put(s, addr, len, s->peer_ip, s->peer_ip6, s->peer_port)
+		       ? fail(-EFAULT)
+		       : 0;
 }
 
 /* ---- waiting ---- */
@@ -843,21 +1047,23 @@ static void ring_doorbell(struct vz_csock *s)
 }
 
 static int send_dest(const struct vz_csock *s, const struct sockaddr *to,
-		     socklen_t tolen, struct sockaddr_in *sin)
+		     socklen_t tolen, struct vz_addr *a)
 {
 	int rc;
 
 	if (!to) {
 		if (!s->peer_port)
 			return -EDESTADDRREQ;
-		sin->sin_addr.s_addr = s->peer_ip;
-		sin->sin_port = s->peer_port;
+		memset(a, 0, sizeof(*a));
+		a->ip = s->peer_ip;
+		memcpy(a->ip6, s->peer_ip6, 16);
+		a->port = s->peer_port;
 		return 0;
 	}
-	rc = sin_get(to, tolen, sin);
+	rc = addr_get(s, to, tolen, a);
 	if (rc)
 		return rc;
-	return sin->sin_port ? 0 : -EINVAL;
+	return a->port ? 0 : -EINVAL;
 }
 
 ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
@@ -865,16 +1071,18 @@ ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
 {
 	struct vz_csock *s = sock_get(fd);
 	struct vz_ring_rec *rec;
-	struct sockaddr_in sin;
+	struct vz_addr sin;
 	__s64 until = -2;
+	size_t a; /* the IPv6 address in front of the datagram */
 	int rc;
 	VZ_DIRECT(fd, vz_direct_sendto(fd, buf, len, flags, to, tolen));
 
 	if (!s)
 		return -1;
+	a = s->v6 ? VZ_RING_ADDR6 : 0;
 	if (flags & MSG_OOB)
 		return fail(-EOPNOTSUPP);
-	if (len > VZ_STACK_MAX_UDP || vz_ring_need(len) > s->tx.size)
+	if (len > VZ_STACK_MAX_UDP || vz_ring_need(a + len) > s->tx.size)
 		return fail(-EMSGSIZE);
 	if (len && !buf)
 		return fail(-EFAULT);
@@ -886,23 +1094,25 @@ ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
 		return fail(-rc);
 	if (autobind(s))
 		return -1;
-	while (!(rec = vz_ring_reserve(&s->tx, len))) {
+	while (!(rec = vz_ring_reserve(&s->tx, a + len))) {
 		if (s->nonblock || (flags & MSG_DONTWAIT))
 			return fail(-EAGAIN);
 		if (until == -2)
 			until = deadline(&s->sndtimeo);
-		rc = wait_ring(s, &s->shm->tx, tx_ready, len, until);
+		rc = wait_ring(s, &s->shm->tx, tx_ready, a + len, until);
 		if (rc)
 			return fail(rc);
 	}
-	rec->len = (__u32)len;
-	rec->flags = 0;
-	rec->addr = sin.sin_addr.s_addr;
-	rec->port = sin.sin_port;
+	rec->len = (__u32)(a + len);
+	rec->flags = a ? VZ_RING_F_V6 : 0;
+	rec->addr = sin.ip;
+	rec->port = sin.port;
 	rec->reserved = 0;
+	if (a)
+		memcpy(rec + 1, sin.ip6, a);
 	if (len)
-		memcpy(rec + 1, buf, len);
-	vz_ring_commit(&s->tx, len);
+		memcpy((__u8 *)(rec + 1) + a, buf, len);
+	vz_ring_commit(&s->tx, a + len);
 	ring_doorbell(s);
 	return (ssize_t)len;
 }
@@ -945,7 +1155,7 @@ ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
 	struct vz_csock *s = sock_get(fd);
 	struct vz_ring_rec rec = { 0 };
 	const __u8 *payload = NULL;
-	size_t n;
+	size_t n, a, dlen;
 	int rc;
 	VZ_DIRECT(fd, vz_direct_recvfrom(fd, buf, len, flags, from, fromlen));
 
@@ -958,14 +1168,19 @@ ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
 	rc = recv_next(s, flags, &rec, &payload);
 	if (rc < 0)
 		return fail(rc);
-	n = rec.len < len ? rec.len : len;
+	/* An AF_INET6 socket's datagram opens with its sender's address. */
+	a = s->v6 ? VZ_RING_ADDR6 : 0;
+	if (!!(rec.flags & VZ_RING_F_V6) != s->v6 || rec.len < a)
+		return fail(-EIO); /* the poller wrote garbage */
+	dlen = rec.len - a;
+	n = dlen < len ? dlen : len;
 	if (n) /* buf may be NULL when len is 0 */
-		memcpy(buf, payload, n);
+		memcpy(buf, payload + a, n);
 	if (from && fromlen)
-		sin_put(from, fromlen, rec.addr, rec.port);
+		addr_put(s, from, fromlen, rec.addr, payload, rec.port);
 	if (!(flags & MSG_PEEK))
 		vz_ring_release(&s->rx, rec.len);
-	return (ssize_t)((flags & MSG_TRUNC) ? rec.len : n);
+	return (ssize_t)((flags & MSG_TRUNC) ? dlen : n);
 }
 
 ssize_t vz_recv(int fd, void *buf, size_t len, int flags)
@@ -1017,6 +1232,13 @@ int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 
 	if (!s)
 		return -1;
+	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY) {
+		/* AF_INET6 sockets here are IPv6-only; that cannot change */
+		if (!val || len < sizeof(int))
+			return fail(!val ? -EFAULT : -EINVAL);
+		memcpy(&v, val, sizeof(v));
+		return v ? 0 : fail(-EOPNOTSUPP);
+	}
 	if (level != SOL_SOCKET)
 		return fail(-ENOPROTOOPT);
 	if (!val)
@@ -1077,6 +1299,8 @@ int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 	if (!s)
 		return -1;
+	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
+		return !val || !len ? fail(-EFAULT) : put_int(val, len, 1);
 	if (level != SOL_SOCKET)
 		return fail(-ENOPROTOOPT);
 	if (!val || !len)
@@ -1093,7 +1317,7 @@ int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	case SO_TYPE:
 		return put_int(val, len, SOCK_DGRAM);
 	case SO_DOMAIN:
-		return put_int(val, len, AF_INET);
+		return put_int(val, len, s->v6 ? AF_INET6 : AF_INET);
 	case SO_PROTOCOL:
 		return put_int(val, len, IPPROTO_UDP);
 	case SO_ERROR:
@@ -1128,6 +1352,9 @@ int vz_fcntl(int fd, int cmd, int arg)
 	case F_GETFD:
 	case F_SETFD:
 		return libc.fcntl(fd, cmd, arg);
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		return dup_min(s, fd, cmd, arg);
 	default:
 		return fail(-EINVAL);
 	}
@@ -1172,22 +1399,59 @@ static int poll_veloz(struct pollfd *fds, nfds_t n, struct vz_csock **socks)
 	return ready;
 }
 
+static void sock_set_waiting(struct vz_csock *s, short events, __u32 on)
+{
+	if (events & POLLIN)
+		__atomic_store_n(&s->shm->rx.waiting, on, __ATOMIC_SEQ_CST);
+	if (events & POLLOUT)
+		__atomic_store_n(&s->shm->tx.waiting, on, __ATOMIC_SEQ_CST);
+}
+
 static void set_waiting(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
 			__u32 on)
 {
 	nfds_t i;
 
-	for (i = 0; i < n; i++) {
-		if (!socks[i])
-			continue;
-		if (fds[i].events & POLLIN)
-			__atomic_store_n(&socks[i]->shm->rx.waiting, on,
-					 __ATOMIC_SEQ_CST);
-		if (fds[i].events & POLLOUT)
-			__atomic_store_n(&socks[i]->shm->tx.waiting, on,
-					 __ATOMIC_SEQ_CST);
-	}
+	for (i = 0; i < n; i++)
+		if (socks[i])
+			sock_set_waiting(socks[i], fds[i].events, on);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/* ---- for epoll.c (client.h) ---- */
+
+struct vz_csock *vz_client_lookup(int fd)
+{
+	return lookup(fd);
+}
+
+short vz_client_revents(const struct vz_csock *s, short events)
+{
+	return sock_revents(s, events);
+}
+
+void vz_client_set_waiting(struct vz_csock *s, short events, __u32 on)
+{
+	sock_set_waiting(s, events, on);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+int vz_client_efd(const struct vz_csock *s)
+{
+	return s->fd;
+}
+
+void vz_client_drain(int efd)
+{
+	libc_init();
+	eventfd_drain(efd);
+}
+
+void vz_client_marks(const struct vz_csock *s, __u32 mark[3])
+{
+	mark[0] = __atomic_load_n(&s->shm->rx.head, __ATOMIC_ACQUIRE);
+	mark[1] = __atomic_load_n(&s->shm->tx.tail, __ATOMIC_ACQUIRE);
+	mark[2] = __atomic_load_n(&s->shm->so_error, __ATOMIC_ACQUIRE);
 }
 
 /*

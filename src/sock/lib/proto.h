@@ -26,13 +26,14 @@
 
 #include <linux/types.h>
 
-#define VZ_CTL_VERSION 1
+#define VZ_CTL_VERSION 2 /* 2: AF_INET6 (addr6) */
 #define VZ_CTL_MAX_FDS 2 /* descriptors accepted with one message */
 
 enum vz_ctl_type {
 	VZ_CTL_WELCOME = 1, /* poller -> application, once */
 	VZ_CTL_SOCKET, /* opt: domain; eventfd attached; reply: id, memfd */
-	VZ_CTL_BIND, /* addr, port (0: ephemeral); reply: the bound pair */
+	VZ_CTL_BIND, /* addr (addr6: AF_INET6), port (0: ephemeral); reply:
+		      * the bound pair */
 	VZ_CTL_CONNECT, /* addr, port; opt 1: dissolve (AF_UNSPEC) */
 	VZ_CTL_SETOPT, /* opt: SO_*, val; reply: ring sizes (+ memfd) */
 	VZ_CTL_CLOSE,
@@ -53,9 +54,12 @@ struct vz_ctl_msg {
 	__u16 flags; /* replies: VZ_CTL_F_*; requests: 0 */
 	__u32 rcvbuf, sndbuf; /* replies: the ring sizes; WELCOME: 0 */
 	__u32 reserved[2];
+	/* An AF_INET6 socket's address where addr is an AF_INET one's (addr
+	 * then 0); WELCOME: the stack's IPv6 address. Zero otherwise. */
+	__u8 addr6[16];
 };
 
-_Static_assert(sizeof(struct vz_ctl_msg) == 44, "wire size");
+_Static_assert(sizeof(struct vz_ctl_msg) == 60, "wire size");
 
 /* Room for the one descriptor a message may carry. */
 union vz_ctl_cmsg {

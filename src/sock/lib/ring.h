@@ -53,9 +53,14 @@ struct vz_sock_shm {
 
 _Static_assert(sizeof(struct vz_sock_shm) <= VZ_SHM_HDR, "header page");
 
+/* Record flag: the payload opens with the peer's IPv6 address (16 bytes,
+ * counted in len), for an AF_INET6 socket; addr is then 0. */
+#define VZ_RING_F_V6 1u
+#define VZ_RING_ADDR6 16u
+
 struct vz_ring_rec {
 	__u32 len; /* payload bytes, or VZ_RING_PAD */
-	__u32 flags; /* 0 */
+	__u32 flags; /* 0, or VZ_RING_F_V6 */
 	__be32 addr; /* rx: the sender; tx: the destination */
 	__be16 port;
 	__u16 reserved;

@@ -55,6 +55,10 @@ struct vz_ssock {
 	__be32 ip, peer_ip;
 	__u16 port, peer_port; /* host order; 0: unbound, unconnected */
 	bool reuseaddr, reuseport, broken;
+	/* AF_INET6: its addresses instead of ip and peer_ip. IPv6-only, as
+	 * with IPV6_V6ONLY: its port is apart from AF_INET sockets' ones. */
+	bool v6;
+	__u8 ip6[16], peer_ip6[16];
 	struct vz_ssock *next_port; /* the sockets sharing the port */
 	struct vz_ssock *next_app;
 	unsigned int slot; /* in srv->socks */
@@ -180,9 +184,21 @@ static void vz_wake(struct vz_ssock *s, struct vz_ring_ctl *c)
 
 /* ---- ports ---- */
 
-static bool port_clash(const struct vz_ssock *s, const struct vz_ssock *o,
-		       __be32 ip)
+static bool zero6(const __u8 *a)
 {
+	static const __u8 zero[16];
+
+	return !memcmp(a, zero, 16);
+}
+
+/* ip6: the address s binds (AF_INET6 sockets), NULL for IPv4. */
+static bool port_clash(const struct vz_ssock *s, const struct vz_ssock *o,
+		       __be32 ip, const __u8 *ip6)
+{
+	if (s->v6 != o->v6)
+		return false;
+	if (s->v6 && !zero6(o->ip6) && !zero6(ip6) && memcmp(o->ip6, ip6, 16))
+		return false;
 	if (o->ip && ip && o->ip != ip)
 		return false;
 	if (s->reuseaddr && o->reuseaddr)
@@ -193,12 +209,12 @@ static bool port_clash(const struct vz_ssock *s, const struct vz_ssock *o,
 }
 
 static int port_check(struct vz_sock_server *srv, const struct vz_ssock *s,
-		      __be32 ip, __u16 port)
+		      __be32 ip, const __u8 *ip6, __u16 port)
 {
 	const struct vz_ssock *o;
 
 	for (o = srv->ports[port]; o; o = o->next_port)
-		if (port_clash(s, o, ip))
+		if (port_clash(s, o, ip, ip6))
 			return -EADDRINUSE;
 	return 0;
 }
@@ -221,14 +237,20 @@ static int port_ephemeral(struct vz_sock_server *srv)
 }
 
 static int sock_bind(struct vz_sock_server *srv, struct vz_ssock *s, __be32 ip,
-		     __u16 port)
+		     const __u8 *ip6, __u16 port)
 {
+	static const __u8 any6[16];
 	int rc;
 
+	if (!ip6)
+		ip6 = any6;
 	if (s->port)
 		return -EINVAL;
 	if (ip && ip != srv->cfg.local_ip4)
 		return -EADDRNOTAVAIL;
+	if (s->v6 && (zero6(srv->cfg.local_ip6) ||
+		      (!zero6(ip6) && memcmp(ip6, srv->cfg.local_ip6, 16))))
+		return -EADDRNOTAVAIL; /* no IPv6 here, or not its address */
 	if (port && port < 1024 && s->app->uid != 0)
 		return -EACCES;
 	if (!port) {
@@ -236,10 +258,11 @@ static int sock_bind(struct vz_sock_server *srv, struct vz_ssock *s, __be32 ip,
 		if (rc < 0)
 			return rc;
 		port = (__u16)rc;
-	} else if ((rc = port_check(srv, s, ip, port))) {
+	} else if ((rc = port_check(srv, s, ip, ip6, port))) {
 		return rc;
 	}
 	s->ip = ip;
+	memcpy(s->ip6, ip6, 16);
 	s->port = port;
 	s->next_port = srv->ports[port];
 	srv->ports[port] = s;
@@ -359,11 +382,16 @@ static int req_socket(struct vz_sock_server *srv, struct vz_app *app,
 	struct vz_ssock *s;
 	int memfd, rc;
 
-	if (m->id || m->opt != AF_INET || m->val || m->addr || m->port ||
-	    app->nfds != 1 || !is_eventfd(app->fds[0]))
+	if (m->id || (m->opt != AF_INET && m->opt != AF_INET6) || m->val ||
+	    m->addr || m->port || !zero6(m->addr6) || app->nfds != 1 ||
+	    !is_eventfd(app->fds[0]))
 		return -1;
 	if (srv->nsocks >= srv->cfg.max_sockets) {
 		m->err = ENOBUFS;
+		return reply(app, m, -1);
+	}
+	if (m->opt == AF_INET6 && zero6(srv->cfg.local_ip6)) {
+		m->err = EAFNOSUPPORT; /* this stack has no IPv6 address */
 		return reply(app, m, -1);
 	}
 	s = calloc(1, sizeof(*s));
@@ -382,6 +410,7 @@ static int req_socket(struct vz_sock_server *srv, struct vz_app *app,
 		s->id = ++app->next_id;
 	while (!s->id || sock_find(app, s->id));
 	s->app = app;
+	s->v6 = m->opt == AF_INET6;
 	s->efd = app->fds[0];
 	app->nfds = 0;
 	s->next_app = app->socks;
@@ -397,13 +426,21 @@ static int req_socket(struct vz_sock_server *srv, struct vz_app *app,
 	return rc;
 }
 
+/* An address of the socket's own family only. */
+static bool addr_fits(const struct vz_ctl_msg *m, const struct vz_ssock *s)
+{
+	return s->v6 ? !m->addr : zero6(m->addr6);
+}
+
 static int req_bind(struct vz_sock_server *srv, struct vz_app *app,
 		    struct vz_ctl_msg *m, struct vz_ssock *s)
 {
-	if (m->opt || m->val)
+	if (m->opt || m->val || !addr_fits(m, s))
 		return -1;
-	m->err = -sock_bind(srv, s, m->addr, ntohs(m->port));
+	m->err = -sock_bind(srv, s, m->addr, s->v6 ? m->addr6 : NULL,
+			    ntohs(m->port));
 	m->addr = s->ip;
+	memcpy(m->addr6, s->ip6, 16);
 	m->port = htons(s->port);
 	return reply(app, m, -1);
 }
@@ -411,19 +448,23 @@ static int req_bind(struct vz_sock_server *srv, struct vz_app *app,
 static int req_connect(struct vz_sock_server *srv, struct vz_app *app,
 		       struct vz_ctl_msg *m, struct vz_ssock *s)
 {
-	if (m->opt > 1 || m->val || (m->opt && (m->addr || m->port)))
+	if (m->opt > 1 || m->val || !addr_fits(m, s) ||
+	    (m->opt && (m->addr || m->port || !zero6(m->addr6))))
 		return -1;
 	if (m->opt) {
 		s->peer_ip = 0;
+		memset(s->peer_ip6, 0, 16);
 		s->peer_port = 0;
 	} else {
 		if (!s->port)
-			m->err = -sock_bind(srv, s, 0, 0);
+			m->err = -sock_bind(srv, s, 0, NULL, 0);
 		if (!m->err) {
 			s->peer_ip = m->addr;
+			memcpy(s->peer_ip6, m->addr6, 16);
 			s->peer_port = ntohs(m->port);
 		}
 	}
+	memcpy(m->addr6, s->ip6, 16);
 	m->addr = s->ip;
 	m->port = htons(s->port);
 	return reply(app, m, -1);
@@ -495,6 +536,9 @@ static int request(struct vz_sock_server *srv, struct vz_app *app)
 		return -1;
 	if (m.type == VZ_CTL_SOCKET)
 		return req_socket(srv, app, &m);
+	if (m.type != VZ_CTL_BIND && m.type != VZ_CTL_CONNECT &&
+	    !zero6(m.addr6))
+		return -1;
 	if (app->nfds)
 		return -1;
 	s = sock_find(app, m.id);
@@ -623,6 +667,7 @@ static void welcome(const struct vz_sock_server *srv, int fd, int err)
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	union vz_ctl_cmsg c;
 
+	memcpy(m.addr6, srv->cfg.local_ip6, 16);
 	vz_ctl_attach_fd(&mh, &c, err ? -1 : srv->doorbell);
 	if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
 		/* It left already: its EOF will tell. */
@@ -691,21 +736,35 @@ static unsigned int drain_one(struct vz_sock_server *srv, struct vz_ssock *s,
 	bool error = false;
 
 	while (done < max && !s->broken) {
-		struct vz_dgram_meta m;
+		struct vz_dgram_meta m = { 0 };
 		struct vz_ring_rec rec;
 		const __u8 *payload;
 		int rc = vz_ring_peek(&s->tx, &rec, &payload);
 
 		if (!rc)
 			break;
-		if (rc < 0 || rec.len > VZ_STACK_MAX_UDP) {
+		if (rc < 0 ||
+		    rec.len > VZ_STACK_MAX_UDP + (rec.flags & VZ_RING_F_V6
+							  ? VZ_RING_ADDR6
+							  : 0)) {
 			sock_corrupt(srv, s);
 			break;
 		}
 		/* The library binds before sending; this is for the rest. */
-		if (!s->port && sock_bind(srv, s, 0, 0))
+		if (!s->port && sock_bind(srv, s, 0, NULL, 0))
 			rc = -EAGAIN;
-		else {
+		else if (s->v6 != !!(rec.flags & VZ_RING_F_V6) ||
+			 (s->v6 && rec.len < VZ_RING_ADDR6))
+			rc = -EAFNOSUPPORT; /* not its family: the app's bug */
+		else if (s->v6) {
+			m.v6 = 1;
+			memcpy(m.src_ip6, s->ip6, 16); /* zero: the stack's */
+			memcpy(m.dst_ip6, payload, VZ_RING_ADDR6);
+			m.src_port = htons(s->port);
+			m.dst_port = rec.port;
+			rc = send_fn(opaque, &m, payload + VZ_RING_ADDR6,
+				     rec.len - VZ_RING_ADDR6);
+		} else {
 			m.src_ip = s->ip ? s->ip : srv->cfg.local_ip4;
 			m.src_port = htons(s->port);
 			m.dst_ip = rec.addr;
@@ -838,7 +897,31 @@ static __u32 sender_hash(__be32 ip, __be16 port)
 static bool sock_matches(const struct vz_ssock *s,
 			 const struct vz_dgram_meta *m)
 {
-	return !s->broken && (!s->ip || s->ip == m->dst_ip);
+	if (s->broken || s->v6 != !!m->v6)
+		return false;
+	if (s->v6)
+		return zero6(s->ip6) || !memcmp(s->ip6, m->dst_ip6, 16);
+	return !s->ip || s->ip == m->dst_ip;
+}
+
+static bool from_peer(const struct vz_ssock *s, const struct vz_dgram_meta *m,
+		      __u16 sport)
+{
+	if (s->peer_port != sport)
+		return false;
+	return s->v6 ? !memcmp(s->peer_ip6, m->src_ip6, 16)
+		     : s->peer_ip == m->src_ip;
+}
+
+/* The sender's address folded to 32 bits, for the hash. */
+static __be32 sender_ip(const struct vz_dgram_meta *m)
+{
+	__u32 w[4];
+
+	if (!m->v6)
+		return m->src_ip;
+	memcpy(w, m->src_ip6, 16);
+	return w[0] ^ w[1] ^ w[2] ^ w[3];
 }
 
 /*
@@ -857,7 +940,7 @@ static struct vz_ssock *sock_lookup(struct vz_sock_server *srv,
 		if (!sock_matches(s, m))
 			continue;
 		if (s->peer_port) {
-			if (s->peer_ip == m->src_ip && s->peer_port == sport)
+			if (from_peer(s, m, sport))
 				return s;
 			continue;
 		}
@@ -868,7 +951,7 @@ static struct vz_ssock *sock_lookup(struct vz_sock_server *srv,
 	}
 	if (!first || !first->reuseport || group < 2)
 		return first;
-	k = sender_hash(m->src_ip, m->src_port) % group;
+	k = sender_hash(sender_ip(m), m->src_port) % group;
 	for (s = first; s; s = s->next_port)
 		if (sock_matches(s, m) && !s->peer_port && s->reuseport && !k--)
 			return s;
@@ -880,22 +963,25 @@ int vz_sock_server_deliver(struct vz_sock_server *srv,
 			   size_t len)
 {
 	struct vz_ssock *s = sock_lookup(srv, m);
+	size_t a = m->v6 ? VZ_RING_ADDR6 : 0; /* the address, before the data */
 	struct vz_ring_rec *rec;
 
 	if (!s)
 		return -1;
-	rec = len <= VZ_STACK_MAX_UDP ? vz_ring_reserve(&s->rx, len) : NULL;
+	rec = len <= VZ_STACK_MAX_UDP ? vz_ring_reserve(&s->rx, a + len) : NULL;
 	if (!rec) {
 		srv->stats.rx_ring_full++;
 		return 0;
 	}
-	rec->len = (__u32)len;
-	rec->flags = 0;
+	rec->len = (__u32)(a + len);
+	rec->flags = m->v6 ? VZ_RING_F_V6 : 0;
 	rec->addr = m->src_ip;
 	rec->port = m->src_port;
 	rec->reserved = 0;
-	memcpy(rec + 1, payload, len);
-	vz_ring_commit(&s->rx, len);
+	if (a)
+		memcpy(rec + 1, m->src_ip6, a);
+	memcpy((__u8 *)(rec + 1) + a, payload, len);
+	vz_ring_commit(&s->rx, a + len);
 	srv->stats.rx_queued++;
 	vz_wake(s, &s->shm->rx);
 	return 0;

@@ -31,6 +31,7 @@ struct vz_sock_server_config {
 	const char *path; /* the UNIX socket; its directory is made 0750 */
 	gid_t gid; /* group allowed besides root; (gid_t)-1: root only */
 	__be32 local_ip4; /* the stack's address: what bind(INADDR_ANY) gets */
+	__u8 local_ip6[16]; /* its IPv6 address (zero: none) */
 	unsigned int max_apps; /* 0: 64 */
 	unsigned int max_sockets; /* over all applications; 0: 1024 */
 	__u32 default_rcvbuf, default_sndbuf; /* ring bytes; 0: 256 KiB */

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * libveloz-preload: LD_PRELOAD=libveloz-preload.so runs an unmodified
- * program's AF_INET datagram sockets on veloz's userspace stack. Every other
+ * program's AF_INET and AF_INET6 datagram sockets on veloz's userspace
+ * stack (AF_INET6 only when the poller has an IPv6 address). Every other
  * socket, and every call on a descriptor that is not a veloz socket, falls
  * through to libc.
  *
  * This file: the state (libc's calls, the link to the poller) and the
- * calls that create, name and close sockets. Across fork() libveloz-sock
+ * calls that create, name and close sockets (copies and epoll in
+ * preload_epoll.c). Across fork() libveloz-sock
  * itself gives the child a clean slate: the parent's veloz descriptors are
  * closed in the child, whose own UDP sockets get their own link.
  */
@@ -142,6 +144,11 @@ char *vz_pl_bounce(void)
 	return vz_pl_bounce_buf;
 }
 
+bool vz_pl_active_now(void)
+{
+	return !vz_pl_depth && atomic_load(&vz_pl_active);
+}
+
 bool vz_pl_veloz(int fd)
 {
 	if (vz_pl_depth || fd < 0 || !atomic_load(&vz_pl_active))
@@ -173,16 +180,18 @@ static void vz_pl_connect(void)
 				     : "UDP sockets use the kernel");
 }
 
-static bool vz_pl_is_udp4(int domain, int type, int protocol)
+static bool vz_pl_is_udp(int domain, int type, int protocol)
 {
-	return domain == AF_INET &&
+	return (domain == AF_INET || domain == AF_INET6) &&
 	       (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_DGRAM &&
 	       (protocol == 0 || protocol == IPPROTO_UDP);
 }
 
 int socket(int domain, int type, int protocol)
 {
-	if (vz_pl_depth || !vz_pl_is_udp4(domain, type, protocol))
+	int fd;
+
+	if (vz_pl_depth || !vz_pl_is_udp(domain, type, protocol))
 		return VZ_LIBC(socket)(domain, type, protocol);
 	pthread_once(&vz_pl_init_once, vz_pl_connect);
 	if (vz_pl_init_errno) {
@@ -191,7 +200,11 @@ int socket(int domain, int type, int protocol)
 		errno = vz_pl_init_errno;
 		return -1;
 	}
-	return VZ_CALL(vz_socket(domain, type, protocol));
+	fd = VZ_CALL(vz_socket(domain, type, protocol));
+	/* A poller without an IPv6 address: IPv6 stays the kernel's. */
+	if (fd < 0 && errno == EAFNOSUPPORT && domain == AF_INET6)
+		return VZ_LIBC(socket)(domain, type, protocol);
+	return fd;
 }
 
 /*
@@ -216,7 +229,7 @@ int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 
 int close(int fd)
 {
-	if (vz_pl_veloz(fd))
+	if (vz_pl_veloz(fd) || vz_pl_epoll(fd))
 		return VZ_CALL(vz_close(fd));
 	return VZ_LIBC(close)(fd);
 }
@@ -257,41 +270,4 @@ int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 	if (vz_pl_veloz(fd))
 		return VZ_CALL(vz_setsockopt(fd, level, name, val, len));
 	return VZ_LIBC(setsockopt)(fd, level, name, val, len);
-}
-
-/*
- * A copy of a veloz descriptor would be a second eventfd number the
- * library does not know: refused rather than half working.
- */
-int dup(int fd)
-{
-	if (vz_pl_veloz(fd)) {
-		errno = ENOTSUP;
-		return -1;
-	}
-	return VZ_LIBC(dup)(fd);
-}
-
-/* Also refused when it would silently close a veloz socket (newfd). */
-static int vz_pl_dup_check(int oldfd, int newfd)
-{
-	if (vz_pl_veloz(oldfd) || vz_pl_veloz(newfd)) {
-		errno = ENOTSUP;
-		return -1;
-	}
-	return 0;
-}
-
-int dup2(int oldfd, int newfd)
-{
-	if (oldfd != newfd && vz_pl_dup_check(oldfd, newfd) < 0)
-		return -1;
-	return VZ_LIBC(dup2)(oldfd, newfd);
-}
-
-int dup3(int oldfd, int newfd, int flags)
-{
-	if (oldfd != newfd && vz_pl_dup_check(oldfd, newfd) < 0)
-		return -1;
-	return VZ_LIBC(dup3)(oldfd, newfd, flags);
 }

@@ -92,6 +92,10 @@ extern __thread int vz_pl_depth;
 /* Whether fd is one of this process's veloz sockets (never inside the
  * library, whose calls are all libc's). */
 bool vz_pl_veloz(int fd);
+/* Whether a veloz socket may exist (and we are not inside the library). */
+bool vz_pl_active_now(void);
+/* Whether fd is an epoll set libveloz-sock keeps veloz members for. */
+bool vz_pl_epoll(int fd);
 
 /* A thread's buffer for gathering and scattering iovecs (NULL: ENOMEM). */
 char *vz_pl_bounce(void);

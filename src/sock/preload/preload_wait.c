@@ -3,10 +3,7 @@
  * libveloz-preload: descriptor flags and waiting. poll and select go to
  * libveloz-sock as soon as one veloz socket is among the descriptors (it
  * waits on veloz and kernel descriptors together), else straight to libc.
- *
- * epoll is refused on veloz sockets: their eventfd is only signalled while
- * the library waits in vz_poll/vz_select, so an epoll set holding it would
- * sleep through datagrams. Better a clear EOPNOTSUPP than a silent hang.
+ * epoll and descriptor copies are in preload_epoll.c.
  */
 /* meson's -D_FILE_OFFSET_BITS=64 would rename our fcntl to fcntl64 */
 #undef _FILE_OFFSET_BITS
@@ -30,8 +27,7 @@ static int vz_pl_fcntl(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 		return VZ_CALL(vz_fcntl(fd, cmd, (int)(long)arg));
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:
-		errno = ENOTSUP;
-		return -1;
+		return VZ_CALL(vz_fcntl(fd, cmd, (int)(long)arg));
 	default:
 		return real(fd, cmd, arg);
 	}
@@ -215,19 +211,4 @@ int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 	if (fdslen / sizeof(*fds) < n)
 		return VZ_LIBC(ppoll_chk)(fds, n, ts, mask, fdslen);
 	return ppoll(fds, n, ts, mask);
-}
-
-int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
-{
-	static int warned;
-
-	if (op != EPOLL_CTL_DEL && vz_pl_veloz(fd)) {
-		vz_pl_warn_once(&warned,
-				"epoll on veloz sockets is not supported "
-				"(fd %d): use poll or select",
-				fd);
-		errno = EOPNOTSUPP;
-		return -1;
-	}
-	return VZ_LIBC(epoll_ctl)(epfd, op, fd, ev);
 }

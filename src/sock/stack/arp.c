@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * ARP (RFC 826) for Ethernet and IPv4: answer requests for our address,
+ * The neighbour cache, and ARP (RFC 826) for Ethernet and IPv4: answer
+ * requests for our address,
  * resolve next hops for vz_stack_send (queueing a few datagrams meanwhile),
  * and keep a cache whose learned entries expire; static ones never do and
  * ARP never overwrites them (that is what they are for).
@@ -13,6 +14,10 @@
  * An entry in use is refreshed before it expires (arp_probe), the way
  * Linux's STALE/DELAY/PROBE states reconfirm a neighbour while traffic
  * flows, so a busy destination does not stall on ARP once a lifetime.
+ *
+ * IPv6 next hops live in the same table (keys are IPv6, IPv4 mapped into
+ * it): NDP (ndp.c) asks and answers, this file keeps the entries, the
+ * queues and the timers for both.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,17 +33,22 @@ static const __u8 bcast_mac[VZ_ETH_ALEN] = {
 	0xff, 0xff, 0xff, 0xff, 0xff, 0xff
 };
 
-static unsigned int arp_hash(__be32 ip)
+static unsigned int arp_hash(const __u8 *ip)
 {
-	return (ntohl(ip) * 2654435761u) >> 23; /* 9 bits: 512 buckets */
+	__u32 w[4];
+
+	memcpy(w, ip, 16);
+	/* IPv4 keys differ only in the last word: it alone must spread. */
+	return ((w[0] ^ w[1] ^ w[2] ^ ntohl(w[3])) * 2654435761u) >>
+	       23; /* 9 bits: 512 buckets */
 }
 
-static struct vz_arp_entry *arp_find(struct vz_arp_table *t, __be32 ip)
+static struct vz_arp_entry *arp_find(struct vz_arp_table *t, const __u8 *ip)
 {
 	int i;
 
 	for (i = t->bucket[arp_hash(ip)]; i >= 0; i = t->e[i].next)
-		if (t->e[i].ip == ip)
+		if (!memcmp(t->e[i].ip, ip, 16))
 			return &t->e[i];
 	return NULL;
 }
@@ -60,7 +70,10 @@ static void arp_drop_queue(struct vz_stack *s, struct vz_arp_entry *e)
 		next = p->next;
 		s->arp.queued_bytes -= p->len;
 		s->st.arp_queued--;
-		s->st.arp_unresolved_drops++;
+		if (vz_ip6_is_mapped(e->ip))
+			s->st.arp_unresolved_drops++;
+		else
+			s->st.nd_unresolved_drops++;
 		free(p);
 	}
 	e->q_head = e->q_tail = NULL;
@@ -83,7 +96,7 @@ static void arp_remove(struct vz_stack *s, struct vz_arp_entry *e)
 
 /* A free slot, or the learned entry closest to expiry: never a pending
  * or static one. */
-static struct vz_arp_entry *arp_alloc(struct vz_stack *s, __be32 ip)
+static struct vz_arp_entry *arp_alloc(struct vz_stack *s, const __u8 *ip)
 {
 	struct vz_arp_table *t = &s->arp;
 	struct vz_arp_entry *e, *victim = NULL;
@@ -103,7 +116,7 @@ static struct vz_arp_entry *arp_alloc(struct vz_stack *s, __be32 ip)
 	e = &t->e[t->free_head];
 	t->free_head = e->next;
 	memset(e, 0, sizeof(*e));
-	e->ip = ip;
+	memcpy(e->ip, ip, 16);
 	b = arp_hash(ip);
 	e->next = t->bucket[b];
 	t->bucket[b] = (int)(e - t->e);
@@ -123,7 +136,10 @@ int vz_arp_init(struct vz_stack *s)
 	t->free_head = 0;
 	t->next_ns = ~0ull;
 	for (i = 0; i < s->cfg.nneigh; i++) {
-		e = arp_alloc(s, s->cfg.neigh[i].ip4);
+		__u8 key[16];
+
+		vz_ip4_mapped(key, s->cfg.neigh[i].ip4);
+		e = arp_alloc(s, key);
 		memcpy(e->mac, s->cfg.neigh[i].mac, VZ_ETH_ALEN);
 		e->state = VZ_ARP_STATIC;
 	}
@@ -162,8 +178,13 @@ static void arp_request(struct vz_stack *s, struct vz_arp_entry *e,
 {
 	static const __u8 unknown[VZ_ETH_ALEN];
 
-	if (!arp_send(s, ARP_OP_REQUEST, bcast_mac, unknown, e->ip))
+	if (!vz_ip6_is_mapped(e->ip)) {
+		if (!vz_nd_solicit(s, e->ip, NULL))
+			s->st.nd_solicits_out++;
+	} else if (!arp_send(s, ARP_OP_REQUEST, bcast_mac, unknown,
+			     vz_get_be32(e->ip + 12))) {
 		s->st.arp_requests_out++;
+	}
 	e->tries++;
 	arp_deadline(&s->arp, e, now_ns + s->cfg.arp_retry_ms * VZ_NS_PER_MS);
 }
@@ -204,8 +225,13 @@ static void arp_probe(struct vz_stack *s, struct vz_arp_entry *e, __u64 now_ns)
 	    now_ns < e->probe_ok_ns)
 		return;
 	e->probe_ok_ns = now_ns + gap_ms * VZ_NS_PER_MS;
-	if (!arp_send(s, ARP_OP_REQUEST, e->mac, unknown, e->ip))
+	if (!vz_ip6_is_mapped(e->ip)) {
+		if (!vz_nd_solicit(s, e->ip, e->mac))
+			s->st.nd_probes_out++;
+	} else if (!arp_send(s, ARP_OP_REQUEST, e->mac, unknown,
+			     vz_get_be32(e->ip + 12))) {
 		s->st.arp_probes_out++;
+	}
 }
 
 /* The next hop answered: send what waited for it, in order. */
@@ -225,7 +251,7 @@ static void arp_flush(struct vz_stack *s, struct vz_arp_entry *e)
 }
 
 /* Learn or refresh ip -> mac; create an entry only when asked to. */
-static void arp_learn(struct vz_stack *s, __be32 ip, const __u8 *mac,
+static void arp_learn(struct vz_stack *s, const __u8 *ip, const __u8 *mac,
 		      bool create, __u64 now_ns)
 {
 	struct vz_arp_entry *e = arp_find(&s->arp, ip);
@@ -262,8 +288,12 @@ void vz_arp_input(struct vz_stack *s, const __u8 *frame, size_t len,
 	/* A sender of 0.0.0.0 is a probe (RFC 5227): only a request. */
 	if (spa ? vz_ip4_martian(s, spa) : op != ARP_OP_REQUEST)
 		goto bad;
-	if (spa)
-		arp_learn(s, spa, sha, tpa == s->cfg.ip4, now_ns);
+	if (spa) {
+		__u8 key[16];
+
+		vz_ip4_mapped(key, spa);
+		arp_learn(s, key, sha, tpa == s->cfg.ip4, now_ns);
+	}
 	if (op == ARP_OP_REPLY) {
 		s->st.arp_replies_in++;
 		return;
@@ -304,9 +334,15 @@ static int arp_enqueue(struct vz_stack *s, struct vz_arp_entry *e,
 	return 0;
 }
 
-int vz_arp_output(struct vz_stack *s, __be32 nexthop,
-		  const struct vz_dgram_meta *m, const void *payload,
-		  size_t len, __u64 now_ns)
+void vz_neigh_learn6(struct vz_stack *s, const __u8 *ip, const __u8 *mac,
+		     bool create, __u64 now_ns)
+{
+	arp_learn(s, ip, mac, create, now_ns);
+}
+
+static int neigh_output(struct vz_stack *s, const __u8 *nexthop,
+			const struct vz_dgram_meta *m, const void *payload,
+			size_t len, __u64 now_ns)
 {
 	struct vz_arp_entry *e = arp_find(&s->arp, nexthop);
 	int ret;
@@ -339,6 +375,23 @@ int vz_arp_output(struct vz_stack *s, __be32 nexthop,
 	if (!e->tries)
 		arp_request(s, e, now_ns);
 	return 0;
+}
+
+int vz_arp_output(struct vz_stack *s, __be32 nexthop,
+		  const struct vz_dgram_meta *m, const void *payload,
+		  size_t len, __u64 now_ns)
+{
+	__u8 key[16];
+
+	vz_ip4_mapped(key, nexthop);
+	return neigh_output(s, key, m, payload, len, now_ns);
+}
+
+int vz_neigh_output6(struct vz_stack *s, const __u8 *nexthop,
+		     const struct vz_dgram_meta *m, const void *payload,
+		     size_t len, __u64 now_ns)
+{
+	return neigh_output(s, nexthop, m, payload, len, now_ns);
 }
 
 void vz_arp_tick(struct vz_stack *s, __u64 now_ns)

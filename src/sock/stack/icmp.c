@@ -45,8 +45,9 @@ void vz_icmp_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u64 now_ns)
 		s->st.icmp_echo_out++;
 }
 
-/* One token of the ICMP error bucket, refilled at VZ_ICMP_RATE a second. */
-static bool icmp_token(struct vz_stack *s, __u64 now_ns)
+/* One token of the ICMP error bucket, refilled at VZ_ICMP_RATE a second
+ * (ICMPv6 errors draw on the same bucket). */
+bool vz_icmp_token(struct vz_stack *s, __u64 now_ns)
 {
 	const __u64 per = 1000000000ull / VZ_ICMP_RATE;
 	__u64 n;
@@ -76,7 +77,7 @@ void vz_icmp_port_unreach(struct vz_stack *s, const struct vz_ip_pkt *p,
 	size_t quote = p->l4len < 8 ? p->l4len : 8, len;
 	__u16 check;
 
-	if (!icmp_token(s, now_ns))
+	if (!vz_icmp_token(s, now_ns))
 		return;
 	memcpy(msg + VZ_ICMP_HLEN, p->iph, p->hlen);
 	memcpy(msg + VZ_ICMP_HLEN + p->hlen, p->l4, quote);

@@ -70,6 +70,7 @@ void vz_ip_input(struct vz_stack *s, const __u8 *frame, size_t len,
 	hlen = ip_check(s, ip, len - VZ_ETH_HLEN);
 	if (!hlen)
 		return;
+	memset(&p, 0, sizeof(p)); /* IPv4: v6 false */
 	p.src = vz_get_be32(ip + 12);
 	p.dst = vz_get_be32(ip + 16);
 	if (p.dst != s->cfg.ip4) {
@@ -98,23 +99,6 @@ void vz_ip_input(struct vz_stack *s, const __u8 *frame, size_t len,
 		ip_reassemble(s, &p, ip[9], now_ns);
 	else
 		l4_input(s, &p, ip[9], now_ns);
-}
-
-/* Copy [off, off + n) of the message made of hdr then body. */
-static void copy_range(__u8 *to, const __u8 *hdr, size_t hlen, const __u8 *body,
-		       size_t off, size_t n)
-{
-	size_t k;
-
-	if (off < hlen) {
-		k = hlen - off < n ? hlen - off : n;
-		memcpy(to, hdr + off, k);
-		to += k;
-		off += k;
-		n -= k;
-	}
-	if (n)
-		memcpy(to, body + (off - hlen), n);
 }
 
 static void ip_header(struct vz_stack *s, __u8 *ip, size_t len, __u16 id,
@@ -162,7 +146,7 @@ int vz_ip_output(struct vz_stack *s, const __u8 *dst_mac, __u8 proto,
 		}
 		vz_eth_header(s, dst_mac, VZ_ETH_P_IP);
 		ip_header(s, ip, VZ_IP_HLEN + n, id, frag, proto, dst);
-		copy_range(ip + VZ_IP_HLEN, hdr, hlen, body, off, n);
+		vz_copy_range(ip + VZ_IP_HLEN, hdr, hlen, body, off, n);
 		if (vz_stack_tx(s, VZ_ETH_HLEN + VZ_IP_HLEN + n))
 			return -EAGAIN;
 		if (fragmented)

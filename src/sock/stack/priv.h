@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The engine's insides, shared by its files: stack.c (config, Ethernet,
- * timers), arp.c (cache and resolution), ipv4.c (input checks, output and
- * fragmentation), reasm.c (reassembly), icmp.c and udp.c.
+ * timers), arp.c (the neighbour cache and resolution, ARP's side), ipv4.c
+ * (input checks, output and fragmentation), reasm.c (reassembly, both
+ * families), icmp.c and udp.c (both families); ipv6.c, ndp.c (NDP's side
+ * of the cache) and icmp6.c.
  */
 #ifndef VZ_SOCK_STACK_PRIV_H
 #define VZ_SOCK_STACK_PRIV_H
@@ -19,6 +21,15 @@
 #define VZ_ETH_P_ARP 0x0806
 #define VZ_ETH_P_8021Q 0x8100
 #define VZ_ETH_P_8021AD 0x88a8
+#define VZ_ETH_P_IPV6 0x86dd
+
+#define VZ_IP6_HLEN 40
+#define VZ_IP6_FRAG_HLEN 8
+#define VZ_IP6_MTU_MIN 1280 /* RFC 8200 5: every link carries 1280 */
+#define VZ_IP6_HOPS 64
+#define VZ_IPPROTO_FRAGMENT 44
+#define VZ_IPPROTO_ICMPV6 58
+#define VZ_ND_HOPS 255 /* RFC 4861: NDP is only valid from on-link */
 
 #define VZ_IP_HLEN 20
 #define VZ_IP_MAXLEN 65535
@@ -70,8 +81,13 @@ struct vz_arp_pkt {
 	__u8 data[];
 };
 
+/*
+ * The neighbour cache holds both families: an IPv4 address as IPv4-mapped
+ * IPv6 (::ffff:a.b.c.d), so ARP and NDP share the table, the queues, the
+ * timers and the refresh rule; only the questions differ.
+ */
 struct vz_arp_entry {
-	__be32 ip;
+	__u8 ip[16];
 	__u8 mac[VZ_ETH_ALEN];
 	__u8 state; /* enum vz_arp_state */
 	__u8 tries; /* requests sent while pending */
@@ -112,6 +128,11 @@ struct vz_reasm {
 	bool seen_last;
 	size_t mem; /* counted against reasm_max_bytes */
 	__u8 hdr[60]; /* the first fragment's header, options and all */
+	/* IPv6: the key's addresses and 32-bit identifier; hdr holds the
+	 * fixed header (40 bytes), extension headers are not kept. */
+	bool v6;
+	__u8 src6[16], dst6[16];
+	__u32 id6;
 };
 
 struct vz_reasm_table {
@@ -132,6 +153,10 @@ struct vz_stack {
 	__u64 icmp_refill_ns;
 	struct vz_arp_table arp;
 	struct vz_reasm_table reasm;
+	bool has6; /* an IPv6 address is configured */
+	__u8 ll6[16]; /* our link-local address, from the MAC */
+	__u8 mask6[16]; /* of the on-link IPv6 prefix */
+	__u32 frag6_id;
 	/* what we transmit (aligned: csum.h reads the IP header by words) */
 	__u8 frame[VZ_ETH_HLEN + VZ_MTU_MAX] __attribute__((aligned(8)));
 };
@@ -144,6 +169,9 @@ struct vz_ip_pkt {
 	const __u8 *l4;
 	size_t l4len;
 	__be32 src, dst;
+	/* IPv6: v6 set, src/dst 0, the addresses here (in the packet) */
+	bool v6;
+	const __u8 *src6, *dst6;
 };
 
 /* stack.c */
@@ -160,6 +188,43 @@ int vz_arp_output(struct vz_stack *s, __be32 nexthop,
 		  const struct vz_dgram_meta *m, const void *payload,
 		  size_t len, __u64 now_ns);
 void vz_arp_tick(struct vz_stack *s, __u64 now_ns);
+/* The cache's side for NDP: send through an IPv6 next hop (resolving it
+ * first), and learn from a solicitation or an advertisement (create: only
+ * for one that talks to us; solicited: it answers our question). */
+int vz_neigh_output6(struct vz_stack *s, const __u8 *nexthop,
+		     const struct vz_dgram_meta *m, const void *payload,
+		     size_t len, __u64 now_ns);
+void vz_neigh_learn6(struct vz_stack *s, const __u8 *ip, const __u8 *mac,
+		     bool create, __u64 now_ns);
+
+/* ndp.c */
+void vz_nd_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u8 hops,
+		 __u64 now_ns);
+/* Ask for target: multicast to its solicited-node group (dst_mac NULL),
+ * or unicast to dst_mac (a refresh probe). 0, or -1 when the port is full. */
+int vz_nd_solicit(struct vz_stack *s, const __u8 *target, const __u8 *dst_mac);
+
+/* ipv6.c */
+void vz_ip6_input(struct vz_stack *s, const __u8 *frame, size_t len,
+		  __u64 now_ns);
+int vz_ip6_output(struct vz_stack *s, const __u8 *dst_mac, __u8 proto,
+		  const __u8 *src, const __u8 *dst, __u8 hops, const void *hdr,
+		  size_t hlen, const void *body, size_t blen);
+/* Is ip one of ours (the address, the link-local one)? */
+bool vz_ip6_ours(const struct vz_stack *s, const __u8 *ip);
+/* A source no honest sender uses (multicast, loopback, ours, unspecified
+ * unless allowed). */
+bool vz_ip6_martian(const struct vz_stack *s, const __u8 *ip);
+
+/* icmp6.c */
+void vz_icmp6_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u8 hops,
+		    __u64 now_ns);
+void vz_icmp6_port_unreach(struct vz_stack *s, const struct vz_ip_pkt *p,
+			   __u64 now_ns);
+/* The ICMPv6 checksum of msg (its own field zero or not) over the
+ * pseudo-header of src -> dst: 0 when a received one is right. */
+__u16 vz_icmp6_csum(const __u8 *src, const __u8 *dst, const void *hdr,
+		    size_t hlen, const void *body, size_t blen);
 
 /* ipv4.c */
 void vz_ip_input(struct vz_stack *s, const __u8 *frame, size_t len,
@@ -174,9 +239,16 @@ void vz_reasm_fini(struct vz_stack *s);
 int vz_reasm_input(struct vz_stack *s, const __u8 *iph, size_t hlen,
 		   const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
 		   size_t *outlen);
+/* The same for an IPv6 fragment: ip6 the fixed header, fh the fragment
+ * header, payload what follows it. *out is a fixed header (next header
+ * the fragment header's, payload length the whole's) and the payload. */
+int vz_reasm_input6(struct vz_stack *s, const __u8 *ip6, const __u8 *fh,
+		    const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
+		    size_t *outlen);
 void vz_reasm_tick(struct vz_stack *s, __u64 now_ns);
 
 /* icmp.c */
+bool vz_icmp_token(struct vz_stack *s, __u64 now_ns);
 void vz_icmp_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u64 now_ns);
 void vz_icmp_port_unreach(struct vz_stack *s, const struct vz_ip_pkt *p,
 			  __u64 now_ns);
@@ -228,6 +300,89 @@ static inline __u64 vz_sum_pseudo(__be32 src, __be32 dst, __u8 proto, __u16 len)
 	__u8 tail[4] = { 0, proto, (__u8)(len >> 8), (__u8)len };
 
 	return vz_sum(vz_sum(vz_sum(0, &src, 4), &dst, 4), tail, 4);
+}
+
+/* Copy [off, off + n) of the message made of hdr then body (fragments). */
+static inline void vz_copy_range(__u8 *to, const __u8 *hdr, size_t hlen,
+				 const __u8 *body, size_t off, size_t n)
+{
+	size_t k;
+
+	if (off < hlen) {
+		k = hlen - off < n ? hlen - off : n;
+		memcpy(to, hdr + off, k);
+		to += k;
+		off += k;
+		n -= k;
+	}
+	if (n)
+		memcpy(to, body + (off - hlen), n);
+}
+
+/* IPv6's pseudo-header (RFC 8200 8.1), in memory order. */
+static inline __u64 vz_sum_pseudo6(const __u8 *src, const __u8 *dst, __u8 proto,
+				   __u32 len)
+{
+	__u8 tail[8] = { (__u8)(len >> 24),
+			 (__u8)(len >> 16),
+			 (__u8)(len >> 8),
+			 (__u8)len,
+			 0,
+			 0,
+			 0,
+			 proto };
+
+	return vz_sum(vz_sum(vz_sum(0, src, 16), dst, 16), tail, 8);
+}
+
+static inline bool vz_ip6_is_zero(const __u8 *a)
+{
+	static const __u8 zero[16];
+
+	return !memcmp(a, zero, 16);
+}
+
+static inline bool vz_ip6_is_multicast(const __u8 *a)
+{
+	return a[0] == 0xff;
+}
+
+static inline bool vz_ip6_is_linklocal(const __u8 *a)
+{
+	return a[0] == 0xfe && (a[1] & 0xc0) == 0x80;
+}
+
+/* IPv4 as the neighbour cache keys it: ::ffff:a.b.c.d. */
+static inline void vz_ip4_mapped(__u8 *out, __be32 ip)
+{
+	memset(out, 0, 10);
+	out[10] = out[11] = 0xff;
+	memcpy(out + 12, &ip, 4);
+}
+
+static inline bool vz_ip6_is_mapped(const __u8 *a)
+{
+	static const __u8 pfx[12] = {
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
+	};
+
+	return !memcmp(a, pfx, 12);
+}
+
+/* The solicited-node group of ip (RFC 4291 2.7.1) and its MAC. */
+static inline void vz_ip6_snm(__u8 *out, const __u8 *ip)
+{
+	static const __u8 pfx[13] = { 0xff, 2, 0, 0, 0, 0,   0,
+				      0,    0, 0, 0, 1, 0xff };
+
+	memcpy(out, pfx, 13);
+	memcpy(out + 13, ip + 13, 3);
+}
+
+static inline void vz_ip6_mcast_mac(__u8 *mac, const __u8 *group)
+{
+	mac[0] = mac[1] = 0x33;
+	memcpy(mac + 2, group + 12, 4);
 }
 
 static inline __u16 vz_get16(const __u8 *p)

@@ -10,6 +10,10 @@
  * byte held, bookkeeping included, counts against reasm_max_bytes; at
  * reasm_max_datagrams a new datagram is refused rather than an old one
  * evicted, so a flood cannot push out datagrams about to complete.
+ *
+ * IPv6 fragments (RFC 8200 4.5) go through the same table under the same
+ * limits, keyed by addresses and 32-bit identifier; RFC 5722 makes the
+ * overlap rule the standard there.
  */
 #include <arpa/inet.h>
 #include <stdlib.h>
@@ -29,25 +33,72 @@ int vz_reasm_init(struct vz_stack *s)
 	return t->bucket ? 0 : -1;
 }
 
-static unsigned int reasm_hash(const struct vz_reasm_table *t, __be32 src,
-			       __be32 dst, __be16 id, __u8 proto)
-{
-	__u32 h = src * 0x9e3779b1u;
+/* What identifies a datagram: IPv4's four fields, or IPv6's three. */
+struct reasm_key {
+	bool v6;
+	__be32 src, dst;
+	__be16 id;
+	__u8 proto;
+	const __u8 *src6, *dst6;
+	__u32 id6;
+};
 
-	h ^= dst * 0x85ebca77u;
-	h ^= ((__u32)id << 8 | proto) * 0xc2b2ae3du;
+static __u32 fold6(const __u8 *a)
+{
+	__u32 w[4];
+
+	memcpy(w, a, 16);
+	return w[0] ^ w[1] ^ w[2] ^ w[3];
+}
+
+static unsigned int reasm_hash(const struct vz_reasm_table *t,
+			       const struct reasm_key *k)
+{
+	__u32 h;
+
+	if (k->v6) {
+		h = fold6(k->src6) * 0x9e3779b1u;
+		h ^= fold6(k->dst6) * 0x85ebca77u;
+		h ^= k->id6 * 0xc2b2ae3du;
+	} else {
+		h = k->src * 0x9e3779b1u;
+		h ^= k->dst * 0x85ebca77u;
+		h ^= ((__u32)k->id << 8 | k->proto) * 0xc2b2ae3du;
+	}
 	h ^= h >> 15;
 	return h & (t->nbuckets - 1);
 }
 
-static struct vz_reasm **reasm_link(struct vz_reasm_table *t, __be32 src,
-				    __be32 dst, __be16 id, __u8 proto)
+static bool reasm_match(const struct vz_reasm *r, const struct reasm_key *k)
 {
-	struct vz_reasm **link = &t->bucket[reasm_hash(t, src, dst, id, proto)];
+	if (r->v6 != k->v6)
+		return false;
+	if (k->v6)
+		return r->id6 == k->id6 && !memcmp(r->src6, k->src6, 16) &&
+		       !memcmp(r->dst6, k->dst6, 16);
+	return r->src == k->src && r->dst == k->dst && r->id == k->id &&
+	       r->proto == k->proto;
+}
+
+static struct reasm_key reasm_key_of(const struct vz_reasm *r)
+{
+	return (struct reasm_key){ .v6 = r->v6,
+				   .src = r->src,
+				   .dst = r->dst,
+				   .id = r->id,
+				   .proto = r->proto,
+				   .src6 = r->src6,
+				   .dst6 = r->dst6,
+				   .id6 = r->id6 };
+}
+
+static struct vz_reasm **reasm_link(struct vz_reasm_table *t,
+				    const struct reasm_key *k)
+{
+	struct vz_reasm **link = &t->bucket[reasm_hash(t, k)];
 
 	for (; *link; link = &(*link)->hnext)
-		if ((*link)->src == src && (*link)->dst == dst &&
-		    (*link)->id == id && (*link)->proto == proto)
+		if (reasm_match(*link, k))
 			break;
 	return link;
 }
@@ -61,7 +112,8 @@ static void reasm_account(struct vz_stack *s, long delta)
 static void reasm_free(struct vz_stack *s, struct vz_reasm *r)
 {
 	struct vz_reasm_table *t = &s->reasm;
-	struct vz_reasm **link = reasm_link(t, r->src, r->dst, r->id, r->proto);
+	struct reasm_key k = reasm_key_of(r);
+	struct vz_reasm **link = reasm_link(t, &k);
 	struct vz_frag *f, *next;
 
 	*link = r->hnext;
@@ -91,7 +143,7 @@ void vz_reasm_fini(struct vz_stack *s)
 }
 
 static struct vz_reasm *reasm_new(struct vz_stack *s, struct vz_reasm **link,
-				  const __u8 *iph, __u64 now_ns)
+				  const struct reasm_key *k, __u64 now_ns)
 {
 	struct vz_reasm_table *t = &s->reasm;
 	struct vz_reasm *r;
@@ -102,10 +154,16 @@ static struct vz_reasm *reasm_new(struct vz_stack *s, struct vz_reasm **link,
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
-	r->src = vz_get_be32(iph + 12);
-	r->dst = vz_get_be32(iph + 16);
-	memcpy(&r->id, iph + 4, 2);
-	r->proto = iph[9];
+	r->v6 = k->v6;
+	r->src = k->src;
+	r->dst = k->dst;
+	r->id = k->id;
+	r->proto = k->proto;
+	r->id6 = k->id6;
+	if (k->v6) {
+		memcpy(r->src6, k->src6, 16);
+		memcpy(r->dst6, k->dst6, 16);
+	}
 	r->expires_ns = now_ns + s->cfg.reasm_timeout_ms * VZ_NS_PER_MS;
 	r->mem = sizeof(*r);
 	r->hnext = *link; /* a chain's end, or what an expired entry left */
@@ -214,42 +272,44 @@ static __u8 *reasm_build(const struct vz_reasm *r, size_t *len)
 	if (!buf)
 		return NULL;
 	memcpy(buf, r->hdr, r->hlen);
+	for (f = r->head; f; f = f->next)
+		memcpy(buf + r->hlen + f->off, f->data, f->len);
+	if (r->v6) { /* the fixed header, its chain cut to the payload */
+		vz_put16(buf + 4, (__u16)r->total);
+		buf[6] = r->proto;
+		return buf;
+	}
 	vz_put16(buf + 2, (__u16)*len);
 	vz_put16(buf + 6, 0);
 	memcpy(buf + 10, &check, 2);
 	check = vz_csum_fold(vz_sum32(vz_sum(0, buf, r->hlen)));
 	memcpy(buf + 10, &check, 2);
-	for (f = r->head; f; f = f->next)
-		memcpy(buf + r->hlen + f->off, f->data, f->len);
 	return buf;
 }
 
 /*
- * One fragment of a datagram for us (header checked). 1: it completed the
- * datagram, now in *out (malloc'd, header and all; the caller counts its
- * outcome). 0: held. -1: refused. Both counted here.
+ * One fragment of a datagram for us (header checked), of key k: [off, off +
+ * plen) of the payload, `more` the MF flag, hdr the header the whole will
+ * carry (the first fragment's). 1: it completed the datagram, now in *out
+ * (malloc'd, header and all; the caller counts its outcome). 0: held. -1:
+ * refused. Both counted here. `limit`: how far the payload may reach.
  */
-int vz_reasm_input(struct vz_stack *s, const __u8 *iph, size_t hlen,
-		   const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
-		   size_t *outlen)
+static int reasm_input(struct vz_stack *s, const struct reasm_key *k, __u32 off,
+		       bool more, const __u8 *hdr, size_t hlen,
+		       const __u8 *payload, size_t plen, size_t limit,
+		       __u64 now_ns, __u8 **out, size_t *outlen)
 {
-	__u16 frag = vz_get16(iph + 6);
-	__u32 off = (__u32)(frag & VZ_IP_OFFMASK) * 8;
-	bool more = frag & VZ_IP_MF;
 	struct vz_reasm **link, *r;
 	__u64 *why;
-	__be16 id;
 
 	s->st.frag_in++;
 	/* all but the last carry multiples of 8, none is empty, none ends
 	 * past the largest datagram */
-	if (!plen || (more && plen % 8) || hlen + off + plen > VZ_IP_MAXLEN) {
+	if (!plen || (more && plen % 8) || off + plen > limit) {
 		s->st.frag_bad++;
 		return -1;
 	}
-	memcpy(&id, iph + 4, 2);
-	link = reasm_link(&s->reasm, vz_get_be32(iph + 12),
-			  vz_get_be32(iph + 16), id, iph[9]);
+	link = reasm_link(&s->reasm, k);
 	r = *link;
 	if (r && now_ns >= r->expires_ns) { /* the timer has not run yet */
 		s->st.frag_timeout++;
@@ -257,20 +317,19 @@ int vz_reasm_input(struct vz_stack *s, const __u8 *iph, size_t hlen,
 		r = NULL; /* *link now holds the next in the chain */
 	}
 	if (!r && reasm_make_room(s)) /* the eviction may have changed *link */
-		link = reasm_link(&s->reasm, vz_get_be32(iph + 12),
-				  vz_get_be32(iph + 16), id, iph[9]);
+		link = reasm_link(&s->reasm, k);
 	if (!r)
-		r = reasm_new(s, link, iph, now_ns);
+		r = reasm_new(s, link, k, now_ns);
 	if (!r) {
 		s->st.frag_no_memory++;
 		return -1;
 	}
-	why = reasm_add(s, r, off, payload, (__u32)plen, more, iph, hlen);
+	why = reasm_add(s, r, off, payload, (__u32)plen, more, hdr, hlen);
 	if (!why && (!r->seen_last || r->have != r->total)) {
 		s->st.frag_held++;
 		return 0;
 	}
-	if (!why && r->hlen + (size_t)r->total > VZ_IP_MAXLEN)
+	if (!why && (r->v6 ? 0 : r->hlen) + (size_t)r->total > VZ_IP_MAXLEN)
 		why = &s->st.frag_bad; /* the first header made it too long */
 	if (!why) {
 		*out = reasm_build(r, outlen);
@@ -279,6 +338,38 @@ int vz_reasm_input(struct vz_stack *s, const __u8 *iph, size_t hlen,
 	(*why)++;
 	reasm_free(s, r);
 	return why == &s->st.frag_reassembled ? 1 : -1;
+}
+
+int vz_reasm_input(struct vz_stack *s, const __u8 *iph, size_t hlen,
+		   const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
+		   size_t *outlen)
+{
+	__u16 frag = vz_get16(iph + 6);
+	struct reasm_key k = { .src = vz_get_be32(iph + 12),
+			       .dst = vz_get_be32(iph + 16),
+			       .proto = iph[9] };
+
+	memcpy(&k.id, iph + 4, 2);
+	/* The limit counts the header: the whole must fit IPv4's 65535. */
+	return reasm_input(s, &k, (__u32)(frag & VZ_IP_OFFMASK) * 8,
+			   frag & VZ_IP_MF, iph, hlen, payload, plen,
+			   VZ_IP_MAXLEN - hlen, now_ns, out, outlen);
+}
+
+int vz_reasm_input6(struct vz_stack *s, const __u8 *ip6, const __u8 *fh,
+		    const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
+		    size_t *outlen)
+{
+	__u16 frag = vz_get16(fh + 2);
+	struct reasm_key k = {
+		.v6 = true, .proto = fh[0], .src6 = ip6 + 8, .dst6 = ip6 + 24
+	};
+
+	memcpy(&k.id6, fh + 4, 4);
+	/* IPv6's payload length field bounds the whole's payload. */
+	return reasm_input(s, &k, (__u32)(frag & 0xfff8), frag & 1, ip6,
+			   VZ_IP6_HLEN, payload, plen, VZ_IP_MAXLEN, now_ns,
+			   out, outlen);
 }
 
 void vz_reasm_tick(struct vz_stack *s, __u64 now_ns)

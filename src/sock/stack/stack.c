@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * The engine's front: the config, Ethernet in and out, the timers. The
- * protocols live in arp.c, ipv4.c, reasm.c, icmp.c and udp.c.
+ * protocols live in arp.c, ipv4.c, reasm.c, icmp.c and udp.c; IPv6's in
+ * ipv6.c, ndp.c and icmp6.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -78,6 +79,78 @@ static int check_neigh(const struct vz_stack_config *c, char *err,
 	return 0;
 }
 
+/* A global or unique-local unicast address: what the stack may own. */
+static bool ip6_unicast(const __u8 *ip)
+{
+	static const __u8 loop[16] = { [15] = 1 };
+
+	return !vz_ip6_is_zero(ip) && !vz_ip6_is_multicast(ip) &&
+	       memcmp(ip, loop, 16) && !vz_ip6_is_mapped(ip);
+}
+
+static bool ip6_onlink(const struct vz_stack *s, const __u8 *ip)
+{
+	unsigned int i;
+
+	if (vz_ip6_is_linklocal(ip))
+		return true;
+	for (i = 0; i < 16; i++)
+		if ((ip[i] ^ s->cfg.ip6[i]) & s->mask6[i])
+			return false;
+	return true;
+}
+
+static int check_config6(struct vz_stack *s, char *err, size_t errlen)
+{
+	struct vz_stack_config *c = &s->cfg;
+	const __u8 *m = c->mac;
+	unsigned int i;
+
+	if (vz_ip6_is_zero(c->ip6)) {
+		if (!vz_ip6_is_zero(c->gateway6))
+			return bad_config(err, errlen,
+					  "gateway6 without an ip6 address");
+		return 0;
+	}
+	if (!ip6_unicast(c->ip6) || vz_ip6_is_linklocal(c->ip6))
+		return bad_config(err, errlen,
+				  "ip6: not a global or unique-local unicast "
+				  "address");
+	if (!c->prefix6_len)
+		c->prefix6_len = 64;
+	if (c->prefix6_len > 128)
+		return bad_config(err, errlen, "prefix6_len %u: max 128",
+				  c->prefix6_len);
+	if (c->mtu < VZ_IP6_MTU_MIN)
+		return bad_config(err, errlen, "mtu %u: IPv6 needs at least %d",
+				  c->mtu, VZ_IP6_MTU_MIN);
+	for (i = 0; i < 16; i++) {
+		unsigned int bits =
+			c->prefix6_len > i * 8 ? c->prefix6_len - i * 8 : 0;
+
+		s->mask6[i] = bits >= 8 ? 0xff : (__u8)(0xff00 >> bits);
+	}
+	/* fe80::/64 and the modified EUI-64 of the MAC (RFC 4291 2.5.1) */
+	memset(s->ll6, 0, 16);
+	s->ll6[0] = 0xfe;
+	s->ll6[1] = 0x80;
+	s->ll6[8] = m[0] ^ 2;
+	s->ll6[9] = m[1];
+	s->ll6[10] = m[2];
+	s->ll6[11] = 0xff;
+	s->ll6[12] = 0xfe;
+	s->ll6[13] = m[3];
+	s->ll6[14] = m[4];
+	s->ll6[15] = m[5];
+	s->has6 = true;
+	if (!vz_ip6_is_zero(c->gateway6) &&
+	    (!ip6_unicast(c->gateway6) || vz_ip6_ours(s, c->gateway6) ||
+	     !ip6_onlink(s, c->gateway6)))
+		return bad_config(err, errlen,
+				  "gateway6: not another address on-link");
+	return 0;
+}
+
 static int check_config(struct vz_stack *s, char *err, size_t errlen)
 {
 	struct vz_stack_config *c = &s->cfg;
@@ -113,6 +186,8 @@ static int check_config(struct vz_stack *s, char *err, size_t errlen)
 		return bad_config(err, errlen, "reasm_max_datagrams %u: max %d",
 				  c->reasm_max_datagrams,
 				  VZ_REASM_MAX_DATAGRAMS);
+	if (check_config6(s, err, errlen))
+		return -1;
 	return check_neigh(c, err, errlen);
 }
 
@@ -199,6 +274,13 @@ void vz_stack_input(struct vz_stack *s, const void *frame, size_t len,
 		vz_arp_input(s, f, len, now_ns);
 		return;
 	}
+	/* IPv6 to us, or to a group (33:33:...): ipv6.c sorts out which. */
+	if (type == VZ_ETH_P_IPV6 && s->has6 &&
+	    (!memcmp(f, s->cfg.mac, VZ_ETH_ALEN) ||
+	     (f[0] == 0x33 && f[1] == 0x33))) {
+		vz_ip6_input(s, f, len, now_ns);
+		return;
+	}
 	/* RFC 1122 3.3.6: IP in a link broadcast is not for one host; VLAN
 	 * tags are someone else's (the port should not hand them to us). */
 	if (type != VZ_ETH_P_IP || memcmp(f, s->cfg.mac, VZ_ETH_ALEN)) {
@@ -208,12 +290,41 @@ void vz_stack_input(struct vz_stack *s, const void *frame, size_t len,
 	vz_ip_input(s, f, len, now_ns);
 }
 
+static int send6(struct vz_stack *s, const struct vz_dgram_meta *m,
+		 const void *payload, size_t len, __u64 now_ns)
+{
+	struct vz_dgram_meta out = *m;
+	const __u8 *nexthop = out.dst_ip6;
+
+	if (!s->has6)
+		return -EAFNOSUPPORT;
+	if (len > VZ_STACK_MAX_UDP)
+		return -EMSGSIZE;
+	if (vz_ip6_is_zero(out.src_ip6))
+		memcpy(out.src_ip6,
+		       vz_ip6_is_linklocal(out.dst_ip6) ? s->ll6 : s->cfg.ip6,
+		       16);
+	if (!vz_ip6_ours(s, out.src_ip6) || !out.dst_port ||
+	    !ip6_unicast(out.dst_ip6) || vz_ip6_ours(s, out.dst_ip6) ||
+	    (len && !payload))
+		return -EINVAL;
+	out.src_ip = out.dst_ip = 0;
+	if (!ip6_onlink(s, out.dst_ip6)) {
+		if (vz_ip6_is_zero(s->cfg.gateway6))
+			return -ENETUNREACH;
+		nexthop = s->cfg.gateway6;
+	}
+	return vz_neigh_output6(s, nexthop, &out, payload, len, now_ns);
+}
+
 int vz_stack_send(struct vz_stack *s, const struct vz_dgram_meta *m,
 		  const void *payload, size_t len, __u64 now_ns)
 {
 	struct vz_dgram_meta out = *m;
 	__be32 nexthop;
 
+	if (m->v6)
+		return send6(s, m, payload, len, now_ns);
 	if (len > VZ_STACK_MAX_UDP)
 		return -EMSGSIZE;
 	if (!out.src_ip)

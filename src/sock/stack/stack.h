@@ -3,7 +3,8 @@
  * The UDP/IP protocol engine of veloz's userspace stack: Ethernet, ARP
  * (answer, resolve, cache with timeout, refreshed while in use), ICMP echo,
  * IPv4 with fragmentation and reassembly (bounded memory, timeouts), UDP with
- * checksums.
+ * checksums; and IPv6 beside it: NDP (the same neighbour cache as ARP),
+ * ICMPv6 echo, fragments both ways, UDP with mandatory checksums.
  *
  * It does no I/O and keeps no clock: the poller (udpd) hands it received
  * frames and the time, and it calls back to transmit a frame or deliver a
@@ -35,14 +36,24 @@ struct vz_stack_config {
 	__u32 reasm_timeout_ms; /* 0: 30000 (RFC 791's upper bound is 60 s) */
 	__u32 reasm_max_bytes; /* all partial datagrams together; 0: 4 MiB */
 	__u32 reasm_max_datagrams; /* partial datagrams at once; 0: 256 */
+	/* IPv6: the stack's address (all zero: no IPv6), its on-link prefix
+	 * (0: 64) and a router (all zero: none). The stack also answers for
+	 * its link-local address, made from the MAC (EUI-64). */
+	__u8 ip6[16];
+	__u8 prefix6_len;
+	__u8 gateway6[16];
 	unsigned int nneigh;
 	struct vz_stack_neigh neigh[VZ_STACK_MAX_NEIGH]; /* never expire */
 };
 
-/* One UDP datagram's addresses, all in network byte order. */
+/* One UDP datagram's addresses, all in network byte order: IPv4 in
+ * src_ip/dst_ip, or with v6 set IPv6 in src_ip6/dst_ip6 (src_ip and
+ * dst_ip then 0). */
 struct vz_dgram_meta {
 	__be32 src_ip, dst_ip;
 	__be16 src_port, dst_port;
+	__u8 v6;
+	__u8 src_ip6[16], dst_ip6[16];
 };
 
 struct vz_stack_ops {
@@ -83,7 +94,19 @@ struct vz_stack_stats {
 	/* Gauges, not counters: what is held right now. */
 	__u64 reasm_datagrams; /* partial datagrams held */
 	__u64 reasm_bytes; /* their memory, bookkeeping included */
-	__u64 arp_queued; /* datagrams waiting for their next hop's ARP */
+	__u64 arp_queued; /* datagrams waiting for their next hop's ARP/NDP */
+	/* IPv6, rx outcomes: */
+	__u64 ip6_bad_header; /* version, length, martian source, chains */
+	__u64 nd_solicits_in; /* a neighbour solicitation for our address */
+	__u64 nd_adverts_in; /* any neighbour advertisement */
+	__u64 nd_bad; /* malformed NDP: hop limit, code, length, options */
+	__u64 icmp6_echo_in;
+	__u64 icmp6_bad; /* short, bad checksum */
+	__u64 icmp6_other; /* ICMPv6 we take no action on */
+	/* IPv6, not outcomes (what was sent, or dropped after a wait): */
+	__u64 nd_adverts_out, nd_solicits_out, nd_probes_out;
+	__u64 nd_unresolved_drops;
+	__u64 icmp6_echo_out, icmp6_unreach_out;
 };
 
 /*
@@ -103,7 +126,9 @@ struct vz_stack_stats {
  * 1122 3.3.6); ip_bad_header martian sources (0/8, 127/8, multicast, 240/4, our
  * own address, our subnet's broadcast); a bad header checksum ends in
  * ip_bad_csum alone; frag_no_memory also a datagram of more than 1024
- * fragments.
+ * fragments. IPv6: NDP for another target, and IPv6 to a multicast group
+ * other than NDP's, end in rx_not_for_us; an IPv6 fragment is counted like
+ * an IPv4 one (frag_*); UDP over IPv6 without a checksum in udp_bad_csum.
  */
 static inline __u64 vz_stack_stats_outcomes(const struct vz_stack_stats *st)
 {
@@ -113,7 +138,9 @@ static inline __u64 vz_stack_stats_outcomes(const struct vz_stack_stats *st)
 	       st->frag_overlap + st->frag_no_memory + st->frag_bad +
 	       st->frag_held + st->icmp_echo_in + st->icmp_bad +
 	       st->icmp_other + st->udp_bad_len + st->udp_bad_csum +
-	       st->udp_no_port;
+	       st->udp_no_port + st->ip6_bad_header + st->nd_solicits_in +
+	       st->nd_adverts_in + st->nd_bad + st->icmp6_echo_in +
+	       st->icmp6_bad + st->icmp6_other;
 }
 
 struct vz_stack;
@@ -130,7 +157,10 @@ void vz_stack_input(struct vz_stack *s, const void *frame, size_t len,
 
 /*
  * Send a datagram from m->src_port (m->src_ip 0: the stack's address) to
- * m->dst_ip:m->dst_port, fragmented above the MTU. 0, or a negative errno:
+ * m->dst_ip:m->dst_port, fragmented above the MTU. With m->v6, from
+ * m->src_ip6 (zero: the stack's, or its link-local one for a link-local
+ * destination) to m->dst_ip6, the next hop found by NDP; -EAFNOSUPPORT
+ * when the stack has no IPv6 address. 0, or a negative errno:
  * -EMSGSIZE (over VZ_STACK_MAX_UDP), -ENETUNREACH (off-link, no gateway),
  * -EAGAIN (the next hop's ARP is pending and its queue is full, or the port
  * is full), -EINVAL (bad address: zero, broadcast, multicast).

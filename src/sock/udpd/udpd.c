@@ -36,6 +36,7 @@
 #include "sock/lib/server.h"
 #include "sock/stack/stack.h"
 #include "sock/udpd/port.h"
+#include "sock/udpd/steer6.h"
 
 #define RX_BUDGET 256
 #define TX_BUDGET 256
@@ -80,6 +81,7 @@ static __u64 now_ns(void)
 static const char usage[] =
 	"usage: vz-udpd --iface IF --ip A.B.C.D/LEN [--mac MAC] [--gateway "
 	"A.B.C.D]\n"
+	"  [--ip6 ADDR/LEN] [--gateway6 ADDR]\n"
 	"  [--neigh A.B.C.D=MAC]... [--mtu N] [--socket PATH] [--group "
 	"NAME|GID]\n"
 	"  [--rcvbuf BYTES] [--sndbuf BYTES] [--max-apps N] [--max-sockets N]\n"
@@ -142,6 +144,38 @@ static int parse_prefix(const char *text, struct vz_stack_config *c)
 		return -1;
 	}
 	c->prefix_len = (__u8)len;
+	return 0;
+}
+
+/* --ip6 ADDR/LEN, --gateway6 ADDR (the stack judges the addresses). */
+static int parse_ip6(const char *what, const char *text, __u8 *ip,
+		     __u8 *prefix_len)
+{
+	char buf[INET6_ADDRSTRLEN + 8], *slash;
+	__u64 len;
+
+	snprintf(buf, sizeof(buf), "%s", text);
+	slash = strchr(buf, '/');
+	if (!prefix_len != !slash) {
+		vz_err("%s: %s: %s", what,
+		       prefix_len ? "give the address with its prefix, as "
+				    "fd00:198:18::3/64"
+				  : "an address without a prefix",
+		       text);
+		return -1;
+	}
+	if (slash)
+		*slash = 0;
+	if (inet_pton(AF_INET6, buf, ip) != 1) {
+		vz_err("%s: not an IPv6 address: %s", what, buf);
+		return -1;
+	}
+	if (slash) {
+		if (vz_parse_u64("--ip6 prefix length", slash + 1, 1, 128,
+				 &len))
+			return -1;
+		*prefix_len = (__u8)len;
+	}
 	return 0;
 }
 
@@ -210,10 +244,14 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		O_BUSY,
 		O_JSON,
 		O_HELP,
+		O_IP6,
+		O_GW6,
 	};
 	static const struct option longopts[] = {
 		{ "iface", required_argument, NULL, O_IFACE },
 		{ "ip", required_argument, NULL, O_IP },
+		{ "ip6", required_argument, NULL, O_IP6 },
+		{ "gateway6", required_argument, NULL, O_GW6 },
 		{ "mac", required_argument, NULL, O_MAC },
 		{ "gateway", required_argument, NULL, O_GW },
 		{ "neigh", required_argument, NULL, O_NEIGH },
@@ -274,6 +312,14 @@ static int parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case O_NEIGH:
 			err = parse_neigh(optarg, &o->stack);
+			break;
+		case O_IP6:
+			err = parse_ip6("--ip6", optarg, o->stack.ip6,
+					&o->stack.prefix6_len);
+			break;
+		case O_GW6:
+			err = parse_ip6("--gateway6", optarg, o->stack.gateway6,
+					NULL);
 			break;
 		case O_MTU:
 			err = vz_parse_u64("--mtu", optarg, 576, 9000, &v);
@@ -365,6 +411,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 	o->mac_set = mac_set;
 	o->server.path = o->socket_path;
 	o->server.local_ip4 = o->stack.ip4;
+	memcpy(o->server.local_ip6, o->stack.ip6, 16);
 	return 0;
 }
 
@@ -455,6 +502,18 @@ static void print_stats(const struct udpd *u, const char *event, bool json,
 	       F(s->icmp_bad), F(s->icmp_unreach_out), F(s->udp_bad_len),
 	       F(s->udp_bad_csum), F(s->udp_no_port), F(s->tx_frames),
 	       F(s->tx_full), F(s->tx_fragments));
+	printf("\"stack6\": {\"ip6_bad_header\": %llu, \"nd_solicits_in\": %llu, "
+	       "\"nd_adverts_in\": %llu, \"nd_bad\": %llu, "
+	       "\"nd_adverts_out\": %llu, \"nd_solicits_out\": %llu, "
+	       "\"nd_probes_out\": %llu, \"nd_unresolved_drops\": %llu, "
+	       "\"icmp6_echo_in\": %llu, \"icmp6_echo_out\": %llu, "
+	       "\"icmp6_bad\": %llu, \"icmp6_other\": %llu, "
+	       "\"icmp6_unreach_out\": %llu}, ",
+	       F(s->ip6_bad_header), F(s->nd_solicits_in), F(s->nd_adverts_in),
+	       F(s->nd_bad), F(s->nd_adverts_out), F(s->nd_solicits_out),
+	       F(s->nd_probes_out), F(s->nd_unresolved_drops),
+	       F(s->icmp6_echo_in), F(s->icmp6_echo_out), F(s->icmp6_bad),
+	       F(s->icmp6_other), F(s->icmp6_unreach_out));
 	printf("\"sockets\": {\"apps\": %llu, \"apps_total\": %llu, "
 	       "\"apps_refused\": %llu, \"apps_died\": %llu, "
 	       "\"sockets\": %llu, \"rx_queued\": %llu, "
@@ -479,24 +538,28 @@ static void print_stats(const struct udpd *u, const char *event, bool json,
 
 static void print_ready(const struct opts *o, const struct udpd *u)
 {
-	char ip[INET_ADDRSTRLEN];
+	char ip[INET_ADDRSTRLEN], ip6[INET6_ADDRSTRLEN + 8] = "";
 	const __u8 *m = o->stack.mac;
 
 	inet_ntop(AF_INET, &o->stack.ip4, ip, sizeof(ip));
+	if (o->stack.prefix6_len) {
+		inet_ntop(AF_INET6, o->stack.ip6, ip6, INET6_ADDRSTRLEN);
+		snprintf(ip6 + strlen(ip6), 8, "/%u", o->stack.prefix6_len);
+	}
 	if (o->json)
 		printf("{\"event\": \"ready\", \"iface\": \"%s\", \"ip\": "
-		       "\"%s/%u\", \"mac\": "
+		       "\"%s/%u\", \"ip6\": \"%s\", \"mac\": "
 		       "\"%02x:%02x:%02x:%02x:%02x:%02x\", \"socket\": \"%s\", "
 		       "\"queues\": %u, \"mode\": \"%s\"}\n",
-		       o->ifname, ip, o->stack.prefix_len, m[0], m[1], m[2],
-		       m[3], m[4], m[5], o->socket_path,
+		       o->ifname, ip, o->stack.prefix_len, ip6, m[0], m[1],
+		       m[2], m[3], m[4], m[5], o->socket_path,
 		       vz_udpd_port_queues(u->port),
 		       o->skb_mode ? "skb" : "native");
 	else
-		printf("udpd on %s: %s/%u, %02x:%02x:%02x:%02x:%02x:%02x, "
+		printf("udpd on %s: %s/%u%s%s, %02x:%02x:%02x:%02x:%02x:%02x, "
 		       "applications connect to %s (Ctrl-C stops)\n",
-		       o->ifname, ip, o->stack.prefix_len, m[0], m[1], m[2],
-		       m[3], m[4], m[5], o->socket_path);
+		       o->ifname, ip, o->stack.prefix_len, *ip6 ? " " : "", ip6,
+		       m[0], m[1], m[2], m[3], m[4], m[5], o->socket_path);
 	fflush(stdout);
 }
 
@@ -651,6 +714,8 @@ int main(int argc, char **argv)
 	}
 	u.port = vz_udpd_port_open(&pcfg);
 	if (!u.port)
+		goto out;
+	if (o.stack.prefix6_len && vz_udpd_steer6(o.ifname, o.stack.ip6))
 		goto out;
 	print_ready(&o, &u);
 	rc = run(&o, &u) ? 1 : 0;

@@ -9,7 +9,10 @@
  * does not speak), and ARP whose target is its address (requests to answer,
  * replies to its own requests). One optional 802.1Q tag is looked through.
  * The address is set by udpd in udpd_config after loading; until then it
- * is 0 and nothing is taken.
+ * is 0 and nothing is taken. With an IPv6 address (udpd_config6, set the
+ * same way; all zero: none): IPv6 to it, and to its solicited-node group,
+ * where neighbour solicitations for it arrive. Not the link-local address:
+ * udpd shares the interface's MAC, so that one is the kernel's.
  *
  * Its name starts with vz_xdp_, so a copy left by a killed udpd is
  * recognised as veloz's and replaced.
@@ -17,6 +20,7 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
@@ -33,6 +37,28 @@ struct {
 	__type(value, __u32); /* udpd's IPv4 address, network order */
 	__uint(max_entries, 1);
 } udpd_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct in6_addr); /* udpd's IPv6 address */
+	__uint(max_entries, 1);
+} udpd_config6 SEC(".maps");
+
+/* IPv6 to our address, or to its solicited-node group ff02::1:ffXX:XXXX. */
+static __always_inline int ours6(const struct ipv6hdr *ip,
+				 const struct in6_addr *us)
+{
+	const __u32 *d = ip->daddr.in6_u.u6_addr32;
+	const __u32 *u = us->in6_u.u6_addr32;
+
+	if (!(u[0] | u[1] | u[2] | u[3]))
+		return 0;
+	if (d[0] == u[0] && d[1] == u[1] && d[2] == u[2] && d[3] == u[3])
+		return 1;
+	return d[0] == bpf_htonl(0xff020000) && !d[1] && d[2] == bpf_htonl(1) &&
+	       d[3] == (bpf_htonl(0xff000000) | (u[3] & bpf_htonl(0xffffff)));
+}
 
 /* The fixed part of an Ethernet/IPv4 ARP packet, up to the target IP. */
 struct arp_eth_ip4 {
@@ -71,6 +97,14 @@ int vz_xdp_udpd(struct xdp_md *ctx)
 		if ((void *)(ip + 1) > end)
 			return XDP_PASS;
 		target = ip->daddr;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = l3;
+		struct in6_addr *us6 = bpf_map_lookup_elem(&udpd_config6, &key);
+
+		if ((void *)(ip6 + 1) > end || !us6 || !ours6(ip6, us6))
+			return XDP_PASS;
+		return (int)bpf_redirect_map(&xsks_map, ctx->rx_queue_index,
+					     XDP_PASS);
 	} else if (proto == bpf_htons(ETH_P_ARP)) {
 		struct arp_eth_ip4 *arp = l3;
 

@@ -1,0 +1,599 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * libveloz-sock: epoll over veloz and kernel descriptors together.
+ *
+ * An epoll set is a kernel epoll descriptor: the kernel members live in it
+ * with the caller's data, untouched. The veloz members cannot: their
+ * eventfd is written only while someone waits (the `waiting` words), and
+ * its readiness says nothing about the rings. So they live here, beside
+ * the kernel set, keyed by its descriptor, and are checked from their
+ * rings with the same test as vz_poll (vz_client_revents).
+ *
+ * vz_epoll_wait takes what is ready on both sides (the kernel's with a
+ * zero timeout, alternating which side goes first so neither starves the
+ * other); when nothing is, it sets the veloz members' waiting words,
+ * re-checks, and sleeps in one poll() on the kernel set's descriptor and
+ * the members' eventfds.
+ *
+ * Edge-triggered members follow Linux's rule: a member is reported when a
+ * wake-up happened since it was last reported (a datagram arrived, the
+ * poller made room, an error was set, or it was just added or modified)
+ * and it is ready now. EPOLLONESHOT disarms a member once reported, until
+ * EPOLL_CTL_MOD.
+ *
+ * One lock guards every set: the scans are short and sets rarely shared
+ * between threads. The order is the library's control lock, then this
+ * one (a socket's last close forgets its entries under the former).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include "sock/lib/client.h"
+#include "veloz/sock.h"
+
+#define VZ_EP_IN (EPOLLIN | EPOLLRDNORM)
+#define VZ_EP_OUT (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)
+/* What Linux allows beside EPOLLEXCLUSIVE (EPOLLEXCLUSIVE_OK_BITS). */
+#define VZ_EP_EXCL_OK                                                   \
+	(EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | \
+	 EPOLLWRBAND | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET |    \
+	 EPOLLEXCLUSIVE)
+#define VZ_EP_SMALL 16
+
+struct vz_ep_entry {
+	int fd; /* the key, with s (as Linux keys on descriptor and file) */
+	struct vz_csock *s;
+	__u32 events;
+	epoll_data_t data;
+	bool armed; /* false: an EPOLLONESHOT member already reported */
+	bool pending; /* EPOLLET: a wake-up not yet reported */
+	__u32 mark[3]; /* EPOLLET: the rings when last looked at */
+	int slot; /* its eventfd's place in the current sleep, -1: none */
+};
+
+struct vz_ep {
+	int epfd;
+	int users; /* waits in progress, plus one while in the table */
+	int kernel; /* kernel members added through us, -1: unknown */
+	unsigned int turn;
+	size_t n, cap, next; /* next: where the next scan starts */
+	struct vz_ep_entry *v;
+};
+
+static struct {
+	int (*epoll_create1)(int);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int,
+			   const sigset_t *);
+	int (*poll)(struct pollfd *, nfds_t, int);
+} sys;
+
+static pthread_once_t sys_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t ep_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vz_ep **eps; /* by descriptor */
+static int eps_cap;
+static int eps_live; /* sets in the table: vz_is_epoll's fast answer */
+
+/* The shim shadows these: reach libc's (see client.c's libc_resolve). */
+#define VZ_EP_RESOLVE(name)                                    \
+	do {                                                   \
+		void *p = dlsym(RTLD_NEXT, #name);             \
+		sys.name = p ? (__typeof__(sys.name))p : name; \
+	} while (0)
+
+static void sys_resolve(void)
+{
+	VZ_EP_RESOLVE(epoll_create1);
+	VZ_EP_RESOLVE(epoll_ctl);
+	VZ_EP_RESOLVE(epoll_pwait);
+	VZ_EP_RESOLVE(poll);
+}
+
+static void sys_init(void)
+{
+	pthread_once(&sys_once, sys_resolve);
+}
+
+static int fail(int err)
+{
+	errno = err;
+	return -1;
+}
+
+static __s64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- the sets ---- */
+
+/* Under ep_lock. */
+static struct vz_ep *ep_find(int epfd)
+{
+	return epfd >= 0 && epfd < eps_cap ? eps[epfd] : NULL;
+}
+
+static void ep_put(struct vz_ep *ep)
+{
+	if (--ep->users)
+		return;
+	free(ep->v);
+	free(ep);
+}
+
+/* Under ep_lock: drop the set at epfd from the table (a closed or reused
+ * descriptor); waits in progress keep it until they return. */
+static void ep_unlink(int epfd)
+{
+	struct vz_ep *ep = ep_find(epfd);
+
+	if (!ep)
+		return;
+	eps[epfd] = NULL;
+	eps_live--;
+	ep_put(ep);
+}
+
+/* Under ep_lock: a fresh set for epfd (replacing a stale one). */
+static struct vz_ep *ep_make(int epfd, int kernel)
+{
+	struct vz_ep *ep;
+
+	if (epfd >= eps_cap) {
+		int cap = eps_cap ? eps_cap : 64;
+		struct vz_ep **p;
+
+		while (cap <= epfd)
+			cap *= 2;
+		p = realloc(eps, (size_t)cap * sizeof(*p));
+		if (!p)
+			return NULL;
+		memset(p + eps_cap, 0, (size_t)(cap - eps_cap) * sizeof(*p));
+		eps = p;
+		eps_cap = cap;
+	}
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return NULL;
+	ep_unlink(epfd);
+	ep->epfd = epfd;
+	ep->users = 1;
+	ep->kernel = kernel;
+	eps[epfd] = ep;
+	eps_live++;
+	return ep;
+}
+
+static struct vz_ep_entry *ep_entry(struct vz_ep *ep, int fd,
+				    const struct vz_csock *s)
+{
+	for (size_t i = 0; i < ep->n; i++)
+		if (ep->v[i].fd == fd && ep->v[i].s == s)
+			return &ep->v[i];
+	return NULL;
+}
+
+static void ep_remove(struct vz_ep *ep, struct vz_ep_entry *e)
+{
+	*e = ep->v[--ep->n];
+	if (ep->next >= ep->n)
+		ep->next = 0;
+}
+
+void vz_epoll_sock_gone(struct vz_csock *s)
+{
+	pthread_mutex_lock(&ep_lock);
+	for (int i = 0; i < eps_cap && eps_live; i++) {
+		struct vz_ep *ep = eps[i];
+
+		for (size_t j = 0; ep && j < ep->n;) {
+			if (ep->v[j].s == s)
+				ep_remove(ep, &ep->v[j]);
+			else
+				j++;
+		}
+	}
+	pthread_mutex_unlock(&ep_lock);
+}
+
+/* In a fork child: no veloz socket survives, the kernel sets do. */
+void vz_epoll_forked(void)
+{
+	pthread_mutex_init(&ep_lock, NULL);
+	for (int i = 0; i < eps_cap; i++)
+		if (eps[i])
+			eps[i]->n = 0;
+}
+
+bool vz_epoll_forget(int epfd)
+{
+	bool had;
+
+	if (!__atomic_load_n(&eps_live, __ATOMIC_RELAXED))
+		return false;
+	pthread_mutex_lock(&ep_lock);
+	had = ep_find(epfd) != NULL;
+	ep_unlink(epfd);
+	pthread_mutex_unlock(&ep_lock);
+	return had;
+}
+
+int vz_is_epoll(int fd)
+{
+	bool is;
+
+	if (!__atomic_load_n(&eps_live, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&ep_lock);
+	is = ep_find(fd) != NULL;
+	pthread_mutex_unlock(&ep_lock);
+	return is;
+}
+
+int vz_epoll_create1(int flags)
+{
+	int fd;
+
+	sys_init();
+	fd = sys.epoll_create1(flags);
+	if (fd < 0)
+		return -1;
+	pthread_mutex_lock(&ep_lock);
+	/* A set nothing was added to yet has no kernel member; without the
+	 * memory it is made on the first veloz member, as one unknown. */
+	ep_make(fd, 0);
+	pthread_mutex_unlock(&ep_lock);
+	return fd;
+}
+
+/* ---- control ---- */
+
+/* A kernel member: the kernel's call, counted when it worked. */
+static int ctl_kernel(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct vz_ep *ep;
+	int rc = sys.epoll_ctl(epfd, op, fd, ev);
+
+	if (rc || (op != EPOLL_CTL_ADD && op != EPOLL_CTL_DEL) ||
+	    !__atomic_load_n(&eps_live, __ATOMIC_RELAXED))
+		return rc;
+	pthread_mutex_lock(&ep_lock);
+	ep = ep_find(epfd);
+	if (ep && ep->kernel >= 0)
+		ep->kernel +=
+			op == EPOLL_CTL_ADD ? 1 : (ep->kernel > 0 ? -1 : 0);
+	pthread_mutex_unlock(&ep_lock);
+	return rc;
+}
+
+/*
+ * Is epfd an epoll set? Asked of the kernel, as it would answer
+ * epoll_ctl: removing the socket's eventfd, which is never a kernel
+ * member, fails with ENOENT from a set, EBADF for no descriptor, EINVAL
+ * for anything else. (0: the caller put the eventfd there behind our
+ * back; it is a set all the same.)
+ */
+static int check_set(int epfd, int efd)
+{
+	if (!sys.epoll_ctl(epfd, EPOLL_CTL_DEL, efd, NULL) || errno == ENOENT)
+		return 0;
+	return -errno;
+}
+
+int vz_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct vz_csock *s = vz_client_lookup(fd);
+	struct vz_ep_entry *e;
+	struct vz_ep *ep;
+	int rc = 0;
+
+	sys_init();
+	if (!s)
+		return ctl_kernel(epfd, op, fd, ev);
+	/* Linux's order: the event, the descriptors, then the operation. */
+	if (op != EPOLL_CTL_DEL && !ev)
+		return fail(EFAULT);
+	rc = check_set(epfd, vz_client_efd(s));
+	if (rc) {
+		vz_epoll_forget(epfd); /* not a set (any more) */
+		return fail(-rc);
+	}
+	if (op != EPOLL_CTL_DEL && (ev->events & EPOLLEXCLUSIVE) &&
+	    (op == EPOLL_CTL_MOD || (ev->events & ~VZ_EP_EXCL_OK)))
+		return fail(EINVAL);
+	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL)
+		return fail(EINVAL);
+	pthread_mutex_lock(&ep_lock);
+	/* The socket may have been closed since the lookup: gone entries are
+	 * purged under this lock, so check again under it. */
+	if (vz_client_lookup(fd) != s) {
+		rc = -EBADF;
+		goto out;
+	}
+	ep = ep_find(epfd);
+	if (!ep && op == EPOLL_CTL_ADD)
+		ep = ep_make(epfd, -1);
+	if (!ep) {
+		rc = op == EPOLL_CTL_ADD ? -ENOMEM : -ENOENT;
+		goto out;
+	}
+	e = ep_entry(ep, fd, s);
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (e) {
+			rc = -EEXIST;
+			break;
+		}
+		if (ep->n == ep->cap) {
+			size_t cap = ep->cap ? ep->cap * 2 : 8;
+			void *p = realloc(ep->v, cap * sizeof(*ep->v));
+
+			if (!p) {
+				rc = -ENOMEM;
+				break;
+			}
+			ep->v = p;
+			ep->cap = cap;
+		}
+		e = &ep->v[ep->n++];
+		e->fd = fd;
+		e->s = s;
+		/* fall through */
+	case EPOLL_CTL_MOD:
+		if (!e) {
+			rc = -ENOENT;
+			break;
+		}
+		if (op == EPOLL_CTL_MOD && (e->events & EPOLLEXCLUSIVE)) {
+			rc = -EINVAL;
+			break;
+		}
+		e->events = ev->events;
+		e->data = ev->data;
+		e->armed = true;
+		e->pending = true; /* Linux checks it at once, as a wake-up */
+		e->slot = -1;
+		vz_client_marks(s, e->mark);
+		break;
+	case EPOLL_CTL_DEL:
+		if (!e)
+			rc = -ENOENT;
+		else
+			ep_remove(ep, e);
+		break;
+	}
+out:
+	pthread_mutex_unlock(&ep_lock);
+	return rc ? fail(-rc) : 0;
+}
+
+/* ---- waiting ---- */
+
+static short poll_events(__u32 events)
+{
+	return (short)((events & VZ_EP_IN ? POLLIN : 0) |
+		       (events & VZ_EP_OUT ? POLLOUT : 0));
+}
+
+/* Under ep_lock: report the ready veloz members into out[0..max), from
+ * where the last scan stopped. */
+static int scan(struct vz_ep *ep, struct epoll_event *out, int max)
+{
+	size_t n = ep->n, i, k;
+	int got = 0;
+
+	for (k = 0; k < n && got < max; k++) {
+		struct vz_ep_entry *e = &ep->v[(ep->next + k) % n];
+		__u32 r = 0;
+		short rev;
+
+		if (!e->armed)
+			continue;
+		if (e->events & EPOLLET) {
+			__u32 m[3];
+
+			vz_client_marks(e->s, m);
+			if (memcmp(m, e->mark, sizeof(m))) {
+				memcpy(e->mark, m, sizeof(m));
+				e->pending = true;
+			}
+			if (!e->pending)
+				continue;
+			e->pending = false;
+		}
+		rev = vz_client_revents(e->s, poll_events(e->events));
+		if (rev & POLLIN)
+			r |= e->events & VZ_EP_IN;
+		if (rev & POLLOUT)
+			r |= e->events & VZ_EP_OUT;
+		if (rev & POLLERR)
+			r |= EPOLLERR; /* reported whether asked for or not */
+		if (!r)
+			continue;
+		out[got].events = r;
+		out[got].data = e->data;
+		got++;
+		if (e->events & EPOLLONESHOT)
+			e->armed = false;
+		i = (ep->next + k + 1) % n;
+		if (got == max)
+			ep->next = i;
+	}
+	return got;
+}
+
+/* What is ready now on both sides, the kernel's without waiting. */
+static int collect(struct vz_ep *ep, struct epoll_event *out, int max)
+{
+	bool kernel_first, kernel;
+	int got = 0, k;
+
+	pthread_mutex_lock(&ep_lock);
+	kernel_first = ep->turn++ & 1;
+	kernel = ep->kernel != 0;
+	pthread_mutex_unlock(&ep_lock);
+	if (kernel && kernel_first) {
+		k = sys.epoll_pwait(ep->epfd, out, max, 0, NULL);
+		if (k < 0)
+			return -errno;
+		got = k;
+	}
+	pthread_mutex_lock(&ep_lock);
+	got += scan(ep, out + got, max - got);
+	pthread_mutex_unlock(&ep_lock);
+	if (kernel && !kernel_first && got < max) {
+		k = sys.epoll_pwait(ep->epfd, out + got, max - got, 0, NULL);
+		if (k < 0)
+			return got ? got : -errno;
+		got += k;
+	}
+	return got;
+}
+
+/*
+ * Sleep until the kernel set or a veloz member's eventfd stirs, or `ms`:
+ * the members' waiting words are set first and the rings checked again
+ * (the poller writes an eventfd only when it finds the word set, so
+ * either it sees ours or we see its datagram). Returns what the re-check
+ * found ready (>= 0), or -errno.
+ */
+static int sleep_on(struct vz_ep *ep, struct epoll_event *out, int max, int ms)
+{
+	struct pollfd small[VZ_EP_SMALL], *p = small;
+	size_t m = 0, i;
+	int rc;
+
+	pthread_mutex_lock(&ep_lock);
+	if (ep->n + 1 > VZ_EP_SMALL) {
+		p = calloc(ep->n + 1, sizeof(*p));
+		if (!p) {
+			pthread_mutex_unlock(&ep_lock);
+			return -ENOMEM;
+		}
+	}
+	p[m++] = (struct pollfd){ .fd = ep->epfd, .events = POLLIN };
+	for (i = 0; i < ep->n; i++) {
+		struct vz_ep_entry *e = &ep->v[i];
+
+		e->slot = -1;
+		if (!e->armed)
+			continue;
+		vz_client_set_waiting(e->s, poll_events(e->events), 1);
+		e->slot = (int)m;
+		p[m++] = (struct pollfd){ .fd = vz_client_efd(e->s),
+					  .events = POLLIN };
+	}
+	rc = scan(ep, out, max);
+	pthread_mutex_unlock(&ep_lock);
+	if (!rc && sys.poll(p, m, ms) < 0)
+		rc = -errno;
+	pthread_mutex_lock(&ep_lock);
+	/* A kernel member we did not count (added by a raw system call):
+	 * look at the kernel's side from now on, or this would spin. */
+	if (!ep->kernel && (p[0].revents & POLLIN))
+		ep->kernel = -1;
+	/* Members still here (a closed socket's entries are gone, so no
+	 * stale descriptor is read): withdraw, and empty what was written. */
+	for (i = 0; i < ep->n; i++) {
+		struct vz_ep_entry *e = &ep->v[i];
+
+		if (e->slot < 0)
+			continue;
+		vz_client_set_waiting(e->s, poll_events(e->events), 0);
+		if ((size_t)e->slot < m &&
+		    p[e->slot].fd == vz_client_efd(e->s) &&
+		    (p[e->slot].revents & POLLIN))
+			vz_client_drain(p[e->slot].fd);
+		e->slot = -1;
+	}
+	pthread_mutex_unlock(&ep_lock);
+	if (p != small)
+		free(p);
+	return rc;
+}
+
+static int ms_left(__s64 until)
+{
+	__s64 left;
+
+	if (until < 0)
+		return -1;
+	left = until - now_ns();
+	if (left <= 0)
+		return 0;
+	left = (left + 999999) / 1000000;
+	return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+static int ep_wait(int epfd, struct epoll_event *events, int maxevents,
+		   int timeout_ms, const sigset_t *mask)
+{
+	__s64 until =
+		timeout_ms < 0 ? -1 : now_ns() + (__s64)timeout_ms * 1000000;
+	struct vz_ep *ep;
+	sigset_t old;
+	int rc;
+
+	sys_init();
+	if (maxevents <= 0 || maxevents > (int)(INT_MAX / sizeof(*events)))
+		return fail(EINVAL);
+	if (!events)
+		return fail(EFAULT);
+	ep = NULL;
+	if (__atomic_load_n(&eps_live, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&ep_lock);
+		ep = ep_find(epfd);
+		if (ep && !ep->n)
+			ep = NULL; /* kernel members only: the kernel's call */
+		if (ep)
+			ep->users++;
+		pthread_mutex_unlock(&ep_lock);
+	}
+	if (!ep)
+		return sys.epoll_pwait(epfd, events, maxevents, timeout_ms,
+				       mask);
+	if (mask)
+		pthread_sigmask(SIG_SETMASK, mask, &old);
+	for (;;) {
+		int ms;
+
+		rc = collect(ep, events, maxevents);
+		if (rc)
+			break;
+		ms = ms_left(until);
+		if (!ms)
+			break;
+		rc = sleep_on(ep, events, maxevents, ms);
+		if (rc)
+			break;
+	}
+	if (mask)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_mutex_lock(&ep_lock);
+	ep_put(ep);
+	pthread_mutex_unlock(&ep_lock);
+	return rc < 0 ? fail(-rc) : rc;
+}
+
+int vz_epoll_wait(int epfd, struct epoll_event *events, int maxevents,
+		  int timeout_ms)
+{
+	return ep_wait(epfd, events, maxevents, timeout_ms, NULL);
+}
+
+int vz_epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
+		   int timeout_ms, const sigset_t *mask)
+{
+	return ep_wait(epfd, events, maxevents, timeout_ms, mask);
+}
