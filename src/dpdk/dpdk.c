@@ -155,8 +155,7 @@ static uint16_t poll_rx(struct worker *w, int p, uint16_t q,
 	return n;
 }
 
-void dpdk_drain_taps(struct worker *w, uint16_t q,
-		     struct vz_worker_counters *c)
+void dpdk_drain_taps(struct worker *w, uint16_t q, struct vz_worker_counters *c)
 {
 	struct vz_us_run *run = w->run;
 	struct rte_mbuf *m;
@@ -525,7 +524,8 @@ static int lcore_args(struct vz_us_run *run, struct dpdk *d)
 	}
 	n = cpu_list(&set, cpus, all, sizeof(all));
 	off = (size_t)snprintf(map, sizeof(map), "0@%s", all);
-	/* Dispatching, the dispatcher comes first (the last CPU), as afxdp's. */
+	/* Dispatching, the dispatcher comes first (the last CPU), as afxdp's.
+	 */
 	first = run->dispatch >= 0 ? 1 : 0;
 	for (w = 0; w < run->workers && off < sizeof(map); w++) {
 		d->workers[w].cpu =
@@ -1112,9 +1112,8 @@ static int skip_outgoing(void)
 /* ---- the backend --------------------------------------------------------- */
 
 /* Worker wk serves queues first, first + stride, ... */
-static int plan_worker(struct vz_us_run *run, struct dpdk *d,
-		       struct worker *wk, unsigned int id, unsigned int first,
-		       unsigned int stride)
+static int plan_worker(struct vz_us_run *run, struct dpdk *d, struct worker *wk,
+		       unsigned int id, unsigned int first, unsigned int stride)
 {
 	unsigned int q;
 
