@@ -11,8 +11,9 @@
  * Descriptors travel over SCM_RIGHTS:
  * WELCOME (err 0) carries the poller's doorbell, an eventfd the application
  * writes after queueing a datagram when the poller said it sleeps
- * (vz_sock_shm.poller_asleep); SOCKET carries the application's eventfd; the replies of SOCKET and of a
- * SETOPT that resized the rings (VZ_CTL_F_SHM) carry the socket's memfd.
+ * (vz_sock_shm.poller_asleep); SOCKET carries the application's eventfd; the
+ * replies of SOCKET and of a SETOPT that resized the rings (VZ_CTL_F_SHM) carry
+ * the socket's memfd.
  *
  * Every field of a request is checked; a request that a correct library
  * never sends (unknown type, wrong length, non-zero reserved field, unknown
