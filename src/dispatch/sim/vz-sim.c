@@ -215,9 +215,42 @@ struct frame {
 	struct vz_dispatch_ticket ticket;
 };
 
-struct worker {
-	struct frame *q; /* ring: waiting frames, not the one in service */
+/* A FIFO of frames that grows as needed: a worker's queue, the dispatcher's. */
+struct fifo {
+	struct frame *q; /* a ring of cap (a power of two) */
 	size_t cap, head, len;
+};
+
+static void *xrealloc(void *p, size_t size);
+
+static void fifo_push(struct fifo *f, const struct frame *fr)
+{
+	if (f->len == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 64, k;
+		struct frame *q = xrealloc(NULL, cap * sizeof(*q));
+
+		for (k = 0; k < f->len; k++)
+			q[k] = f->q[(f->head + k) & (f->cap - 1)];
+		free(f->q);
+		f->q = q;
+		f->cap = cap;
+		f->head = 0;
+	}
+	f->q[(f->head + f->len) & (f->cap - 1)] = *fr;
+	f->len++;
+}
+
+static struct frame fifo_pop(struct fifo *f)
+{
+	struct frame fr = f->q[f->head];
+
+	f->head = (f->head + 1) & (f->cap - 1);
+	f->len--;
+	return fr;
+}
+
+struct worker {
+	struct fifo wait; /* waiting frames, not the one in service */
 	struct frame cur;
 	bool busy, awake, waking;
 };
@@ -332,8 +365,7 @@ struct sim {
 	/* The dispatcher as a server of its own (--dispatch-ns, --scan-ns):
 	 * arrivals wait in its FIFO; it decides one frame at a time, and the
 	 * frame reaches its worker when the decision's time is spent. */
-	struct frame *dq;
-	size_t dq_cap, dq_head, dq_len;
+	struct fifo dq;
 	bool dsp_busy;
 	struct frame dsp_cur;
 	unsigned int dsp_worker;
@@ -869,14 +901,12 @@ static void try_serve(struct sim *s, unsigned int i)
 
 	if (w->busy || !w->awake)
 		return;
-	if (!w->len) {
+	if (!w->wait.len) {
 		if (i >= s->active)
 			w->awake = false; /* parked and drained: sleep */
 		return;
 	}
-	w->cur = w->q[w->head];
-	w->head = (w->head + 1) & (w->cap - 1);
-	w->len--;
+	w->cur = fifo_pop(&w->wait);
 	w->busy = true;
 	heap_push(&s->heap, s->now + w->cur.service, EV_DONE, i);
 }
@@ -901,19 +931,7 @@ static void enqueue(struct sim *s, unsigned int i, const struct frame *f)
 {
 	struct worker *w = &s->w[i];
 
-	if (w->len == w->cap) {
-		size_t cap = w->cap ? 2 * w->cap : 64, k;
-		struct frame *q = xrealloc(NULL, cap * sizeof(*q));
-
-		for (k = 0; k < w->len; k++)
-			q[k] = w->q[(w->head + k) & (w->cap - 1)];
-		free(w->q);
-		w->q = q;
-		w->cap = cap;
-		w->head = 0;
-	}
-	w->q[(w->head + w->len) & (w->cap - 1)] = *f;
-	w->len++;
+	fifo_push(&w->wait, f);
 	if (!w->awake)
 		wake(s, i); /* only a waking worker is given frames asleep */
 	try_serve(s, i);
@@ -935,7 +953,7 @@ static void hand_off(struct sim *s, unsigned int i, struct frame *f)
 		step->cold++;
 	}
 	*last = (__u8)i;
-	if (s->o->queue_cap && s->w[i].len >= s->o->queue_cap) {
+	if (s->o->queue_cap && s->w[i].wait.len >= s->o->queue_cap) {
 		vz_dispatch_cancel(s->d, i, &f->ticket);
 		step->lost++;
 	} else if (++s->in_system > MAX_QUEUED) {
@@ -955,11 +973,9 @@ static void dispatch_next(struct sim *s)
 	struct vz_dispatch_stats before, after;
 	double cost;
 
-	if (s->dsp_busy || !s->dq_len)
+	if (s->dsp_busy || !s->dq.len)
 		return;
-	s->dsp_cur = s->dq[s->dq_head];
-	s->dq_head = (s->dq_head + 1) & (s->dq_cap - 1);
-	s->dq_len--;
+	s->dsp_cur = fifo_pop(&s->dq);
 	vz_dispatch_get_stats(s->d, &before);
 	s->dsp_worker = vz_dispatch_pick(s->d, s->tr.hashes[s->dsp_cur.flow],
 					 s->now, &s->dsp_cur.ticket);
@@ -972,19 +988,8 @@ static void dispatch_next(struct sim *s)
 
 static void dispatcher_push(struct sim *s, const struct frame *f)
 {
-	if (s->dq_len == s->dq_cap) {
-		size_t cap = s->dq_cap ? 2 * s->dq_cap : 64, k;
-		struct frame *q = xrealloc(NULL, cap * sizeof(*q));
-
-		for (k = 0; k < s->dq_len; k++)
-			q[k] = s->dq[(s->dq_head + k) & (s->dq_cap - 1)];
-		free(s->dq);
-		s->dq = q;
-		s->dq_cap = cap;
-		s->dq_head = 0;
-	}
-	s->dq[(s->dq_head + s->dq_len) & (s->dq_cap - 1)] = *f;
-	if (++s->dq_len > MAX_QUEUED) {
+	fifo_push(&s->dq, f);
+	if (s->dq.len > MAX_QUEUED) {
 		fprintf(stderr,
 			"veloz: sim: more than %llu frames wait for "
 			"the dispatcher: it cannot keep up with this "
@@ -1052,7 +1057,7 @@ static void timeline_row(struct sim *s)
 	FILE *f = s->timeline;
 
 	for (i = 0; i < s->o->cores; i++) {
-		unsigned int q = (unsigned int)s->w[i].len + s->w[i].busy;
+		unsigned int q = (unsigned int)s->w[i].wait.len + s->w[i].busy;
 
 		total += q;
 		if (q > most)
@@ -1071,7 +1076,7 @@ static void timeline_row(struct sim *s)
 		s->active, total);
 	for (i = 0; i < s->o->cores; i++)
 		fprintf(f, "%s%zu", i ? ", " : "",
-			s->w[i].len + (size_t)s->w[i].busy);
+			s->w[i].wait.len + (size_t)s->w[i].busy);
 	fputs("]}", f);
 }
 
@@ -1091,9 +1096,12 @@ static void on_tick(struct sim *s, __u64 *next_timeline,
 	vz_dispatch_tick(s->d, s->now);
 	if (s->o->alloc && s->now >= s->alloc.next_check) {
 		for (i = 0; i < s->active; i++)
-			if (s->w[i].len)
-				oldest[i] = s->w[i].q[s->w[i].head].arrival +
-					    !s->w[i].q[s->w[i].head].arrival;
+			if (s->w[i].wait.len) {
+				const struct fifo *q = &s->w[i].wait;
+
+				oldest[i] = q->q[q->head].arrival +
+					    !q->q[q->head].arrival;
+			}
 		n = vz_core_alloc_tick(&s->alloc, s->d, s->now, oldest);
 		if (n != s->active)
 			set_active(s, n);
@@ -1103,7 +1111,7 @@ static void on_tick(struct sim *s, __u64 *next_timeline,
 		timeline_row(s);
 		*next_timeline += s->o->timeline_us * 1000;
 	}
-	if (!s->tr.over || s->in_system || s->dq_len || s->dsp_busy)
+	if (!s->tr.over || s->in_system || s->dq.len || s->dsp_busy)
 		heap_push(&s->heap, s->now + TICK_NS, EV_TICK, 0);
 }
 
@@ -1430,9 +1438,9 @@ int main(int argc, char **argv)
 			(double)st.frames / secs / 1e6);
 	}
 	for (i = 0; i < VZ_DISPATCH_MAX_WORKERS; i++)
-		free(s.w[i].q);
+		free(s.w[i].wait.q);
 	free(s.heap.e);
-	free(s.dq);
+	free(s.dq.q);
 	free(s.last_worker);
 	free(s.steps);
 	free(s.tr.hashes);
