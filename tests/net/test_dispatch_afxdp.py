@@ -107,7 +107,10 @@ def test_dpdk_counts_every_frame_stopped_under_overload():
     assert dispatch["frames"] - dispatch["ring_full"] == summary["rx"] == summary["drop"] > 0
     assert summary["errors"]["rx_missed"] >= dispatch["ring_full"] > 0, (summary, dispatch)
     assert sum(dispatch["frames_per_worker"]) == dispatch["frames"]
-    assert dispatch["flows_new"] == 1 and dispatch["reordered"] == 0, dispatch
+    # one flow, its worker thousands of frames behind: policy.h forces it
+    # to the other worker (a counted move, which may reorder), bounded
+    assert dispatch["flows_new"] == 1, dispatch
+    assert dispatch["reordered"] == 0 or dispatch["flows_forced"] > 0, dispatch
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
