@@ -216,7 +216,8 @@ def check_nf(nf: str, ops: list[Op], assignments: list[str]) -> None:
         int(value, 0)  # the C tools get integers only
 
 
-FLAGS = {"--iface", "--ip", "--mac", "--gateway", "--socket", "--group", "--neigh",
+FLAGS = {"--iface", "--ip", "--mac", "--gateway", "--socket", "--group", "--neigh", "--ip6",
+         "--gateway6",
          *(flag for flag, _, _ in udpd._INTS.values())}  # fmt: skip
 _MAC = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 
@@ -249,6 +250,13 @@ def check_udpd(argv: list[str]) -> None:
             assert ipaddress.IPv4Address(ip) and _MAC.fullmatch(mac), argv
         elif flag == "--socket":
             assert value.startswith("/") and len(value) <= 107, argv
+        elif flag == "--ip6":
+            iface6 = ipaddress.IPv6Interface(value)
+            assert not (iface6.ip.is_multicast or iface6.ip.is_link_local
+                        or iface6.ip.is_unspecified or iface6.ip.is_loopback), argv  # fmt: skip
+        elif flag == "--gateway6":
+            gw = ipaddress.IPv6Address(value)
+            assert "--ip6" in argv and (gw.is_link_local or gw in iface6.network), argv
         i += 2
 
 
