@@ -8,6 +8,7 @@
  * on one machine and read the same CLOCK_MONOTONIC, whatever their network
  * namespaces. Every other frame (ARP, ping) passes to the stack untouched.
  */
+#include <stdbool.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -135,6 +136,21 @@ static __always_inline void *gen_payload(void *data, void *data_end)
 	return (void *)tcp + tcp->doff * 4;
 }
 
+/* ARP, or an IPv6 frame carrying ICMPv6 right after its fixed header (where
+ * NDP is: its messages take no extension headers before ICMPv6). */
+static __always_inline bool is_address_resolution(void *data, void *data_end)
+{
+	struct ethhdr *eth = data;
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+	if ((void *)(eth + 1) > data_end)
+		return false;
+	if (eth->h_proto == bpf_htons(ETH_P_ARP))
+		return true;
+	return eth->h_proto == bpf_htons(ETH_P_IPV6) &&
+	       (void *)(ip6 + 1) <= data_end && ip6->nexthdr == IPPROTO_ICMPV6;
+}
+
 SEC("xdp")
 int vz_xdp_sink(struct xdp_md *xdp)
 {
@@ -149,7 +165,12 @@ int vz_xdp_sink(struct xdp_md *xdp)
 	if (!st)
 		return XDP_PASS;
 	if (vz_sink_config.count_only) {
-		/* every frame, unread: the least a receiver can do */
+		/* every frame, unread: the least a receiver can do. Except
+		 * address resolution (ARP, and ICMPv6 for NDP), which goes on
+		 * to the host: a sender whose neighbour entry expires while
+		 * the sink runs must still reach it. */
+		if (is_address_resolution(data, data_end))
+			return XDP_PASS;
 		st->packets++;
 		st->bytes += (__u64)(data_end - data);
 		return XDP_DROP;
