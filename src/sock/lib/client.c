@@ -38,6 +38,7 @@
 
 #include "sock/lib/busy.h"
 #include "sock/lib/client.h"
+#include "sock/lib/pmtu.h"
 #include "sock/lib/proto.h"
 #include "sock/lib/ring.h"
 #include "sock/stack/stack.h"
@@ -1239,6 +1240,11 @@ int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 		memcpy(&v, val, sizeof(v));
 		return v ? 0 : fail(-EOPNOTSUPP);
 	}
+	if (vz_pmtu_opt(s->v6, level, name)) {
+		int err = vz_pmtu_set(val, len);
+
+		return err ? fail(err) : 0;
+	}
 	if (level != SOL_SOCKET)
 		return fail(-ENOPROTOOPT);
 	if (!val)
@@ -1301,6 +1307,11 @@ int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		return -1;
 	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
 		return !val || !len ? fail(-EFAULT) : put_int(val, len, 1);
+	if (vz_pmtu_opt(s->v6, level, name)) {
+		int err = vz_pmtu_get(val, len);
+
+		return err ? fail(err) : 0;
+	}
 	if (level != SOL_SOCKET)
 		return fail(-ENOPROTOOPT);
 	if (!val || !len)

@@ -37,6 +37,11 @@
 #include <time.h>
 
 #include "sock/lib/client.h"
+#ifdef VZ_SOCK_DIRECT
+#include "sock/direct/direct.h"
+#else
+#define vz_direct_fd(fd) false
+#endif
 #include "veloz/sock.h"
 
 #define VZ_EP_IN (EPOLLIN | EPOLLRDNORM)
@@ -299,6 +304,11 @@ int vz_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	int rc = 0;
 
 	sys_init();
+	/* A direct-mode socket's descriptor is an eventfd nobody writes: in a
+	 * kernel set it would never be ready and the caller would sleep
+	 * through its datagrams. Refuse rather than half work. */
+	if (!s && vz_direct_fd(fd))
+		return fail(EOPNOTSUPP);
 	if (!s)
 		return ctl_kernel(epfd, op, fd, ev);
 	/* Linux's order: the event, the descriptors, then the operation. */
