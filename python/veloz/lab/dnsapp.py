@@ -220,8 +220,9 @@ def _answers_in_gen(ip: str, q: bytes) -> bool:
 
 def query_file(path: Path) -> None:
     """dnsperf's input: a mix of answers, NXDOMAIN and the 1.1 kB TXT."""
-    lines = [f"{qname(n)} {t}" for n, t in (("www", "A"), ("nope", "A"), ("www", "AAAA"),
-                                             ("big", "TXT"), ("alias", "A"), ("mx", "MX"))]  # fmt: skip
+    mix = (("www", "A"), ("nope", "A"), ("www", "AAAA"), ("big", "TXT"), ("alias", "A"),
+           ("mx", "MX"))  # fmt: skip
+    lines = [f"{qname(n)} {t}" for n, t in mix]
     path.write_text("\n".join(lines) + "\n")
 
 
