@@ -14,8 +14,11 @@ address the kernel does not own.
 Stacks ("arms"):
   kernel        kernel sockets on 198.18.0.2
   veloz         the shim through udpd (poller mode) on 198.18.0.3
-  veloz-direct  the shim in VZ_MODE=direct on 198.18.0.3: knotd runs the
-                stack itself on its own AF_XDP socket (no udpd)
+  veloz-busy    the same, every socket with SO_BUSY_POLL of BUSY_US
+                ($VZ_BUSY_POLL_US): knotd's epoll_wait spins before it sleeps
+  veloz-direct  the shim in VZ_MODE=direct on 198.18.0.3: knotd would run
+                the stack itself on its own AF_XDP socket (no udpd), but
+                direct mode has no epoll, and knotd stops at epoll_ctl
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ from veloz.proc import in_netns
 ZONE = "example.test."
 PORT = 5300
 KERNEL_IP, UDPD_IP = "198.18.0.2", "198.18.0.3"
-ARMS = ("kernel", "veloz", "veloz-direct")
+ARMS = ("kernel", "veloz", "veloz-busy", "veloz-direct")
+BUSY_US = 200  # SO_BUSY_POLL of the veloz-busy arm, as udp-latency's
 PROBE_ID = 0x5A17
 # A TXT RRset of one frame (about 1.1 kB, answered whole with EDNS, truncated
 # without) and one of about 3 kB: IPv4 fragments from the server's stack.
@@ -162,6 +166,8 @@ def arm_env(arm: str, udpd_socket: str) -> dict[str, str]:
     # fail rather than fall back to kernel sockets unnoticed
     env["VZ_PRELOAD_STRICT"] = "1"
     env["VZ_UDPD_SOCKET"] = udpd_socket
+    if arm == "veloz-busy":
+        env["VZ_BUSY_POLL_US"] = str(BUSY_US)
     if arm == "veloz-direct":
         env.update(VZ_MODE="direct", VZ_DIRECT_IFACE="dut-gen", VZ_DIRECT_ADDR=f"{UDPD_IP}/24")
     return env

@@ -1452,6 +1452,11 @@ int vz_client_efd(const struct vz_csock *s)
 	return s->fd;
 }
 
+__u32 vz_client_busy_us(const struct vz_csock *s)
+{
+	return s->busy_us;
+}
+
 void vz_client_drain(int efd)
 {
 	libc_init();

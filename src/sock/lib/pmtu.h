@@ -20,8 +20,8 @@
 /* Is (level, name) the MTU-discovery option of the socket's family? */
 static inline bool vz_pmtu_opt(bool v6, int level, int name)
 {
-	return v6 ? level == IPPROTO_IPV6 && name == IPV6_MTU_DISCOVER :
-		    level == IPPROTO_IP && name == IP_MTU_DISCOVER;
+	return v6 ? level == IPPROTO_IPV6 && name == IPV6_MTU_DISCOVER
+		  : level == IPPROTO_IP && name == IP_MTU_DISCOVER;
 }
 
 /* 0, or a negative errno as Linux gives it (EINVAL beyond OMIT). */
@@ -37,7 +37,8 @@ static inline int vz_pmtu_set(const void *val, socklen_t len)
 	if (v < IP_PMTUDISC_DONT || v > IP_PMTUDISC_OMIT)
 		return -EINVAL;
 	if (v != IP_PMTUDISC_DONT && v != IP_PMTUDISC_OMIT)
-		return -EOPNOTSUPP; /* WANT, DO, PROBE: DF, which we never set */
+		return -EOPNOTSUPP; /* WANT, DO, PROBE: DF, which we never set
+				     */
 	return 0;
 }
 

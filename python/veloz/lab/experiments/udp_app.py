@@ -8,6 +8,11 @@ arms (veloz/lab/dnsapp.py):
   kernel        knotd on kernel sockets (198.18.0.2): the baseline
   veloz         knotd under LD_PRELOAD=libveloz-preload.so, through udpd
                 in poller mode (198.18.0.3)
+  veloz-busy    the same with $VZ_BUSY_POLL_US=200: SO_BUSY_POLL on its
+                sockets, so its epoll_wait spins 200 µs before sleeping
+
+There is no busy-polling kernel arm: knotd sets no SO_BUSY_POLL, and
+net.core.busy_poll is the whole machine's, shared with other work.
 
 Each trial starts knotd afresh on every arm in turn (interleaved), and
   - sends the same fixed queries (an answer, NXDOMAIN, NODATA, a CNAME,
@@ -35,7 +40,7 @@ from pathlib import Path
 from veloz.lab import dnsapp, summary
 from veloz.lab.experiments import udp
 
-ARMS = ("kernel", "veloz")
+ARMS = ("kernel", "veloz", "veloz-busy")
 LOADED = 100  # dnsperf's outstanding queries for throughput
 PROBES = len(dnsapp.PROBES)
 
