@@ -787,6 +787,9 @@ int vz_direct_fcntl(int fd, int cmd, int arg)
 	case F_GETFD:
 	case F_SETFD:
 		return fcntl(fd, cmd, arg);
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		return fail(EOPNOTSUPP); /* no copies of a direct socket */
 	default:
 		return fail(EINVAL);
 	}

@@ -704,6 +704,10 @@ static int dup_onto(int oldfd, int newfd, int flags)
 	int rc;
 
 	libc_init();
+	/* Direct mode keeps no copies: a copy of its eventfd would be no
+	 * socket, and one made over it would leave the socket dangling. */
+	if (vz_direct_fd(oldfd) || vz_direct_fd(newfd))
+		return fail(-EOPNOTSUPP);
 	pthread_mutex_lock(&ctl_lock);
 	so = lookup(oldfd);
 	sn = lookup(newfd);
