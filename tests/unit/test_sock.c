@@ -231,6 +231,33 @@ static void test_errors(void)
 	CHECK(vz_setsockopt(fd, IPPROTO_IP, 1, &v, sizeof(v)) < 0 &&
 		      errno == ENOPROTOOPT,
 	      "ENOPROTOOPT");
+	/* IP_MTU_DISCOVER: DONT and OMIT are what the stack does (it never
+	 * sets DF); modes that need DF are refused, nonsense is EINVAL */
+	v = IP_PMTUDISC_OMIT;
+	CHECK(!vz_setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof(v)),
+	      "IP_PMTUDISC_OMIT: %s", strerror(errno));
+	v = IP_PMTUDISC_DONT;
+	CHECK(!vz_setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof(v)),
+	      "IP_PMTUDISC_DONT: %s", strerror(errno));
+	v = IP_PMTUDISC_DO;
+	CHECK(vz_setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof(v)) <
+			      0 &&
+		      errno == EOPNOTSUPP,
+	      "IP_PMTUDISC_DO refused");
+	v = 99;
+	CHECK(vz_setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, sizeof(v)) <
+			      0 &&
+		      errno == EINVAL,
+	      "IP_MTU_DISCOVER 99: EINVAL");
+	CHECK(vz_setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, 1) < 0 &&
+		      errno == EINVAL,
+	      "IP_MTU_DISCOVER short: EINVAL");
+	v = -1;
+	len = sizeof(v);
+	CHECK(!vz_getsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &v, &len) &&
+		      v == IP_PMTUDISC_DONT && len == sizeof(v),
+	      "IP_MTU_DISCOVER reads DONT");
+	len = sizeof(v);
 	CHECK(!vz_close(fd), "close");
 	CHECK(vz_close(fd) < 0 && errno == EBADF, "closed twice");
 }

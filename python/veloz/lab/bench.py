@@ -32,7 +32,7 @@ from veloz.gen import parse_rate
 # pay for importing scipy and matplotlib (the experiments) each time.
 EXPERIMENTS = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "noisy", "headline",
                "router", "lb", "ddos", "dispatch", "udp-latency",
-               "udp-throughput", "soak", "udp-soak")  # fmt: skip
+               "udp-throughput", "udp-app", "soak", "udp-soak")  # fmt: skip
 NOISES = ("none", "cpu", "disk", "net")
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")

@@ -23,6 +23,7 @@
 #include "cli/common.h"
 #include "sock/direct/direct.h"
 #include "sock/lib/busy.h"
+#include "sock/lib/pmtu.h"
 #include "sock/stack/stack.h"
 #include "sock/udpd/port.h"
 
@@ -686,6 +687,11 @@ int vz_direct_setsockopt(int fd, int level, int name, const void *val,
 
 	if (!s)
 		return -1;
+	if (vz_pmtu_opt(false, level, name)) {
+		int err = vz_pmtu_set(val, len);
+
+		return err ? fail(-err) : 0;
+	}
 	if (level != SOL_SOCKET)
 		return fail(ENOPROTOOPT);
 	if (!val)
@@ -712,9 +718,12 @@ int vz_direct_setsockopt(int fd, int level, int name, const void *val,
 		s->busy_us = (__u32)v;
 		return 0;
 	case SO_REUSEADDR:
+	case SO_REUSEPORT: /* knotd sets it even for one worker */
 	case SO_RCVBUF:
 	case SO_SNDBUF:
-		return 0; /* accepted; one socket per port here */
+		/* accepted; one socket per port here: a second bind to a
+		 * port, SO_REUSEPORT or not, is EADDRINUSE */
+		return 0;
 	default:
 		return fail(ENOPROTOOPT);
 	}
@@ -735,6 +744,11 @@ int vz_direct_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 	if (!s)
 		return -1;
+	if (vz_pmtu_opt(false, level, name)) {
+		int err = vz_pmtu_get(val, len);
+
+		return err ? fail(-err) : 0;
+	}
 	if (level != SOL_SOCKET)
 		return fail(ENOPROTOOPT);
 	if (!val || !len)
@@ -773,6 +787,9 @@ int vz_direct_fcntl(int fd, int cmd, int arg)
 	case F_GETFD:
 	case F_SETFD:
 		return fcntl(fd, cmd, arg);
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		return fail(EOPNOTSUPP); /* no copies of a direct socket */
 	default:
 		return fail(EINVAL);
 	}

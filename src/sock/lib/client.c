@@ -38,6 +38,7 @@
 
 #include "sock/lib/busy.h"
 #include "sock/lib/client.h"
+#include "sock/lib/pmtu.h"
 #include "sock/lib/proto.h"
 #include "sock/lib/ring.h"
 #include "sock/stack/stack.h"
@@ -705,6 +706,10 @@ static int dup_onto(int oldfd, int newfd, int flags)
 	int rc;
 
 	libc_init();
+	/* Direct mode keeps no copies: a copy of its eventfd would be no
+	 * socket, and one made over it would leave the socket dangling. */
+	if (vz_direct_fd(oldfd) || vz_direct_fd(newfd))
+		return fail(-EOPNOTSUPP);
 	pthread_mutex_lock(&ctl_lock);
 	so = lookup(oldfd);
 	sn = lookup(newfd);
@@ -1249,6 +1254,11 @@ int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 		memcpy(&v, val, sizeof(v));
 		return v ? 0 : fail(-EOPNOTSUPP);
 	}
+	if (vz_pmtu_opt(s->v6, level, name)) {
+		int err = vz_pmtu_set(val, len);
+
+		return err ? fail(err) : 0;
+	}
 	if (level != SOL_SOCKET)
 		return fail(-ENOPROTOOPT);
 	if (!val)
@@ -1312,6 +1322,11 @@ int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		return -1;
 	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
 		return !val || !len ? fail(-EFAULT) : put_int(val, len, 1);
+	if (vz_pmtu_opt(s->v6, level, name)) {
+		int err = vz_pmtu_get(val, len);
+
+		return err ? fail(err) : 0;
+	}
 	if (level != SOL_SOCKET)
 		return fail(-ENOPROTOOPT);
 	if (!val || !len)
@@ -1451,6 +1466,11 @@ void vz_client_set_waiting(struct vz_csock *s, short events, __u32 on)
 int vz_client_efd(const struct vz_csock *s)
 {
 	return s->fd;
+}
+
+__u32 vz_client_busy_us(const struct vz_csock *s)
+{
+	return s->busy_us;
 }
 
 void vz_client_drain(int efd)

@@ -25,6 +25,8 @@ VZ_HIDDEN void vz_client_set_waiting(struct vz_csock *s, short events,
 				     __u32 on);
 /* A live descriptor of the socket (its eventfd), to sleep on. */
 VZ_HIDDEN int vz_client_efd(const struct vz_csock *s);
+/* Its SO_BUSY_POLL, microseconds (0: no spin before sleeping). */
+VZ_HIDDEN __u32 vz_client_busy_us(const struct vz_csock *s);
 /* Empty an eventfd (it is non-blocking). */
 VZ_HIDDEN void vz_client_drain(int efd);
 /* Where things stand: the receive ring's head (datagrams in), the

@@ -36,7 +36,13 @@
 #include <sys/epoll.h>
 #include <time.h>
 
+#include "sock/lib/busy.h"
 #include "sock/lib/client.h"
+#ifdef VZ_SOCK_DIRECT
+#include "sock/direct/direct.h"
+#else
+#define vz_direct_fd(fd) false
+#endif
 #include "veloz/sock.h"
 
 #define VZ_EP_IN (EPOLLIN | EPOLLRDNORM)
@@ -299,6 +305,11 @@ int vz_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	int rc = 0;
 
 	sys_init();
+	/* A direct-mode socket's descriptor is an eventfd nobody writes: in a
+	 * kernel set it would never be ready and the caller would sleep
+	 * through its datagrams. Refuse rather than half work. */
+	if (!s && vz_direct_fd(fd))
+		return fail(EOPNOTSUPP);
 	if (!s)
 		return ctl_kernel(epfd, op, fd, ev);
 	/* Linux's order: the event, the descriptors, then the operation. */
@@ -523,6 +534,40 @@ static int sleep_on(struct vz_ep *ep, struct epoll_event *out, int max, int ms)
 	return rc;
 }
 
+/*
+ * Busy polling, as Linux's net.core.busy_poll for poll and epoll: before
+ * the first sleep, spin on what collect() sees for the longest
+ * SO_BUSY_POLL of the set's veloz members (0, no spin, by default).
+ */
+struct spin_arg {
+	struct vz_ep *ep;
+	struct epoll_event *out;
+	int max, rc;
+};
+
+static bool spin_ready(const void *arg)
+{
+	struct spin_arg *a = (struct spin_arg *)arg;
+
+	a->rc = collect(a->ep, a->out, a->max);
+	return a->rc != 0;
+}
+
+static __u32 spin_us(struct vz_ep *ep)
+{
+	__u32 us = 0, v;
+	size_t i;
+
+	pthread_mutex_lock(&ep_lock);
+	for (i = 0; i < ep->n; i++) {
+		v = vz_client_busy_us(ep->v[i].s);
+		if (v > us)
+			us = v;
+	}
+	pthread_mutex_unlock(&ep_lock);
+	return us;
+}
+
 static int ms_left(__s64 until)
 {
 	__s64 left;
@@ -565,7 +610,9 @@ static int ep_wait(int epfd, struct epoll_event *events, int maxevents,
 				       mask);
 	if (mask)
 		pthread_sigmask(SIG_SETMASK, mask, &old);
-	for (;;) {
+	for (bool spun = false;; spun = true) {
+		struct spin_arg a = { ep, events, maxevents, 0 };
+		__u32 us;
 		int ms;
 
 		rc = collect(ep, events, maxevents);
@@ -574,6 +621,11 @@ static int ep_wait(int epfd, struct epoll_event *events, int maxevents,
 		ms = ms_left(until);
 		if (!ms)
 			break;
+		us = spun ? 0 : spin_us(ep);
+		if (us && vz_busy_spin(spin_ready, &a, us, until)) {
+			rc = a.rc;
+			break;
+		}
 		rc = sleep_on(ep, events, maxevents, ms);
 		if (rc)
 			break;

@@ -23,6 +23,7 @@ from veloz.lab.experiments import (
     soak,
     throughput,
     udp,
+    udp_app,
 )
 
 EXPERIMENTS: dict[str, object] = {
@@ -41,6 +42,7 @@ EXPERIMENTS: dict[str, object] = {
     "dispatch": dispatch.DISPATCH,
     "udp-latency": udp.UDP_LATENCY,
     "udp-throughput": udp.UDP_THROUGHPUT,
+    "udp-app": udp_app.UDP_APP,
     "soak": soak.SOAK,
     "udp-soak": soak.UDP_SOAK,
 }

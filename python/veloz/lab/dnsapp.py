@@ -1,0 +1,274 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""An unmodified DNS server from Debian (Knot DNS's knotd) on veloz's
+sockets and on the kernel's: its zone and config, starting and stopping it
+in vz-dut on one stack, the answers it gives to a fixed set of queries (raw
+bytes, to compare across stacks), and dnsperf against it from vz-gen.
+
+knotd is epoll-based (its fdset), and reads and answers in batches with
+recvmmsg/sendmmsg; under LD_PRELOAD=libveloz-preload.so each of those is
+veloz's. One UDP worker thread, kept in the foreground (knotd never
+daemonizes unless told to). Its TCP listener stays the kernel's (the shim
+takes UDP only): knotd binds it with IP_FREEBIND, so it starts on an
+address the kernel does not own.
+
+Stacks ("arms"):
+  kernel        kernel sockets on 198.18.0.2
+  veloz         the shim through udpd (poller mode) on 198.18.0.3
+  veloz-busy    the same, every socket with SO_BUSY_POLL of BUSY_US
+                ($VZ_BUSY_POLL_US): knotd's epoll_wait spins before it sleeps
+  veloz-direct  the shim in VZ_MODE=direct on 198.18.0.3: knotd would run
+                the stack itself on its own AF_XDP socket (no udpd), but
+                direct mode has no epoll, and knotd stops at epoll_ctl
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from veloz import paths
+from veloz.errors import VelozError
+from veloz.proc import in_netns
+
+ZONE = "example.test."
+PORT = 5300
+KERNEL_IP, UDPD_IP = "198.18.0.2", "198.18.0.3"
+ARMS = ("kernel", "veloz", "veloz-busy", "veloz-direct")
+BUSY_US = 200  # SO_BUSY_POLL of the veloz-busy arm, as udp-latency's
+PROBE_ID = 0x5A17
+# A TXT RRset of one frame (about 1.1 kB, answered whole with EDNS, truncated
+# without) and one of about 3 kB: IPv4 fragments from the server's stack.
+BIG_TXT = [f"big-{i}-" + "b" * 200 for i in range(5)]
+HUGE_TXT = [f"huge-{i}-" + "h" * 240 for i in range(12)]
+
+
+def zone_text() -> str:
+    lines = [
+        f"$ORIGIN {ZONE}",
+        "$TTL 300",
+        "@ 3600 IN SOA ns admin 1 3600 600 86400 300",
+        "@ IN NS ns",
+        f"ns IN A {UDPD_IP}",
+        "www IN A 198.18.0.10",
+        "www IN AAAA fd00:198:18::10",
+        "alias IN CNAME www",
+        "mx IN MX 10 www",
+    ]
+    lines += [f'big IN TXT "{t}"' for t in BIG_TXT]
+    lines += [f'huge IN TXT "{t}"' for t in HUGE_TXT]
+    return "\n".join(lines) + "\n"
+
+
+def knot_conf(workdir: Path, ip: str) -> str:
+    return f"""server:
+    rundir: "{workdir}"
+    user: root:root
+    listen: {ip}@{PORT}
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+    udp-max-payload: 4096
+log:
+  - target: stderr
+    any: notice
+database:
+    storage: "{workdir}/db"
+zone:
+  - domain: {ZONE}
+    storage: "{workdir}"
+    file: "zone"
+"""
+
+
+# (name, type, EDNS buffer size or None): an answer, NXDOMAIN, NODATA, a
+# CNAME chase, an answer too large without EDNS (TC), a frame-sized answer,
+# a fragmented one, and a query out of the zone (REFUSED).
+PROBES = (
+    ("www", "A", 1232), ("www", "AAAA", 1232), ("nope", "A", 1232),
+    ("www", "TXT", 1232), ("alias", "A", 1232), ("mx", "MX", None),
+    ("@", "SOA", None), ("@", "NS", 1232), ("big", "TXT", None), ("big", "TXT", 1232),
+    ("huge", "TXT", 4096), ("example.org.", "A", 1232),
+)  # fmt: skip
+QTYPES = {"A": 1, "NS": 2, "CNAME": 5, "SOA": 6, "MX": 15, "TXT": 16, "AAAA": 28}
+
+
+def qname(name: str) -> str:
+    if name.endswith("."):
+        return name
+    return ZONE if name == "@" else f"{name}.{ZONE}"
+
+
+def query(name: str, qtype: str, edns: int | None, qid: int = PROBE_ID) -> bytes:
+    """One DNS query in wire format (RFC 1035), with an EDNS OPT RR (RFC
+    6891) when edns is a buffer size."""
+    labels = [x for x in qname(name).split(".") if x]
+    body = b"".join(bytes([len(x)]) + x.encode() for x in labels) + b"\0"
+    msg = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 1 if edns else 0)
+    msg += body + struct.pack("!HH", QTYPES[qtype], 1)
+    if edns:
+        msg += b"\0" + struct.pack("!HHIH", 41, edns, 0, 0)
+    return msg
+
+
+def probe(ip: str, port: int = PORT, timeout: float = 2.0, tries: int = 3) -> list[str]:
+    """Every PROBES query to ip:port, one at a time; each answer as hex
+    ("" if none came). Run where the server is reachable (vz-gen)."""
+    out = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(timeout)
+        for i, (name, qtype, edns) in enumerate(PROBES):
+            q = query(name, qtype, edns, PROBE_ID + i)
+            got = ""
+            for _ in range(tries):
+                s.sendto(q, (ip, port))
+                try:
+                    data, _ = s.recvfrom(65535)
+                except TimeoutError:
+                    continue
+                got = data.hex()
+                break
+            out.append(got)
+    return out
+
+
+def probe_in_gen(ip: str) -> list[str]:
+    """probe() run in vz-gen, through this module as a script."""
+    argv = in_netns("vz-gen", [sys.executable, "-m", "veloz.lab.dnsapp", ip, str(PORT)])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if done.returncode:
+        raise VelozError(f"the DNS probe failed: {done.stderr.strip()[-300:]}", code=1)
+    return done.stdout.split("\n")[: len(PROBES)]
+
+
+def rcode(answer_hex: str) -> int | None:
+    return int(answer_hex[7], 16) if len(answer_hex) >= 24 else None
+
+
+def arm_ip(arm: str) -> str:
+    return KERNEL_IP if arm == "kernel" else UDPD_IP
+
+
+def arm_env(arm: str, udpd_socket: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VZ_")}
+    if arm == "kernel":
+        return env
+    env["LD_PRELOAD"] = str(paths.build_dir() / "src/sock/preload/libveloz-preload.so")
+    # fail rather than fall back to kernel sockets unnoticed
+    env["VZ_PRELOAD_STRICT"] = "1"
+    env["VZ_UDPD_SOCKET"] = udpd_socket
+    if arm == "veloz-busy":
+        env["VZ_BUSY_POLL_US"] = str(BUSY_US)
+    if arm == "veloz-direct":
+        env.update(VZ_MODE="direct", VZ_DIRECT_IFACE="dut-gen", VZ_DIRECT_ADDR=f"{UDPD_IP}/24")
+    return env
+
+
+@contextlib.contextmanager
+def knotd(arm: str, udpd_socket: str = "", ready_s: float = 20.0) -> Iterator[subprocess.Popen]:
+    """knotd serving the zone in vz-dut on the arm's stack, answering (a
+    query from vz-gen has been answered) when this yields; stopped (then
+    killed) and its files removed whatever happens."""
+    knotd_bin = shutil.which("knotd") or "/usr/sbin/knotd"
+    if not os.path.exists(knotd_bin):
+        raise VelozError("knotd is not installed (Debian package knot)", code=1)
+    work = Path(tempfile.mkdtemp(prefix="veloz-knot-"))
+    ip = arm_ip(arm)
+    (work / "zone").write_text(zone_text())
+    (work / "knot.conf").write_text(knot_conf(work, ip))
+    log = open(work / "knotd.log", "w+")
+    proc = subprocess.Popen(in_netns("vz-dut", [knotd_bin, "-c", str(work / "knot.conf")]),
+                            env=arm_env(arm, udpd_socket), stdout=log, stderr=log,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + ready_s
+        q = query("www", "A", None)
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise VelozError(f"knotd ({arm}) exited {proc.returncode}: "
+                                 f"{log.read().strip()[-400:]}", code=1)  # fmt: skip
+            if _answers_in_gen(ip, q):
+                break
+            if time.monotonic() > deadline:
+                log.seek(0)
+                raise VelozError(f"knotd ({arm}) did not answer within {ready_s:g} s: "
+                                 f"{log.read().strip()[-400:]}", code=1)  # fmt: skip
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _answers_in_gen(ip: str, q: bytes) -> bool:
+    """One query from vz-gen: answered within 0.2 s?"""
+    script = ("import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
+              "s.settimeout(0.2);s.sendto(bytes.fromhex(sys.argv[1]),(sys.argv[2],int(sys.argv[3])))\n"
+              "try:\n s.recv(4096)\nexcept OSError:\n sys.exit(1)")  # fmt: skip
+    argv = in_netns("vz-gen", [sys.executable, "-c", script, q.hex(), ip, str(PORT)])
+    return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+
+
+def query_file(path: Path) -> None:
+    """dnsperf's input: a mix of answers, NXDOMAIN and the 1.1 kB TXT."""
+    mix = (("www", "A"), ("nope", "A"), ("www", "AAAA"), ("big", "TXT"), ("alias", "A"),
+           ("mx", "MX"))  # fmt: skip
+    lines = [f"{qname(n)} {t}" for n, t in mix]
+    path.write_text("\n".join(lines) + "\n")
+
+
+_DNSPERF_FIELDS = {
+    "sent": r"Queries sent:\s+(\d+)",
+    "completed": r"Queries completed:\s+(\d+)",
+    "lost": r"Queries lost:\s+(\d+)",
+    "qps": r"Queries per second:\s+([\d.]+)",
+    "lat_avg_s": r"Average Latency \(s\):\s+([\d.]+)",
+    "lat_min_s": r"Average Latency \(s\):\s+[\d.]+ \(min ([\d.]+)",
+    "lat_max_s": r"Average Latency \(s\):\s+[\d.]+ \(min [\d.]+, max ([\d.]+)",
+    "lat_stddev_s": r"Latency StdDev \(s\):\s+([\d.]+)",
+}
+
+
+def parse_dnsperf(text: str) -> dict:
+    out = {}
+    for key, rx in _DNSPERF_FIELDS.items():
+        m = re.search(rx, text)
+        if not m:
+            raise VelozError(f"dnsperf printed no '{key}': {text.strip()[-300:]}", code=1)
+        out[key] = float(m.group(1))
+    return out
+
+
+def dnsperf(ip: str, seconds: float, outstanding: int, qfile: Path) -> dict:
+    """dnsperf in vz-gen (kernel sockets, one thread, one socket) against
+    ip:PORT for `seconds`, at most `outstanding` queries in flight."""
+    exe = shutil.which("dnsperf")
+    if not exe:
+        raise VelozError("dnsperf is not installed (Debian package dnsperf)", code=1)
+    argv = [exe, "-s", ip, "-p", str(PORT), "-d", str(qfile), "-l", f"{seconds:g}",
+            "-q", str(outstanding), "-c", "1", "-T", "1", "-t", "1"]  # fmt: skip
+    done = subprocess.run(in_netns("vz-gen", argv), capture_output=True, text=True,
+                          timeout=seconds + 30)  # fmt: skip
+    if done.returncode:
+        raise VelozError(f"dnsperf failed: {(done.stderr or done.stdout).strip()[-300:]}",
+                         code=1)  # fmt: skip
+    return parse_dnsperf(done.stdout)
+
+
+if __name__ == "__main__":
+    print("\n".join(probe(sys.argv[1], int(sys.argv[2]))))

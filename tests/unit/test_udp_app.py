@@ -1,0 +1,128 @@
+"""`veloz bench udp-app` without the testbed: DNS queries in wire format,
+dnsperf's report parsed, the experiment's order of work and its report."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from veloz.errors import VelozError
+from veloz.lab import dnsapp
+from veloz.lab.experiments import EXPERIMENTS, Context, udp_app
+
+pytest.importorskip("scipy")
+
+DNSPERF_OUT = """\
+Statistics:
+
+  Queries sent:         408119
+  Queries completed:    408100 (100.00%)
+  Queries lost:         19 (0.00%)
+
+  Response codes:       NOERROR 340100 (83.33%), NXDOMAIN 68000 (16.67%)
+  Average packet size:  request 36, response 331
+  Run time (s):         2.000099
+  Queries per second:   204049.195516
+
+  Average Latency (s):  0.000264 (min 0.000008, max 0.009118)
+  Latency StdDev (s):   0.000241
+"""
+
+
+def test_query_wire_format():
+    q = dnsapp.query("www", "AAAA", 1232, qid=7)
+    qid, flags, qd, an, ns, ar = struct.unpack("!HHHHHH", q[:12])
+    assert (qid, flags, qd, an, ns, ar) == (7, 0x0100, 1, 0, 0, 1)
+    name = b"\x03www\x07example\x04test\x00"
+    assert q[12 : 12 + len(name)] == name
+    assert struct.unpack("!HH", q[12 + len(name) : 16 + len(name)]) == (28, 1)
+    # the OPT RR: root name, type 41, the buffer size in the class field
+    assert q[16 + len(name) :] == b"\x00" + struct.pack("!HHIH", 41, 1232, 0, 0)
+    assert struct.unpack("!H", dnsapp.query("@", "SOA", None)[10:12]) == (0,)
+    assert dnsapp.qname("example.org.") == "example.org."
+
+
+def test_zone_holds_every_probe_name():
+    zone = dnsapp.zone_text()
+    for name, _, _ in dnsapp.PROBES:
+        if name not in ("@", "nope", "example.org."):
+            assert f"\n{name} IN" in zone
+    assert "nope" not in zone  # the NXDOMAIN probe
+    assert sum(len(t) for t in dnsapp.HUGE_TXT) > 1500  # fragmented on the wire
+    assert dnsapp.rcode("5a178503" + "0" * 16) == 3 and dnsapp.rcode("") is None
+
+
+def test_dnsperf_report_parsed_and_refused():
+    got = dnsapp.parse_dnsperf(DNSPERF_OUT)
+    assert got["qps"] == pytest.approx(204049.195516) and got["lost"] == 19
+    assert got["lat_avg_s"] == 0.000264 and got["lat_max_s"] == 0.009118
+    assert got["lat_stddev_s"] == 0.000241
+    with pytest.raises(VelozError, match="printed no 'qps'"):
+        dnsapp.parse_dnsperf(DNSPERF_OUT.replace("Queries per second", "QPS"))
+
+
+class FakeLab:
+    """knotd, the probe and dnsperf replaced: what ran, in what order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, differ: bool = False) -> None:
+        self.calls: list[tuple] = []
+        self.udpd_up = False
+        self.differ = differ
+        monkeypatch.setattr(udp_app.udp, "running_udpd", self.running_udpd)
+        monkeypatch.setattr(dnsapp, "knotd", self.knotd)
+        monkeypatch.setattr(dnsapp, "probe_in_gen", self.probe)
+        monkeypatch.setattr(dnsapp, "dnsperf", self.dnsperf)
+        self.arm = None
+
+    @contextlib.contextmanager
+    def running_udpd(self, gen: bool = True) -> Iterator[None]:
+        assert not gen
+        self.udpd_up = True
+        try:
+            yield
+        finally:
+            self.udpd_up = False
+
+    @contextlib.contextmanager
+    def knotd(self, arm: str, sock: str = "") -> Iterator[None]:
+        assert self.udpd_up
+        self.arm = arm
+        self.calls.append(("knotd", arm))
+        yield
+
+    def probe(self, ip: str) -> list[str]:
+        base = ["5a17", "", "5a19"]
+        if self.differ and self.arm != "kernel":
+            base[2] = "5a1a"
+        return base
+
+    def dnsperf(self, ip: str, seconds: float, outstanding: int, qfile: Path) -> dict:
+        assert qfile.exists()
+        self.calls.append(("dnsperf", self.arm, outstanding))
+        lat = 50e-6 if self.arm == "kernel" else 40e-6
+        return {"qps": 1000.0 * outstanding, "lost": 0.0, "lat_avg_s": lat,
+                "lat_stddev_s": lat / 2, "lat_max_s": lat * 3, "sent": 1.0,
+                "completed": 1.0, "lat_min_s": lat}  # fmt: skip
+
+
+def test_arms_interleaved_answers_compared(monkeypatch):
+    lab = FakeLab(monkeypatch, differ=True)
+    ctx = Context(settings={"trials": 2, "seconds": 0.5})
+    EXPERIMENTS["udp-app"].run(ctx)
+    assert [c[1] for c in lab.calls if c[0] == "knotd"] == ["kernel", "veloz", "veloz-busy"] * 2
+    assert [c[2] for c in lab.calls if c[0] == "dnsperf"][:2] == [udp_app.LOADED, 1]
+    assert [r["stack"] for r in ctx.records] == ["kernel", "veloz", "veloz-busy"] * 2
+    kernel, veloz = ctx.records[:2]
+    # two answered probes; veloz's second differs, the unanswered one is not "same"
+    assert kernel["same_as_kernel"] == 2 and veloz["same_as_kernel"] == 1
+    assert kernel["answered"] == 2 and len(kernel["answers"][0]) == 16
+    sections = udp_app.UDP_APP.sections(ctx.records, ctx.settings)
+    rows = {r[0]: r for r in sections[0]["table"]["rows"]}
+    assert rows["veloz"][3] == f"2/{2 * udp_app.PROBES}"  # one per trial
+    lat = next(s for s in sections if s["title"].startswith("Mean latency, one"))
+    vrow = next(r for r in lat["table"]["rows"] if r[0] == "veloz")
+    assert vrow[2] == pytest.approx(40.0) and vrow[-2] == pytest.approx(0.8)
