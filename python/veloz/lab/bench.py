@@ -25,6 +25,7 @@ from rich.progress import (
 )
 
 from veloz import testbed
+from veloz import safeio
 from veloz.errors import VelozError
 from veloz.gen import parse_rate
 
@@ -243,7 +244,7 @@ def run_experiment(settings: dict, out: Path, console: Console | None = None) ->
         "sections": exp.sections(ctx.records, settings),
     }
     path = out / f"{exp.name}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    safeio.write_text(path, json.dumps(result, indent=1) + "\n", "--out")  # checked, not assumed
     return path
 
 
