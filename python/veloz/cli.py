@@ -87,7 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         if e.errno == errno.EPIPE:
             return _quiet_broken_pipe()
-        raise
+        # mostly a print() to a full or broken stdout: one line, not a traceback
+        if e.filename:
+            print(f"veloz: {e.filename}: {e.strerror}", file=sys.stderr)
+        else:
+            _discard_stdout()
+            print(f"veloz: cannot write the output: {e.strerror}", file=sys.stderr)
+        return 1
 
 
 def _flush_stdout() -> None:

@@ -95,6 +95,8 @@ def _iface_mac(iface: str) -> str | None:
 def command(args: argparse.Namespace) -> list[str]:
     if any(getattr(args, a, False) for a in ("generic", "replace", "count_only")):
         raise VelozError("--generic, --replace and --count-only go with --sink")
+    if args.queue != 0 and not args.afxdp:
+        raise VelozError("--queue goes with --afxdp (live frames have no queue to choose)")
     if not 60 <= args.size <= 3520:
         raise VelozError("--size must be between 60 and 3520 bytes")
     if args.flows < 1 or args.flows > 64511:
@@ -152,9 +154,15 @@ def command(args: argparse.Namespace) -> list[str]:
 
 
 def sink_command(args: argparse.Namespace) -> list[str]:
-    sending = ("count", "src_mac", "dst_mac", "src_ip", "dst_ip")
-    if args.dst_port != 9:
-        raise VelozError("--dst-port: a sending option, not one of --sink")
+    sending = ("count", "src_mac", "dst_mac", "src_ip", "dst_ip", "dst_range")
+    # a sink sends nothing: every option that shapes frames is a mistake here
+    for option, given in (("--dst-port", args.dst_port != 9), ("--size", args.size != 64),
+                          ("--rate", args.rate != "100k"), ("--flows", args.flows != 1),
+                          ("--dsts", args.dsts != 1), ("--tcp", args.tcp),
+                          ("--ipv6", args.ipv6), ("--afxdp", args.afxdp),
+                          ("--queue", args.queue != 0)):  # fmt: skip
+        if given:
+            raise VelozError(f"{option}: a sending option, not one of --sink")
     given = [f"--{a.replace('_', '-')}" for a in sending if getattr(args, a) is not None]
     if given:
         raise VelozError(f"{', '.join(given)}: a sending option, not one of --sink")

@@ -77,4 +77,6 @@ def command(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     cmd = command(args)
     fds = [int(c.rsplit("/", 1)[1]) for c in cmd if c.startswith("/proc/self/fd/")]
-    return subprocess.run(cmd, check=False, pass_fds=fds).returncode
+    code = subprocess.run(cmd, check=False, pass_fds=fds).returncode
+    # a tool killed by a signal (SIGPIPE: `| head`) exits as a shell says it
+    return 128 - code if code < 0 else code

@@ -117,9 +117,12 @@ def number(kind: type, lo: float | None, hi: float | None):
 
 
 def _range(lo: float | None, hi: float | None) -> str:
+    def text(x: float) -> str:
+        return str(x) if isinstance(x, int) else f"{x:g}"
+
     if lo is not None and hi is not None:
-        return f"between {lo:g} and {hi:g}"
-    return f"at least {lo:g}" if lo is not None else f"at most {hi:g}"
+        return f"between {text(lo)} and {text(hi)}"
+    return f"at least {text(lo)}" if lo is not None else f"at most {text(hi)}"
 
 
 # Defaults for an option declared with a bare type=int or type=float: veloz

@@ -305,7 +305,19 @@ def print_table(runs: list[dict[str, Any]], console: Console) -> None:
         console.print(tl)
 
 
+def _refuse_inapplicable(args: argparse.Namespace) -> None:
+    """An option the chosen model never reads is a mistake worth a line."""
+    for option, given, needs, applies in (
+        ("--burst-us", args.burst_us, "--arrivals bursty", args.arrivals == "bursty"),
+        ("--zipf-s", args.zipf_s, "--flow-sizes heavy", args.flow_sizes == "heavy"),
+        ("--wake-us", args.wake_us, "--alloc", args.alloc),
+    ):
+        if given is not None and not applies:
+            raise VelozError(f"{option} goes with {needs}")
+
+
 def run(args: argparse.Namespace) -> int:
+    _refuse_inapplicable(args)
     chosen = policies() if args.policy == "all" else (args.policy,)
     runs = run_policies(chosen, **_kwargs(args))
     if args.json:
