@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Sequence
+
 from veloz import safeio
 from veloz.errors import VelozError
 
@@ -25,7 +26,7 @@ PORT_FIELDS = frozenset({"port"})
 def load(path: str | None) -> dict[str, object]:
     if path is None:
         return {}
-    text = safeio.read_text(path, "config file")  # bounded: not /dev/zero whole
+    text = safeio.read_text(path, "--config")  # bounded: not /dev/zero whole
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -177,7 +177,5 @@ def bound_numbers(parser: argparse.ArgumentParser, command: str = "") -> None:
         if action.type in (int, float) and action.option_strings:
             top = command.split()[0] if command else ""
             option = max(action.option_strings, key=len)
-            lo, hi = BOUNDS.get(
-                (top, option), DEFAULT_INT if action.type is int else DEFAULT_FLOAT
-            )
+            lo, hi = BOUNDS.get((top, option), DEFAULT_INT if action.type is int else DEFAULT_FLOAT)
             action.type = number(action.type, lo, hi)

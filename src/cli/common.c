@@ -182,8 +182,8 @@ int vz_parse_seconds(const char *what, const char *text, double *out)
 	errno = 0;
 	value = strtod(text, &end);
 	/* NaN compares false with everything: test for what is wanted */
-	if (errno || end == text || *end || !isfinite(value) ||
-	    !(value > 0) || value > VZ_SECONDS_MAX) {
+	if (errno || end == text || *end || !isfinite(value) || !(value > 0) ||
+	    value > VZ_SECONDS_MAX) {
 		vz_err("%s must be a positive number of seconds up to %g, "
 		       "not '%s'",
 		       what, VZ_SECONDS_MAX, text);

@@ -26,7 +26,7 @@ struct vz_pcap_in *vz_pcap_open_in(const char *path, char *err, size_t errlen)
 
 	pcap = pcap_open_offline(path, errbuf);
 	if (!pcap) {
-		snprintf(err, errlen, "cannot read %s: %s", path, errbuf);
+		snprintf(err, errlen, "--in %s: %s", path, errbuf);
 		return NULL;
 	}
 	if (pcap_datalink(pcap) != DLT_EN10MB) {

@@ -626,7 +626,8 @@ int main(int argc, char **argv)
 	__u64 sent;
 	int prog_fd, ret, err;
 
-	vz_check_stdout_at_exit(); /* a result that never reached stdout fails */
+	vz_check_stdout_at_exit(); /* a result that never reached stdout fails
+				    */
 	ret = parse_args(&g, argc, argv);
 	if (ret)
 		return ret;

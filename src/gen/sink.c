@@ -350,7 +350,8 @@ int main(int argc, char **argv)
 	__u32 mode;
 	double start, secs;
 
-	vz_check_stdout_at_exit(); /* a result that never reached stdout fails */
+	vz_check_stdout_at_exit(); /* a result that never reached stdout fails
+				    */
 	ret = parse_args(&s, argc, argv);
 	if (ret)
 		return ret;

@@ -128,8 +128,8 @@ def test_options_of_another_backend_are_refused(argv, message):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--backend", "afxdp", "--workers", "0"], "argument --workers: '0' is not between 1 and 64"),
-        (["--backend", "dpdk", "--batch", "257"], "argument --batch: '257' is not between 1 and 256"),
+        (["--backend", "afxdp", "--workers", "0"], "--workers: '0' is not between 1 and 64"),
+        (["--backend", "dpdk", "--batch", "257"], "--batch: '257' is not between 1 and 256"),
     ],
 )
 def test_numbers_out_of_range_are_refused_by_the_parser(argv, message, capsys):

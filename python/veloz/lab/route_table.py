@@ -25,7 +25,6 @@ import io
 import ipaddress
 import random
 import sys
-from pathlib import Path
 
 from veloz import safeio
 from veloz.errors import VelozError
