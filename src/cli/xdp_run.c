@@ -564,16 +564,11 @@ static int parse_args(struct runner *r, int argc, char **argv,
 			break;
 		case 't':
 		case 'd':
-			double value;
-
-			if (vz_parse_seconds(opt == 't' ? "--interval"
-							: "--duration",
-					     optarg, &value))
+			if (vz_parse_seconds(
+				    opt == 't' ? "--interval" : "--duration",
+				    optarg,
+				    opt == 't' ? &r->interval : &r->duration))
 				return 2;
-			if (opt == 't')
-				r->interval = value;
-			else
-				r->duration = value;
 			break;
 		case 'r':
 			r->replace = true;
