@@ -67,8 +67,9 @@ def targets(build: Path) -> list[Target]:
     for nf in CTL_NFS:
         env = {"VZ_FUZZ_NF": nf, "VZ_FUZZ_NF_DIR": str(build / "nf"),
                "VZ_FUZZ_OPS": str(build / "ops" / f"{nf}.ops")}  # fmt: skip
+        seeds = [build / "ops" / f"ctl-{nf}", REGRESSIONS / f"ctl-{nf}"]
         out.append(Target(f"ctl-{nf}", [str(build / "tests/fuzz/fuzz-ctl"), "-max_len=4096"],
-                          env, [build / "ops" / f"ctl-{nf}", REGRESSIONS / f"ctl-{nf}"]))  # fmt: skip
+                          env, seeds))  # fmt: skip
     out.append(Target("stack", [str(build / "tests/fuzz/fuzz-stack"), "-max_len=16384"],
                       seeds=[build / "seeds" / "stack"]))  # fmt: skip
     out.append(Target("sock-ctl", [str(build / "tests/fuzz/fuzz-sock-ctl"), "-max_len=4096"]))
