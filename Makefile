@@ -76,14 +76,16 @@ fuzz: build-fuzz
 			[ $$nf = headroom ] && echo delta=-20; true) \
 			$(FUZZ_BUILD)/tests/fuzz/fuzz-nf-diff -max_total_time=$(FUZZ_SECONDS) \
 			-max_len=9216 -artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
-			$(FUZZ_BUILD)/corpus/$$nf $(FUZZ_BUILD)/seeds/frames > $$log 2>&1 \
+			$(FUZZ_BUILD)/corpus/$$nf $(FUZZ_BUILD)/seeds/frames \
+			$$(ls -d tests/fuzz/corpus/nf-$$nf 2>/dev/null) > $$log 2>&1 \
 			|| { tail -40 $$log; echo "fuzz-nf-diff $$nf FAILED"; exit 1; }; \
 		echo "fuzz-nf-diff $$nf: $$(grep -o 'number_of_executed_units: [0-9]*' $$log) frames, xdp == native"; \
 	done
 	mkdir -p $(FUZZ_BUILD)/corpus/config
 	VZ_FUZZ_NF=memaccess VZ_FUZZ_NF_DIR=$(FUZZ_BUILD)/nf $(FUZZ_BUILD)/tests/fuzz/fuzz-config \
 		-max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
-		$(FUZZ_BUILD)/corpus/config $(FUZZ_BUILD)/seeds/config > $(FUZZ_BUILD)/fuzz-config.log 2>&1 \
+		$(FUZZ_BUILD)/corpus/config $(FUZZ_BUILD)/seeds/config $$(ls -d tests/fuzz/corpus/config 2>/dev/null) \
+		> $(FUZZ_BUILD)/fuzz-config.log 2>&1 \
 		|| { tail -40 $(FUZZ_BUILD)/fuzz-config.log; echo "fuzz-config FAILED"; exit 1; }
 	@echo "fuzz-config: $$(grep -o 'number_of_executed_units: [0-9]*' $(FUZZ_BUILD)/fuzz-config.log) inputs"
 	set -e; for nf in $(FUZZ_CTL_NFS); do \
@@ -91,7 +93,7 @@ fuzz: build-fuzz
 		VZ_FUZZ_NF=$$nf VZ_FUZZ_NF_DIR=$(FUZZ_BUILD)/nf VZ_FUZZ_OPS=$(FUZZ_BUILD)/ops/$$nf.ops \
 			$(FUZZ_BUILD)/tests/fuzz/fuzz-ctl -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 			-artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
-			$(FUZZ_BUILD)/corpus/ctl-$$nf $(FUZZ_BUILD)/ops/ctl-$$nf \
+			$(FUZZ_BUILD)/corpus/ctl-$$nf $(FUZZ_BUILD)/ops/ctl-$$nf $$(ls -d tests/fuzz/corpus/ctl-$$nf 2>/dev/null) \
 			$$(ls -d tests/fuzz/regressions/ctl-$$nf 2>/dev/null) > $$log 2>&1 \
 			|| { tail -40 $$log; echo "fuzz-ctl $$nf FAILED"; exit 1; }; \
 		echo "fuzz-ctl $$nf: $$(grep -o 'number_of_executed_units: [0-9]*' $$log) sessions, all rolled back"; \
@@ -100,24 +102,37 @@ fuzz: build-fuzz
 	mkdir -p $(FUZZ_BUILD)/corpus/stack
 	$(FUZZ_BUILD)/tests/fuzz/fuzz-stack -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
 		-artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
-		$(FUZZ_BUILD)/corpus/stack $(FUZZ_BUILD)/seeds/stack > $(FUZZ_BUILD)/fuzz-stack.log 2>&1 \
+		$(FUZZ_BUILD)/corpus/stack $(FUZZ_BUILD)/seeds/stack $$(ls -d tests/fuzz/corpus/stack 2>/dev/null) \
+		> $(FUZZ_BUILD)/fuzz-stack.log 2>&1 \
 		|| { tail -40 $(FUZZ_BUILD)/fuzz-stack.log; echo "fuzz-stack FAILED"; exit 1; }
 	@echo "fuzz-stack: $$(grep -o 'number_of_executed_units: [0-9]*' $(FUZZ_BUILD)/fuzz-stack.log) inputs, every frame in one outcome"
 	mkdir -p $(FUZZ_BUILD)/corpus/sock-ctl
 	$(FUZZ_BUILD)/tests/fuzz/fuzz-sock-ctl -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 		-artifact_prefix=$(FUZZ_BUILD)/ -print_final_stats=1 \
-		$(FUZZ_BUILD)/corpus/sock-ctl > $(FUZZ_BUILD)/fuzz-sock-ctl.log 2>&1 \
+		$(FUZZ_BUILD)/corpus/sock-ctl $$(ls -d tests/fuzz/corpus/sock-ctl 2>/dev/null) \
+		> $(FUZZ_BUILD)/fuzz-sock-ctl.log 2>&1 \
 		|| { tail -40 $(FUZZ_BUILD)/fuzz-sock-ctl.log; echo "fuzz-sock-ctl FAILED"; exit 1; }
 	@echo "fuzz-sock-ctl: $$(grep -o 'number_of_executed_units: [0-9]*' $(FUZZ_BUILD)/fuzz-sock-ctl.log) connections, nothing held after each"
 	set -e; for t in route-file py-config; do \
 		mkdir -p $(FUZZ_BUILD)/corpus/$$t; log=$(FUZZ_BUILD)/fuzz-$$t.log; \
 		$(PY) tests/fuzz/fuzz_$$(echo $$t | tr - _).py --seconds $(FUZZ_SECONDS) \
 			--seeds $(FUZZ_BUILD)/seeds/$$t -max_len=4096 -artifact_prefix=$(FUZZ_BUILD)/ \
-			$(FUZZ_BUILD)/corpus/$$t > $$log 2>&1 \
+			$(FUZZ_BUILD)/corpus/$$t $$(ls -d tests/fuzz/corpus/$$t 2>/dev/null) > $$log 2>&1 \
 			|| { tail -40 $$log; echo "fuzz-$$t FAILED"; exit 1; }; \
 		grep "^fuzz-$$t:" $$log; \
 	done
 
+# Hours, outside CI: every target toward FUZZ_LONG_RUNS executions (at most
+# FUZZ_LONG_SECONDS each), one at a time under nice, its corpus minimised
+# back into tests/fuzz/corpus (where `fuzz` starts from); a report per target.
+FUZZ_LONG_RUNS ?= 10000000
+FUZZ_LONG_SECONDS ?= 3600
+fuzz-long: build-fuzz
+	$(PY) tests/fuzz/seeds.py $(FUZZ_BUILD)/seeds
+	$(PY) tests/fuzz/ops.py $(FUZZ_BUILD)/ops
+	$(PY) tests/fuzz/stack_seeds.py $(FUZZ_BUILD)/seeds/stack
+	$(PY) tests/fuzz/campaign.py --build $(FUZZ_BUILD) --runs $(FUZZ_LONG_RUNS) \
+		--seconds $(FUZZ_LONG_SECONDS) $(FUZZ_LONG_TARGETS)
 
 demo: build
 	$(VENV)/bin/veloz demo

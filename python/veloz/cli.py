@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from typing import NoReturn
 
+from veloz import safeio
 from veloz.errors import VelozError
 
 
@@ -39,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_parser(sub)
     sim.add_parser(sub)
     udpd.add_parser(sub)
+    safeio.bound_numbers(parser)  # every number finite and in range
     return parser
 
 
@@ -61,19 +65,62 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        if getattr(args, "needs_ctl", False):
-            from veloz.control import cli as ctl
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        try:
+            if getattr(args, "needs_ctl", False):
+                from veloz.control import cli as ctl
 
-            return ctl.run(args)
-        return int(args.func(args) or 0)
-    except VelozError as e:
-        # one line, even when the message quotes input that holds a newline
-        print("veloz: " + " ".join(str(e).splitlines()), file=sys.stderr)
-        return e.code
-    except KeyboardInterrupt:
-        return 130
+                code = ctl.run(args)
+            else:
+                code = int(args.func(args) or 0)
+        except VelozError as e:
+            # one line, even when the message quotes input that holds a newline
+            print("veloz: " + " ".join(str(e).splitlines()), file=sys.stderr)
+            code = e.code
+        except KeyboardInterrupt:
+            code = 130
+        _flush_stdout()
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except OSError as e:
+        if e.errno == errno.EPIPE:
+            return _quiet_broken_pipe()
+        # mostly a print() to a full or broken stdout: one line, not a traceback
+        if e.filename:
+            print(f"veloz: {e.filename}: {e.strerror}", file=sys.stderr)
+        else:
+            _discard_stdout()
+            print(f"veloz: cannot write the output: {e.strerror}", file=sys.stderr)
+        return 1
+
+
+def _flush_stdout() -> None:
+    """What was printed is on stdout, or the run fails: `> /dev/full` is
+    not a success."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        _discard_stdout()
+        print(f"veloz: cannot write the output: {e.strerror}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _discard_stdout() -> None:
+    # what is still buffered would fail again when the interpreter exits
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _quiet_broken_pipe() -> int:
+    """`veloz ... | head -1`: the reader left; stop as a C tool would on
+    SIGPIPE, with no traceback and no message (Python's documented way)."""
+    _discard_stdout()
+    return 128 + 13  # the shell's status for a death by SIGPIPE
 
 
 if __name__ == "__main__":

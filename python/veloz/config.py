@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Sequence
-from pathlib import Path
 
+from veloz import safeio
 from veloz.errors import VelozError
 
 # Fields whose value may be an interface name, translated to its port number.
@@ -26,19 +26,13 @@ PORT_FIELDS = frozenset({"port"})
 def load(path: str | None) -> dict[str, object]:
     if path is None:
         return {}
+    text = safeio.read_text(path, "--config")  # bounded: not /dev/zero whole
     try:
-        with Path(path).open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise VelozError(f"config file {path} does not exist") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise VelozError(f"config file {path}: {e}") from None
-    except UnicodeDecodeError as e:
-        raise VelozError(f"config file {path}: not UTF-8 text (byte {e.start})") from None
     except RecursionError:  # tomllib recurses into nested arrays and tables
         raise VelozError(f"config file {path}: arrays or tables nested too deeply") from None
-    except OSError as e:
-        raise VelozError(f"config file {path}: {e.strerror}") from None
     return data
 
 

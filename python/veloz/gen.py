@@ -14,16 +14,23 @@ _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)\s*(pps|bps|bit/s|b/s)?\
 _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
 
 
-def parse_rate(text: str, size: int) -> int:
+# Past any link (a 1.6 Tbit/s port carries 2.4 G minimum-size frames per
+# second): a typo, and beyond it float digits overflow to infinity.
+MAX_RATE = 10**10
+
+
+def parse_rate(text: str, size: int, option: str = "--rate") -> int:
     """'2M' or '2Mpps' -> 2000000 pps; '1Gbps' -> packets of `size` bytes per second."""
     m = _RATE.match(text)
     if not m:
-        raise VelozError(f"--rate '{text}' is not a rate (examples: 100k, 2M, 2Mpps, 1Gbps)")
+        raise VelozError(f"{option} '{text}' is not a rate (examples: 100k, 2M, 2Mpps, 1Gbps)")
     value = float(m.group(1)) * _SCALE[m.group(2).lower()]
     if m.group(3) in ("bps", "bit/s", "b/s"):
         value /= size * 8
     if value < 1:
-        raise VelozError(f"--rate '{text}' is below one packet per second")
+        raise VelozError(f"{option} '{text}' is below one packet per second")
+    if not value <= MAX_RATE:  # inf too
+        raise VelozError(f"{option} '{text}' is more than {MAX_RATE:.0e} packets per second")
     return int(value)
 
 
@@ -95,6 +102,8 @@ def _iface_mac(iface: str) -> str | None:
 def command(args: argparse.Namespace) -> list[str]:
     if any(getattr(args, a, False) for a in ("generic", "replace", "count_only")):
         raise VelozError("--generic, --replace and --count-only go with --sink")
+    if args.queue != 0 and not args.afxdp:
+        raise VelozError("--queue goes with --afxdp (live frames have no queue to choose)")
     if not 60 <= args.size <= 3520:
         raise VelozError("--size must be between 60 and 3520 bytes")
     if args.flows < 1 or args.flows > 64511:
@@ -121,6 +130,9 @@ def command(args: argparse.Namespace) -> list[str]:
         family = "ipv6" if args.ipv6 else "ipv4"
         src_ip = src_ip or getattr(ep, family).split("/")[0]
         dst_ip = dst_ip or getattr(sink, family).split("/")[0]
+    if _iface_mac(args.iface) is None and not Path(f"/sys/class/net/{args.iface}").exists():
+        # said first: "give --dst-mac" would mislead a user who gave it
+        raise VelozError(f"no interface '{args.iface}' in this network namespace")
     src_mac = src_mac or _iface_mac(args.iface)
     if not (src_mac and dst_mac and src_ip and dst_ip):
         raise VelozError(f"{args.iface} is not a testbed interface: give --dst-mac and --dst-ip")
@@ -152,9 +164,15 @@ def command(args: argparse.Namespace) -> list[str]:
 
 
 def sink_command(args: argparse.Namespace) -> list[str]:
-    sending = ("count", "src_mac", "dst_mac", "src_ip", "dst_ip")
-    if args.dst_port != 9:
-        raise VelozError("--dst-port: a sending option, not one of --sink")
+    sending = ("count", "src_mac", "dst_mac", "src_ip", "dst_ip", "dst_range")
+    # a sink sends nothing: every option that shapes frames is a mistake here
+    for option, given in (("--dst-port", args.dst_port != 9), ("--size", args.size != 64),
+                          ("--rate", args.rate != "100k"), ("--flows", args.flows != 1),
+                          ("--dsts", args.dsts != 1), ("--tcp", args.tcp),
+                          ("--ipv6", args.ipv6), ("--afxdp", args.afxdp),
+                          ("--queue", args.queue != 0)):  # fmt: skip
+        if given:
+            raise VelozError(f"{option}: a sending option, not one of --sink")
     given = [f"--{a.replace('_', '-')}" for a in sending if getattr(args, a) is not None]
     if given:
         raise VelozError(f"{', '.join(given)}: a sending option, not one of --sink")

@@ -6,7 +6,7 @@ import argparse
 import subprocess
 from pathlib import Path
 
-from veloz import config, paths
+from veloz import config, paths, safeio
 from veloz.control import objects
 
 
@@ -44,6 +44,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def command(args: argparse.Namespace) -> list[str]:
+    if args.out:
+        # before anything opens --out for writing: that would truncate IN
+        safeio.refuse_same_file(args.out, "--out", **{"--in": args.input, "--config": args.config})
+        safeio.check_output(args.out, "--out")
     nf = paths.nf(args.nf)
     values = config.load(args.config) | config.parse_sets(args.set)
     values, nf_objects = objects.split_config(args.nf, values)
@@ -73,4 +77,6 @@ def command(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     cmd = command(args)
     fds = [int(c.rsplit("/", 1)[1]) for c in cmd if c.startswith("/proc/self/fd/")]
-    return subprocess.run(cmd, check=False, pass_fds=fds).returncode
+    code = subprocess.run(cmd, check=False, pass_fds=fds).returncode
+    # a tool killed by a signal (SIGPIPE: `| head`) exits as a shell says it
+    return 128 - code if code < 0 else code

@@ -305,7 +305,32 @@ def print_table(runs: list[dict[str, Any]], console: Console) -> None:
         console.print(tl)
 
 
+def _refuse_inapplicable(args: argparse.Namespace) -> None:
+    """An option the chosen model never reads is a mistake worth a line."""
+    for option, given, needs, applies in (
+        ("--burst-us", args.burst_us, "--arrivals bursty", args.arrivals == "bursty"),
+        ("--zipf-s", args.zipf_s, "--flow-sizes heavy", args.flow_sizes == "heavy"),
+        ("--wake-us", args.wake_us, "--alloc", args.alloc),
+    ):
+        if given is not None and not applies:
+            raise VelozError(f"{option} goes with {needs}")
+
+
+def _check_ramp(text: str) -> None:
+    """Each load finite and in range, as --load (safeio.BOUNDS), named as --ramp."""
+    for item in text.split(","):
+        try:
+            value = float(item)
+        except ValueError:
+            raise VelozError(f"--ramp: '{item}' is not a number") from None
+        if not 1e-6 <= value <= 100:  # NaN too
+            raise VelozError(f"--ramp: '{item}' is not a load between 1e-06 and 100")
+
+
 def run(args: argparse.Namespace) -> int:
+    _refuse_inapplicable(args)
+    if args.ramp is not None:
+        _check_ramp(args.ramp)
     chosen = policies() if args.policy == "all" else (args.policy,)
     runs = run_policies(chosen, **_kwargs(args))
     if args.json:

@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from veloz import paths
+from veloz import paths, safeio
 from veloz.errors import VelozError
 
 DEFAULT_SOCKET = "/run/veloz/udpd/udpd.sock"  # include/veloz/sock.h
@@ -81,12 +81,7 @@ KEYS = set(_INTS) | set(_BOOLS) | _STRS | {"neighbour"}
 def load(path: str) -> dict[str, Any]:
     """The config file as a dict: TOML, or INI with a [udpd] section."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise VelozError(f"cannot read {path}: {e.strerror}", code=2) from None
-    except UnicodeDecodeError as e:
-        raise VelozError(f"{path}: not UTF-8 text (byte {e.start})", code=2) from None
+    text = safeio.read_text(p, "--config")  # bounded: not /dev/zero whole
     if p.suffix in (".ini", ".conf", ".cfg"):
         return _load_ini(text, path)
     try:
@@ -263,6 +258,29 @@ def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
     return argv
 
 
+def check_host(cfg: dict[str, Any], path: str) -> None:
+    """What --check can know of this machine besides the file: the
+    interface, the group and the CPU exist (a config that would fail at
+    start is not `ok`)."""
+    import grp
+
+    iface = cfg["interface"]
+    if not Path(f"/sys/class/net/{iface}").exists():
+        raise VelozError(f"{path}: interface: no interface {iface} here", code=2)
+    if "group" in cfg:
+        group = cfg["group"]
+        try:
+            if group.isdigit():
+                grp.getgrgid(int(group))
+            else:
+                grp.getgrnam(group)
+        except (KeyError, OverflowError):
+            raise VelozError(f"{path}: group: no group {group}", code=2) from None
+    if "cpu" in cfg and cfg["cpu"] not in os.sched_getaffinity(0):
+        raise VelozError(f"{path}: cpu: CPU {cfg['cpu']} is not online or not allowed here",
+                         code=2)  # fmt: skip
+
+
 def command(config_path: str, json_out: bool = False, interval_ms: int | None = None,
             replace: bool = False) -> list[str]:  # fmt: skip
     """vz-udpd's command line for a config file (checked first)."""
@@ -294,7 +312,14 @@ def run(args: argparse.Namespace) -> int:
     if args.interval_ms is not None and not 1 <= args.interval_ms <= 3_600_000:
         raise VelozError("--interval-ms must be in 1..3600000", code=2)
     if args.check:
-        to_argv(load(args.config), args.config)
+        # --check runs nothing: options that shape a run are a mistake here
+        for given, option in ((args.json, "--json"), (args.replace, "--replace"),
+                              (args.interval_ms is not None, "--interval-ms")):  # fmt: skip
+            if given:
+                raise VelozError(f"{option} does not go with --check (nothing runs)", code=2)
+        cfg = load(args.config)
+        to_argv(cfg, args.config)
+        check_host(cfg, args.config)
         print(f"{args.config}: ok")
         return 0
     cmd = command(args.config, args.json, args.interval_ms, args.replace)

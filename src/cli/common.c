@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
 #include <grp.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <xdp/libxdp.h>
 
@@ -169,4 +172,60 @@ int vz_parse_group(const char *what, const char *text, gid_t *gid)
 		return -EINVAL;
 	*gid = (gid_t)v;
 	return 0;
+}
+
+int vz_parse_seconds(const char *what, const char *text, double *out)
+{
+	char *end;
+	double value;
+
+	errno = 0;
+	value = strtod(text, &end);
+	/* NaN compares false with everything: test for what is wanted */
+	if (errno || end == text || *end || !isfinite(value) || !(value > 0) ||
+	    value > VZ_SECONDS_MAX) {
+		vz_err("%s must be a positive number of seconds up to %g, "
+		       "not '%s'",
+		       what, VZ_SECONDS_MAX, text);
+		return -EINVAL;
+	}
+	*out = value;
+	return 0;
+}
+
+int vz_same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	/* stat follows symlinks; a hard link has the same inode */
+	if (stat(a, &sa) || stat(b, &sb))
+		return 0;
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static void close_stdout(void)
+{
+	int bad = 0, err = 0;
+
+	if (fflush(stdout)) {
+		bad = 1;
+		err = errno;
+	} else if (ferror(stdout)) {
+		bad = 1; /* an earlier write failed; its errno is gone */
+	}
+	if (fclose(stdout) && !bad) {
+		bad = 1;
+		err = errno;
+	}
+	/* a reader that left (`| head -1`) is a quiet end, as SIGPIPE's */
+	if (!bad || err == EPIPE)
+		return;
+	vz_err("cannot write the output: %s",
+	       err ? strerror(err) : "write error");
+	_exit(1);
+}
+
+void vz_check_stdout_at_exit(void)
+{
+	atexit(close_stdout);
 }

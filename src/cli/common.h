@@ -55,4 +55,18 @@ int vz_parse_u64(const char *what, const char *text, __u64 min, __u64 max,
  * a message naming the option `what`. */
 int vz_parse_group(const char *what, const char *text, gid_t *gid);
 
+/* Durations and intervals: finite, positive, at most VZ_SECONDS_MAX (some
+ * 31 years: a value past it is a typo, and overflows time arithmetic). */
+#define VZ_SECONDS_MAX 1e9
+int vz_parse_seconds(const char *what, const char *text, double *out);
+
+/* Do both paths name one file (symlinks and hard links included)? */
+int vz_same_file(const char *a, const char *b);
+
+/*
+ * At exit, flush and close stdout and fail (one line, exit 1) if any of
+ * what was printed did not reach it: `--json > /dev/full` is no success.
+ */
+void vz_check_stdout_at_exit(void);
+
 #endif

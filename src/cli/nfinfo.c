@@ -65,6 +65,7 @@ int main(int argc, char **argv)
 			"usage: vz-nfinfo --bpf NF.bpf.o --native NF.so\n");
 		return 2;
 	}
+	vz_check_stdout_at_exit();
 	if (vz_nf_open(&nf, bpf_path, native_path, NULL, 0, 1))
 		return 2;
 	prog = vz_nf_program(&nf);

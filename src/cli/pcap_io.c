@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#include <errno.h>
 #include <pcap/pcap.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/pcap_io.h"
 
@@ -22,7 +26,7 @@ struct vz_pcap_in *vz_pcap_open_in(const char *path, char *err, size_t errlen)
 
 	pcap = pcap_open_offline(path, errbuf);
 	if (!pcap) {
-		snprintf(err, errlen, "cannot read %s: %s", path, errbuf);
+		snprintf(err, errlen, "--in %s: %s", path, errbuf);
 		return NULL;
 	}
 	if (pcap_datalink(pcap) != DLT_EN10MB) {
@@ -103,6 +107,26 @@ void vz_pcap_write(struct vz_pcap_out *out, const struct vz_pcap_record *rec)
 	};
 
 	pcap_dump((u_char *)out->dumper, &hdr, rec->data);
+}
+
+int vz_pcap_finish_out(struct vz_pcap_out *out, char *err, size_t errlen)
+{
+	FILE *f = pcap_dump_file(out->dumper);
+	struct stat st;
+
+	/*
+	 * pcap_dump() reports nothing and pcap_dump_close() drops fclose's
+	 * result: ask the stream itself, and for a file make the kernel say
+	 * now what it would only say at close (ENOSPC, EIO, EDQUOT).
+	 */
+	if (pcap_dump_flush(out->dumper) || ferror(f) ||
+	    (!fstat(fileno(f), &st) && S_ISREG(st.st_mode) &&
+	     fsync(fileno(f)))) {
+		snprintf(err, errlen, "cannot write the output: %s",
+			 errno ? strerror(errno) : "write error");
+		return -EIO;
+	}
+	return 0;
 }
 
 void vz_pcap_close_out(struct vz_pcap_out *out)

@@ -33,6 +33,9 @@ struct vz_pcap_out *vz_pcap_open_out(const char *path,
 				     const struct vz_pcap_in *like, char *err,
 				     size_t errlen);
 void vz_pcap_write(struct vz_pcap_out *out, const struct vz_pcap_record *rec);
+/* Everything written reached the file (flushed, no stream error, synced);
+ * else -EIO and the reason in err. Call before vz_pcap_close_out. */
+int vz_pcap_finish_out(struct vz_pcap_out *out, char *err, size_t errlen);
 void vz_pcap_close_out(struct vz_pcap_out *out);
 
 #endif

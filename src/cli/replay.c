@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/offline.h"
@@ -233,7 +234,8 @@ int main(int argc, char **argv)
 	struct replay r = { 0 };
 	struct vz_pcap_out *out = NULL;
 	struct vz_pcap_in *in;
-	int opt, nsets = 0, err = 1;
+	int opt, nsets = 0, err = 1, failed;
+	struct stat st;
 
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
 		switch (opt) {
@@ -283,6 +285,18 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	vz_check_stdout_at_exit();
+	/* opening --out truncates it: refuse it when it is an input */
+	if (out_path && vz_same_file(out_path, in_path)) {
+		vz_err("--out %s is the same file as --in %s", out_path,
+		       in_path);
+		return 2;
+	}
+	if (out_path && ops_path && vz_same_file(out_path, ops_path)) {
+		vz_err("--out %s is the same file as --ops %s", out_path,
+		       ops_path);
+		return 2;
+	}
 	if (!strcmp(backend, "xdp")) {
 		r.backend = BACKEND_XDP;
 	} else if (!strcmp(backend, "native")) {
@@ -321,11 +335,17 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (replay_all(&r, in, out)) {
-		/* no half-written output that looks like a result */
+	failed = replay_all(&r, in, out);
+	if (!failed && out && vz_pcap_finish_out(out, errbuf, sizeof(errbuf))) {
+		vz_err("--out %s: %s", out_path, errbuf);
+		failed = -EIO;
+	}
+	if (failed) {
+		/* no half-written output that looks like a result; but only a
+		 * file: unlinking --out /dev/full would remove the device */
 		vz_pcap_close_out(out);
 		out = NULL;
-		if (out_path)
+		if (out_path && !stat(out_path, &st) && S_ISREG(st.st_mode))
 			unlink(out_path);
 		goto out;
 	}

@@ -69,18 +69,10 @@ static int parse_count(const char *what, const char *text, __u64 max,
 
 static int parse_seconds(const char *what, const char *text, double *out)
 {
-	char *end;
-	double value;
+	char option[32];
 
-	errno = 0;
-	value = strtod(text, &end);
-	if (errno || *end || end == text || value <= 0) {
-		vz_err("--%s must be a positive number of seconds, not '%s'",
-		       what, text);
-		return 2;
-	}
-	*out = value;
-	return 0;
+	snprintf(option, sizeof(option), "--%s", what);
+	return vz_parse_seconds(option, text, out) ? 2 : 0;
 }
 
 /* Does the backend take --name (as written in its usage list)? */
@@ -586,6 +578,7 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend)
 		run->ports[i].lock.fd = -1;
 		run->ports[i].tap.fd = -1;
 	}
+	vz_check_stdout_at_exit(); /* counters that never reached stdout fail */
 	ret = parse_args(run, argc, argv, &bpf_path, &native_path, sets,
 			 &nsets);
 	if (ret)

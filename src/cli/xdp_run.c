@@ -517,7 +517,6 @@ static int parse_args(struct runner *r, int argc, char **argv,
 		{ 0 },
 	};
 	__u64 workers;
-	char *end;
 	int opt;
 
 	if (argc < 2 || strcmp(argv[1], "run")) {
@@ -565,20 +564,11 @@ static int parse_args(struct runner *r, int argc, char **argv,
 			break;
 		case 't':
 		case 'd':
-			errno = 0;
-			double value = strtod(optarg, &end);
-
-			if (errno || *end || end == optarg || value <= 0) {
-				vz_err("--%s must be a positive number of "
-				       "seconds, not '%s'",
-				       opt == 't' ? "interval" : "duration",
-				       optarg);
+			if (vz_parse_seconds(
+				    opt == 't' ? "--interval" : "--duration",
+				    optarg,
+				    opt == 't' ? &r->interval : &r->duration))
 				return 2;
-			}
-			if (opt == 't')
-				r->interval = value;
-			else
-				r->duration = value;
 			break;
 		case 'r':
 			r->replace = true;
@@ -670,6 +660,7 @@ int main(int argc, char **argv)
 	char *sets[VZ_MAX_SETS], err[256];
 	int i, j, nsets = 0, ret;
 
+	vz_check_stdout_at_exit(); /* counters that never reached stdout fail */
 	for (i = 0; i < VZ_MAX_PORTS; i++)
 		r.ports[i].lock.fd = -1;
 	ret = parse_args(&r, argc, argv, &bpf_path, &native_path, sets, &nsets);

@@ -328,13 +328,9 @@ static int parse_args(struct gen *g, int argc, char **argv)
 				g->flows = (__u32)(n > 65536 ? 65536 : n);
 			break;
 		case 'd':
-			g->duration = strtod(optarg, &end);
-			if (errno || *end || g->duration <= 0) {
-				vz_err("--duration '%s' is not a positive number "
-				       "of seconds",
-				       optarg);
+			if (vz_parse_seconds("--duration", optarg,
+					     &g->duration))
 				return 2;
-			}
 			break;
 		case 'S':
 		case 'D':
@@ -630,6 +626,8 @@ int main(int argc, char **argv)
 	__u64 sent;
 	int prog_fd, ret, err;
 
+	vz_check_stdout_at_exit(); /* a result that never reached stdout fails
+				    */
 	ret = parse_args(&g, argc, argv);
 	if (ret)
 		return ret;

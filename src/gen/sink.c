@@ -91,7 +91,6 @@ static int parse_args(struct sink *s, int argc, char **argv)
 		{ 0 },
 	};
 	__u64 port;
-	char *end;
 	int opt;
 
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -101,14 +100,9 @@ static int parse_args(struct sink *s, int argc, char **argv)
 			s->ifname = optarg;
 			break;
 		case 'd':
-			s->duration = strtod(optarg, &end);
-			if (errno || *end || end == optarg ||
-			    !(s->duration > 0)) {
-				vz_err("--duration '%s' is not a positive number "
-				       "of seconds",
-				       optarg);
+			if (vz_parse_seconds("--duration", optarg,
+					     &s->duration))
 				return 2;
-			}
 			break;
 		case 'p':
 			if (vz_parse_u64("--port", optarg, 1, 65535, &port))
@@ -356,6 +350,8 @@ int main(int argc, char **argv)
 	__u32 mode;
 	double start, secs;
 
+	vz_check_stdout_at_exit(); /* a result that never reached stdout fails
+				    */
 	ret = parse_args(&s, argc, argv);
 	if (ret)
 		return ret;

@@ -654,10 +654,25 @@ int vz_ctl_apply_file(struct vz_ctl *ctl, const char *path, char *err,
 		return -ENOMEM;
 	}
 	s.in_tx = true;
-	while ((n = getline(&line, &cap, f)) > 0) {
+	/* bounded lines, not getline: an ops file from /dev/zero (one endless
+	 * line) must be refused, not read until memory runs out */
+	cap = LINE_MAX_BYTES + 2;
+	line = malloc(cap);
+	if (!line)
+		ret = -ENOMEM;
+	while (line && fgets(line, (int)cap, f)) {
+		n = (ssize_t)strlen(line);
 		lineno++;
-		if (line[n - 1] == '\n')
+		if (n && line[n - 1] == '\n') {
 			line[n - 1] = '\0';
+		} else if (!feof(f)) {
+			snprintf(err, errlen,
+				 "ops file %s line %zu: longer than %u bytes "
+				 "or holds a NUL",
+				 path, lineno, LINE_MAX_BYTES);
+			ret = -EINVAL;
+			break;
+		}
 		if (!line[0] || line[0] == '#')
 			continue;
 		out.len = 0;
@@ -678,6 +693,12 @@ int vz_ctl_apply_file(struct vz_ctl *ctl, const char *path, char *err,
 			break;
 		}
 	}
+	if (!ret && ferror(f)) {
+		snprintf(err, errlen, "ops file %s: %s", path, strerror(EIO));
+		ret = -EIO;
+	}
+	if (ret == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
 	if (ret)
 		roll_back(&s);
 	free(line);

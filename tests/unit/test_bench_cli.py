@@ -27,8 +27,8 @@ def veloz(*args: str) -> subprocess.CompletedProcess:
         (["cpu", "--rates", "fast"], "is not a rate"),
         (["sizes", "--sizes", "9000"], "needs multi-buffer frames"),
         (["sizes", "--sizes", "32"], "not a whole number in 64..3520"),
-        (["drop", "--trials", "0"], "--trials must be at least 1"),
-        (["drop", "--loss", "2"], "--loss is a fraction"),
+        (["drop", "--trials", "0"], "argument --trials: '0' is not between 1 and 1000"),
+        (["drop", "--loss", "2"], "argument --loss: '2' is not between 0 and 1"),
         (["noisy", "--noises", "gpu"], "no neighbour 'gpu'"),
     ],
 )

@@ -117,14 +117,25 @@ def test_xdp_dispatch_with_the_allocator(backend):
         (["--backend", "afxdp", "--pmd", "af_packet"], "--pmd is not an option of the afxdp"),
         (["--backend", "dpdk", "--copy"], "--copy is not an option of the dpdk backend"),
         (["--backend", "xdp", "--", "-l", "0"], "EAL arguments is not an option of the xdp"),
-        (["--backend", "afxdp", "--workers", "0"], "--workers must be between 1 and 64"),
-        (["--backend", "dpdk", "--batch", "257"], "--batch must be between 1 and 256"),
         (["--backend", "linux", "--ctl-group", "0"], "--ctl-group is not an option of the linux"),
     ],
 )
 def test_options_of_another_backend_are_refused(argv, message):
     with pytest.raises(VelozError, match=message):
         run_command("drop", "--iface", "x", *argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--backend", "afxdp", "--workers", "0"], "--workers: '0' is not between 1 and 64"),
+        (["--backend", "dpdk", "--batch", "257"], "--batch: '257' is not between 1 and 256"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_by_the_parser(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        run_command("drop", "--iface", "x", *argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("backend", ["xdp", "xdp-generic", "afxdp", "dpdk"])

@@ -39,6 +39,9 @@ U64 = struct.Struct("<Q")  # a per-CPU counter
 CTL_DIR = Path(os.environ.get("VELOZ_CTL_DIR", "/run/veloz/ctl"))
 # Requests in flight before reading replies: bounds what either side buffers.
 CHUNK = 2048
+# The longest reply line read: a dump row is a key and a value in hex, the
+# value once per CPU (a 16 KiB per-CPU entry on 1024 CPUs is 32 MiB of hex).
+REPLY_MAX = 64 << 20
 
 
 def socket_path(iface: str) -> Path:
@@ -115,9 +118,13 @@ class Ctl:
     # ---- raw requests ----
 
     def _readline(self) -> str:
-        line = self.reader.readline()
+        # bounded: a peer that never sends a newline is refused, not buffered
+        # without end
+        line = self.reader.readline(REPLY_MAX)
         if not line:
             raise CtlError("the running NF closed its control socket")
+        if not line.endswith("\n"):
+            raise CtlError(f"a reply longer than {REPLY_MAX} bytes on the control socket")
         return line.rstrip("\n")
 
     def requests(self, lines: Sequence[str]) -> list[str]:

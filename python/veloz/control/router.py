@@ -195,12 +195,9 @@ def parse_route_line(line: str, ports: Ports) -> Route | None:
 
 
 def read_route_file(path: Path, ports: Ports) -> list[Route]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise VelozError(f"route file {path}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise VelozError(f"route file {path}: not UTF-8 text (byte {e.start})") from None
+    from veloz import safeio
+
+    text = safeio.read_text(path, "route file")  # bounded: not /dev/zero whole
     routes = []
     for lineno, line in enumerate(text.splitlines(), 1):
         try:

@@ -24,7 +24,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from veloz import testbed
+from veloz import safeio, testbed
 from veloz.errors import VelozError
 from veloz.gen import parse_rate
 
@@ -101,11 +101,15 @@ def settings_from(args: argparse.Namespace) -> dict:
     if name not in EXPERIMENTS:
         raise VelozError(f"no experiment '{name}' (known: {', '.join(EXPERIMENTS)})")
     d = DEFAULTS.get(name, {})
-    backends = _list(args.backends or d.get("backends", ",".join(BACKENDS)), "backends")
+
+    def given(value: str | None, default: str) -> str:
+        return default if value is None else value  # "" is given, and empty
+
+    backends = _list(given(args.backends, d.get("backends", ",".join(BACKENDS))), "backends")
     for b in backends:
         if b not in BACKENDS:
             raise VelozError(f"--backends: no backend '{b}' (known: {', '.join(BACKENDS)})")
-    sizes = _list(args.sizes or d.get("sizes", "64"), "sizes")
+    sizes = _list(given(args.sizes, d.get("sizes", "64")), "sizes")
     for item in sizes:
         if item.isdigit() and MAX_SIZE < int(item) <= 9000:
             raise VelozError(f"--sizes: {item} B needs multi-buffer frames, which the "
@@ -121,8 +125,8 @@ def settings_from(args: argparse.Namespace) -> dict:
         raise VelozError("--loss is a fraction between 0 and 1 (0.005 = 0.5%)")
     size_list = _ints(",".join(sizes), "sizes", 64, MAX_SIZE)
     rates = []
-    for r in _list(args.rates or d.get("rates", "1M"), "rates"):
-        pps = parse_rate(r, size_list[0])
+    for r in _list(given(args.rates, d.get("rates", "1M")), "rates"):
+        pps = parse_rate(r, size_list[0], "--rates")
         if pps > MAX_PPS:
             raise VelozError(f"--rates: {r} is more than a 400 Gbit/s link carries "
                              f"({MAX_PPS:,} pps of 64-byte frames)")  # fmt: skip
@@ -243,7 +247,7 @@ def run_experiment(settings: dict, out: Path, console: Console | None = None) ->
         "sections": exp.sections(ctx.records, settings),
     }
     path = out / f"{exp.name}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    safeio.write_text(path, json.dumps(result, indent=1) + "\n", "--out")  # checked, not assumed
     return path
 
 

@@ -15,6 +15,7 @@ import io
 import json
 from pathlib import Path
 
+from veloz import safeio
 from veloz.errors import VelozError
 
 TEMPLATE = """<!doctype html>
@@ -96,8 +97,8 @@ def load_results(directory: Path) -> list[dict]:
     results = []
     for path in sorted(directory.glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            data = json.loads(safeio.read_text(path, "result"))  # bounded
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise VelozError(f"{path}: not readable JSON ({e})") from None
         if isinstance(data, dict) and "experiment" in data:
             results.append({**data, "_file": path.name})
@@ -247,8 +248,5 @@ def write_report(directory: Path) -> Path:
         results=[_checked_part(r, directory) for r in results],
     )
     out = directory / "report.html"
-    try:
-        out.write_text(html)
-    except OSError as e:
-        raise VelozError(f"cannot write {out}: {e.strerror}") from None
+    safeio.write_text(out, html, "the report")  # every write and the close checked
     return out

@@ -21,11 +21,12 @@ format; see python/veloz/control/router.py).
 from __future__ import annotations
 
 import argparse
+import io
 import ipaddress
 import random
 import sys
-from pathlib import Path
 
+from veloz import safeio
 from veloz.errors import VelozError
 
 PAPER_ROUTES = 752_138
@@ -125,8 +126,10 @@ def run(args: argparse.Namespace) -> int:
         raise VelozError("--port must be between 0 and 63")
     routes = generate(args.count, args.seed)
     if args.out:
-        with Path(args.out).open("w") as f:
-            write(routes, str(via), args.port, f)
+        safeio.check_output(args.out, "--out")
+        buf = io.StringIO()
+        write(routes, str(via), args.port, buf)
+        safeio.write_text(args.out, buf.getvalue(), "--out")  # every write checked
     else:
         write(routes, str(via), args.port, sys.stdout)
     return 0

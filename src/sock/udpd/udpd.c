@@ -679,6 +679,7 @@ int main(int argc, char **argv)
 	char err[256] = "";
 	int rc = 1;
 
+	vz_check_stdout_at_exit(); /* counters that never reached stdout fail */
 	if (parse_args(&o, argc, argv))
 		return 2;
 	vz_quiet_bpf_logs();
