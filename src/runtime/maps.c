@@ -120,10 +120,17 @@ static int impl_init(struct vz_map *map)
 	impl->free_head = 0;
 	impl->free_tail = map->max_entries - 1;
 	impl->lru_head = impl->lru_tail = VZ_NIL;
-	if (is_lpm(map))
-		return vz_lpm_init(&impl->lpm,
-				   map->key_size - (__u32)sizeof(__u32),
-				   map->max_entries);
+	if (is_lpm(map)) {
+		int err = vz_lpm_init(&impl->lpm,
+				      map->key_size - (__u32)sizeof(__u32),
+				      map->max_entries);
+
+		if (err)
+			return err;
+		/* what vz_map_lookup_lpm() reads, without the lock */
+		map->lpm_values = impl->vals;
+		map->lpm = &impl->lpm;
+	}
 	return 0;
 }
 
@@ -178,6 +185,8 @@ void vz_map_free(struct vz_map *map)
 
 	free(map->values);
 	map->values = NULL;
+	map->lpm = NULL;
+	map->lpm_values = NULL;
 	if (impl) {
 		pthread_spin_destroy(&impl->lock);
 		free(impl->buckets);
@@ -405,23 +414,22 @@ static __attribute__((noinline)) void *lpm_lookup_short(struct vz_map *map,
 }
 
 /*
- * A lookup from an NF: lock-free through the trie, and kept a leaf function
- * (the rare prefixlen below the address's bits is a call away). Values are
- * updated in place, under the lock, so a reader racing an update of the
- * same rule may see part of each, as with BPF hash maps; a rule's value
- * never moves.
+ * A lookup through the generic entry point: the NF-facing inline one
+ * (maps.h), kept a leaf function. Values are updated in place, under the
+ * lock, so a reader racing an update of the same rule may see part of
+ * each, as with BPF hash maps; a rule's value never moves.
  */
 static __attribute__((noinline)) void *lpm_lookup(struct vz_map *map,
 						  const void *key)
 {
-	struct vz_map_impl *impl = map->impl;
-	__u32 prefixlen, n;
+	__u32 prefixlen;
 
+	if (!map->lpm)
+		return NULL; /* vz_map_init() failed */
 	memcpy(&prefixlen, key, sizeof(prefixlen));
-	if (__builtin_expect(prefixlen != impl->lpm.data_bytes * 8, 0))
+	if (__builtin_expect(prefixlen != map->impl->lpm.data_bytes * 8, 0))
 		return lpm_lookup_short(map, key);
-	n = vz_lpm_lookup(&impl->lpm, (const __u8 *)key + sizeof(__u32));
-	return n == VZ_NIL ? NULL : node_value(map, n);
+	return vz_map_lookup_lpm(map, key);
 }
 
 static int lpm_update(struct vz_map *map, const void *key, const void *value,
