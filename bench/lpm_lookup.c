@@ -24,7 +24,7 @@
  * Every measure is repeated -t times (default 7), the libraries
  * interleaved inside each trial; the medians and the ratios of medians are
  * printed (veloz / DPDK: above 1.0 veloz is faster). Updates and deletes:
- * each trial deletes a random tenth of the table and adds it back, timed,
+ * each trial deletes a random hundredth of the table and adds it back, timed,
  * in both libraries; the first load is timed once. Memory: the process's
  * RSS growth while each table is built (DPDK's memory is mmap()ed up front
  * by EAL but counted as it is touched), and what is in huge pages.
@@ -340,19 +340,27 @@ static int v6_del(struct vz_map *m, struct rte_lpm6 *r,
 	return rte_lpm6_delete(r, pf->addr, (__u8)pf->plen);
 }
 
-/* Timed loops: n lookups over keys[i & (KEYS - 1)], next hops summed. */
-static __u64 rte4_single(const struct rte_lpm *r, const __u32 *ips, __u64 n)
+/*
+ * Timed loops: n lookups over keys[i & (KEYS - 1)], next hops summed. With
+ * vals, each next hop indexes a route table shaped as veloz's values (one
+ * struct vz_route per rule, on huge pages too) and the route is read: what
+ * a DPDK router keeping per-route data does, and what an NF's lookup of a
+ * map value is.
+ */
+static __u64 rte4_single(const struct rte_lpm *r, const __u32 *ips, __u64 n,
+			 const struct vz_route *vals)
 {
 	__u64 i, sum = 0;
 	__u32 nh;
 
 	for (i = 0; i < n; i++)
 		if (!rte_lpm_lookup(r, ips[i & (KEYS - 1)], &nh))
-			sum += nh;
+			sum += vals ? vals[nh].nexthop : nh;
 	return sum;
 }
 
-static __u64 rte4_bulk(const struct rte_lpm *r, const __u32 *ips, __u64 n)
+static __u64 rte4_bulk(const struct rte_lpm *r, const __u32 *ips, __u64 n,
+		       const struct vz_route *vals)
 {
 	__u32 hops[BURST];
 	__u64 i, sum = 0;
@@ -362,24 +370,26 @@ static __u64 rte4_bulk(const struct rte_lpm *r, const __u32 *ips, __u64 n)
 		rte_lpm_lookup_bulk(r, ips + (i & (KEYS - 1)), hops, BURST);
 		for (j = 0; j < BURST; j++)
 			if (hops[j] & RTE_LPM_LOOKUP_SUCCESS)
-				sum += hops[j] & 0x00ffffff;
+				sum += vals ? vals[hops[j] & 0x00ffffff].nexthop
+					    : hops[j] & 0x00ffffff;
 	}
 	return sum;
 }
 
 static __u64 rte6_single(const struct rte_lpm6 *r, const __u8 (*ips)[16],
-			 __u64 n)
+			 __u64 n, const struct vz_route *vals)
 {
 	__u64 i, sum = 0;
 	__u32 nh;
 
 	for (i = 0; i < n; i++)
 		if (!rte_lpm6_lookup(r, ips[i & (KEYS - 1)], &nh))
-			sum += nh;
+			sum += vals ? vals[nh].nexthop : nh;
 	return sum;
 }
 
-static __u64 rte6_bulk(const struct rte_lpm6 *r, __u8 (*ips)[16], __u64 n)
+static __u64 rte6_bulk(const struct rte_lpm6 *r, __u8 (*ips)[16], __u64 n,
+		       const struct vz_route *vals)
 {
 	int32_t hops[BURST];
 	__u64 i, sum = 0;
@@ -390,17 +400,36 @@ static __u64 rte6_bulk(const struct rte_lpm6 *r, __u8 (*ips)[16], __u64 n)
 					  BURST);
 		for (j = 0; j < BURST; j++)
 			if (hops[j] >= 0)
-				sum += (__u32)hops[j];
+				sum += vals ? vals[hops[j]].nexthop
+					    : (__u32)hops[j];
 	}
 	return sum;
 }
 
+/* A route table for rte's next hops, 2 MiB aligned on huge pages. */
+static struct vz_route *route_table(__u32 n)
+{
+	size_t len = ((size_t)n * sizeof(struct vz_route) + (2u << 20) - 1) &
+		     ~(size_t)((2u << 20) - 1);
+	struct vz_route *vals = aligned_alloc(2u << 20, len);
+	__u32 i;
+
+	if (!vals)
+		return NULL;
+	madvise(vals, len, MADV_HUGEPAGE); /* a hint */
+	for (i = 0; i < n; i++)
+		vals[i] = (struct vz_route){ .kind = 1, .nexthop = i };
+	return vals;
+}
+
 /* ---- measures ---------------------------------------------------------------- */
 
+/* Lookup measures: [family][keys][variant]. */
+enum { V_VZ, V_RTE, V_RTEB, V_VZ_READ, V_RTE_READ, V_RTEB_READ, NVARIANTS };
+#define LOOKUP(fam, mix, v) (((fam) * 2 + (mix)) * NVARIANTS + (v))
+
 enum {
-	M4_VZ_U, M4_RTE_U, M4_RTEB_U, M4_VZ_R, M4_RTE_R, M4_RTEB_R,
-	M6_VZ_U, M6_RTE_U, M6_RTEB_U, M6_VZ_R, M6_RTE_R, M6_RTEB_R,
-	DEL4_VZ, DEL4_RTE, ADD4_VZ, ADD4_RTE,
+	DEL4_VZ = LOOKUP(2, 0, 0), DEL4_RTE, ADD4_VZ, ADD4_RTE,
 	DEL6_VZ, DEL6_RTE, ADD6_VZ, ADD6_RTE,
 	NMEASURES
 };
@@ -477,6 +506,8 @@ int main(int argc, char **argv)
 	__u32 *addr4, *ips4, *be4, *rips4, *rbe4, *order4, *order6;
 	__u8 *plen4, (*ips6)[16], (*rips6)[16];
 	struct prefix6 *pf6;
+	struct vz_route *rvals4, *rvals6;
+	long hp0, hmem[4];
 	struct vz_map *m4 = bench_map4(), *m6 = bench_map6();
 	struct rte_lpm *r4;
 	struct rte_lpm6 *r6;
@@ -556,8 +587,16 @@ int main(int argc, char **argv)
 	}
 	n4 = make4(addr4, plen4, n4);
 	n6 = make6(pf6, n6);
-	ndel4 = n4 / 10 ? n4 / 10 : 1;
-	ndel6 = n6 / 10 ? n6 / 10 : 1;
+	/* rte_lpm adds and deletes are slow (a few thousand a second): a
+	 * hundredth of each table per trial keeps a run to minutes */
+	ndel4 = n4 / 100 ? n4 / 100 : 1;
+	ndel6 = n6 / 100 ? n6 / 100 : 1;
+	rvals4 = route_table(n4);
+	rvals6 = route_table(n6);
+	if (!rvals4 || !rvals6) {
+		fprintf(stderr, "vz-lpm-bench: out of memory\n");
+		return 1;
+	}
 
 	/* keys: uniform, and inside random prefixes of the table */
 	for (i = 0; i < KEYS; i++) {
@@ -592,6 +631,7 @@ int main(int argc, char **argv)
 	load[0] = now() - t0;
 	mem[0] = rss_kib() - rss0;
 
+	hp0 = free_hugepages();
 	rss0 = rss_kib();
 	r4 = rte_lpm_create("bench4", SOCKET_ID_ANY,
 			    &(struct rte_lpm_config){ .max_rules = BENCH_ROUTES4,
@@ -607,6 +647,7 @@ int main(int argc, char **argv)
 			return fprintf(stderr, "vz-lpm-bench: rte_lpm add\n"), 1;
 	load[1] = now() - t0;
 	mem[1] = rss_kib() - rss0;
+	hmem[1] = (hp0 - free_hugepages()) * 2048;
 
 	rss0 = rss_kib();
 	err = vz_map_init(m6, 1);
@@ -622,6 +663,7 @@ int main(int argc, char **argv)
 	load[2] = now() - t0;
 	mem[2] = rss_kib() - rss0;
 
+	hp0 = free_hugepages();
 	rss0 = rss_kib();
 	r6 = rte_lpm6_create("bench6", SOCKET_ID_ANY,
 			     &(struct rte_lpm6_config){
@@ -638,6 +680,7 @@ int main(int argc, char **argv)
 			return fprintf(stderr, "vz-lpm-bench: rte_lpm6 add\n"), 1;
 	load[3] = now() - t0;
 	mem[3] = rss_kib() - rss0;
+	hmem[3] = (hp0 - free_hugepages()) * 2048;
 
 	compare4(r4, ips4, be4, KEYS, "uniform");
 	compare4(r4, rips4, rbe4, KEYS, "routed");
@@ -655,25 +698,34 @@ int main(int argc, char **argv)
 		sink += (expr);                           \
 		res[slot][t] = mlps(lookups, now() - t0); \
 	} while (0)
-		TIME(M4_VZ_U, bench_lookups4(be4, lookups, KEYS - 1));
-		TIME(M4_RTE_U, rte4_single(r4, ips4, lookups));
-		TIME(M4_RTEB_U, rte4_bulk(r4, ips4, lookups));
-		TIME(M4_VZ_R, bench_lookups4(rbe4, lookups, KEYS - 1));
-		TIME(M4_RTE_R, rte4_single(r4, rips4, lookups));
-		TIME(M4_RTEB_R, rte4_bulk(r4, rips4, lookups));
-		TIME(M6_VZ_U, bench_lookups6((const __u8(*)[16])ips6,
-					     lookups, KEYS - 1));
-		TIME(M6_RTE_U,
-		     rte6_single(r6, (const __u8(*)[16])ips6, lookups));
-		TIME(M6_RTEB_U, rte6_bulk(r6, ips6, lookups));
-		TIME(M6_VZ_R, bench_lookups6((const __u8(*)[16])rips6,
-					     lookups, KEYS - 1));
-		TIME(M6_RTE_R,
-		     rte6_single(r6, (const __u8(*)[16])rips6, lookups));
-		TIME(M6_RTEB_R, rte6_bulk(r6, rips6, lookups));
+		for (j = 0; j < 2; j++) {
+			const __u32 *a4 = j ? rips4 : ips4, *b4 = j ? rbe4 : be4;
+			__u8(*a6)[16] = j ? rips6 : ips6;
+			const struct vz_route *rv;
+			int rd;
+
+			for (rd = 0; rd < 2; rd++) {
+				rv = rd ? rvals4 : NULL;
+				TIME(LOOKUP(0, j, V_VZ + 3 * rd),
+				     bench_lookups4(b4, lookups, KEYS - 1, rd));
+				TIME(LOOKUP(0, j, V_RTE + 3 * rd),
+				     rte4_single(r4, a4, lookups, rv));
+				TIME(LOOKUP(0, j, V_RTEB + 3 * rd),
+				     rte4_bulk(r4, a4, lookups, rv));
+				rv = rd ? rvals6 : NULL;
+				TIME(LOOKUP(1, j, V_VZ + 3 * rd),
+				     bench_lookups6((const __u8(*)[16])a6,
+						    lookups, KEYS - 1, rd));
+				TIME(LOOKUP(1, j, V_RTE + 3 * rd),
+				     rte6_single(r6, (const __u8(*)[16])a6,
+						 lookups, rv));
+				TIME(LOOKUP(1, j, V_RTEB + 3 * rd),
+				     rte6_bulk(r6, a6, lookups, rv));
+			}
+		}
 #undef TIME
 
-		/* a random tenth of each table out and back in, both libraries */
+		/* a random hundredth of each table out and back in, both */
 		for (i = 0; i < n4; i++)
 			order4[i] = i;
 		for (i = 0; i < ndel4; i++) {
@@ -723,24 +775,28 @@ int main(int argc, char **argv)
 	compare4(r4, ips4, be4, KEYS, "uniform, after the deletes");
 	compare6(r6, (const __u8(*)[16])ips6, KEYS, "uniform, after the deletes");
 
-	printf("\nlookups, Mlookups/s (median of %u; veloz through vz_map_lookup() "
-	       "on a VZ_LPM map)\n",
+	printf("\nlookups, Mlookups/s, median of %u (veloz: vz_map_lookup() on a "
+	       "VZ_LPM map, as an NF;\n\"lookup\": the pointer it returns, "
+	       "rte's next hop; \"+ read route\": the route read, for rte\n"
+	       "from a table its next hop indexes; IPv6 uniform: over "
+	       "2000::/3)\n",
 	       trials);
-	printf("%-22s %9s %9s %9s %12s %12s\n", "", "veloz", "rte", "rte-bulk",
-	       "veloz/rte", "veloz/bulk");
-	{
-		static const char *const what[] = {
-			"ipv4 uniform", "ipv4 routed", "ipv6 uniform (2000::/3)",
-			"ipv6 routed"
-		};
-		for (i = 0; i < 4; i++) {
-			double v = median(res[3 * i], (int)trials),
-			       r = median(res[3 * i + 1], (int)trials),
-			       b = median(res[3 * i + 2], (int)trials);
+	printf("%-26s %8s %8s %8s %10s %10s\n", "", "veloz", "rte",
+	       "rte-bulk", "veloz/rte", "veloz/bulk");
+	for (i = 0; i < 8; i++) {
+		static const char *const fam[] = { "ipv4", "ipv6" };
+		static const char *const mix[] = { "uniform", "routed" };
+		static const char *const what[] = { "lookup", "+ read route" };
+		__u32 f = i / 4, x = i / 2 % 2, rd = i % 2;
+		double v = median(res[LOOKUP(f, x, V_VZ + 3 * rd)], (int)trials),
+		       r = median(res[LOOKUP(f, x, V_RTE + 3 * rd)], (int)trials),
+		       b = median(res[LOOKUP(f, x, V_RTEB + 3 * rd)], (int)trials);
+		char name[64];
 
-			printf("%-22s %9.1f %9.1f %9.1f %11.2fx %11.2fx\n",
-			       what[i], v, r, b, v / r, v / b);
-		}
+		snprintf(name, sizeof(name), "%s %s, %s", fam[f], mix[x],
+			 what[rd]);
+		printf("%-26s %8.1f %8.1f %8.1f %9.2fx %9.2fx\n", name, v, r, b,
+		       v / r, v / b);
 	}
 	printf("\nupdates and deletes, k/s (first load once; then the median of "
 	       "%u trials of %u IPv4 / %u IPv6 prefixes out and back in)\n",
@@ -770,13 +826,16 @@ int main(int argc, char **argv)
 	       median(res[ADD6_RTE], (int)trials),
 	       median(res[ADD6_VZ], (int)trials) /
 		       median(res[ADD6_RTE], (int)trials));
-	printf("\nmemory, MiB of RSS grown while the table was built "
-	       "(rte: its configured tables, touched when created)\n");
+	printf("\nmemory, MiB grown while the table was built: RSS, plus the "
+	       "huge pages DPDK took\n(veloz: trie and the map's rules, "
+	       "%u IPv4 / %u IPv6 max_entries; rte: its tables as configured)\n",
+	       BENCH_ROUTES4, BENCH_ROUTES6);
 	printf("%-22s %9.1f %9.1f   (rte_lpm: %u rules, 2^16 tbl8s)\n", "ipv4",
-	       mem[0] / 1024.0, mem[1] / 1024.0, BENCH_ROUTES4);
+	       mem[0] / 1024.0, (mem[1] + hmem[1]) / 1024.0, BENCH_ROUTES4);
 	printf("%-22s %9.1f %9.1f   (rte_lpm6: %u rules, 2^18 tbl8s)\n", "ipv6",
-	       mem[2] / 1024.0, mem[3] / 1024.0, BENCH_ROUTES6);
-	printf("pages: veloz %ld MiB in transparent huge pages; DPDK %s\n",
+	       mem[2] / 1024.0, (mem[3] + hmem[3]) / 1024.0, BENCH_ROUTES6);
+	printf("pages: %ld MiB in transparent huge pages (veloz's tables, rte's "
+	       "route tables); DPDK's tables %s\n",
 	       status_kib("/proc/self/smaps_rollup", "AnonHugePages:") / 1024,
 	       huge ? "on 2 MiB huge pages (hugetlbfs)"
 		    : "on 4 KiB pages (--no-huge): NOT a like-for-like "
@@ -786,6 +845,8 @@ int main(int argc, char **argv)
 
 	vz_map_free(m4);
 	vz_map_free(m6);
+	free(rvals4);
+	free(rvals6);
 	rte_lpm_free(r4);
 	rte_lpm6_free(r6);
 	rte_eal_cleanup();

@@ -15,7 +15,8 @@ struct vz_map *bench_map6(void);
 /* One lookup through vz_map_lookup(): the route's nexthop or BENCH_NONE. */
 __u32 bench_route4(__u32 addr_be);
 __u32 bench_route6(const __u8 *addr);
-__u64 bench_lookups4(const __u32 *addrs_be, __u64 n, __u64 mask);
-__u64 bench_lookups6(const __u8 (*addrs)[16], __u64 n, __u64 mask);
+/* n lookups over keys[i & mask]; read: the route found is read too. */
+__u64 bench_lookups4(const __u32 *addrs_be, __u64 n, __u64 mask, int read);
+__u64 bench_lookups6(const __u8 (*addrs)[16], __u64 n, __u64 mask, int read);
 
 #endif

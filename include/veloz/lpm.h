@@ -12,9 +12,10 @@
  * replaces a deleted rule and serialises writers with the map's lock.
  *
  * Levels: the first level is one table indexed by the first 24 bits of a
- * 4-byte address (DIR-24-8), by the first 16 bits of a longer one (IPv6:
- * 16, then 8, 8, ...), or by the whole address when it has fewer than 4
- * bytes; every further level is a group of 256 entries indexed by the next
+ * 4-byte address (DIR-24-8) or of a longer one in a table of 65536 rules
+ * or more (IPv6 full tables, as rte_lpm6), by the first 16 bits of a
+ * longer one in a smaller table (IPv6: 16, then 8, 8, ...), or by the
+ * whole address when it has fewer than 4 bytes; every further level is a group of 256 entries indexed by the next
  * byte. A lookup is one load from the first level and, only under prefixes
  * longer than that level, one more per byte.
  *
@@ -33,7 +34,7 @@
  * longer has a deeper rule under it: its parent entry becomes that leaf and
  * the group goes on a free list for the next insert to reuse.
  *
- * Memory: the first level is mmap()ed (64 MiB for 4-byte addresses, with
+ * Memory: the first level is mmap()ed (64 MiB when 24 bits index it, with
  * transparent huge pages for full-size tables); untouched pages cost
  * nothing. Groups (1 KiB each) come from chunks of 256 groups allocated as
  * needed, up to what max_rules can use: each rule longer than the first

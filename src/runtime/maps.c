@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <veloz/maps.h>
 
@@ -43,6 +44,7 @@ struct vz_map_impl {
 	struct vz_node *nodes;
 	__u8 *keys; /* max_entries * key_size */
 	__u8 *vals; /* max_entries * per-node value bytes */
+	size_t vals_mapped; /* bytes mmap()ed at vals, or 0: calloc()ed */
 	__u64 node_value_bytes;
 	__u32 free_head;
 	__u32 free_tail; /* LPM: freed nodes queue here, reused last */
@@ -89,6 +91,49 @@ static __u32 hash_key(const void *key, __u32 size)
 	return hash;
 }
 
+/*
+ * An LPM map's values are read by every lookup, at the rule the trie
+ * answers: with a full table and random addresses, anywhere in megabytes.
+ * On huge pages those reads cost no page walk (the first level is on huge
+ * pages for the same reason, lpm.c); an NF's lookup is then no more than
+ * DPDK's rte_lpm's plus the read of the value it returns. 2 MiB aligned,
+ * so that the kernel can back it with huge pages from the first touch.
+ */
+#define VALS_HUGE (2u << 20)
+
+static __u8 *vals_alloc(struct vz_map_impl *impl, size_t bytes, int lpm)
+{
+	size_t len = (bytes + VALS_HUGE - 1) / VALS_HUGE * VALS_HUGE;
+	__u8 *raw, *vals;
+	size_t lead;
+
+	if (!lpm || bytes < VALS_HUGE)
+		return calloc(1, bytes ? bytes : 1);
+	raw = mmap(NULL, len + VALS_HUGE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	lead = (VALS_HUGE - ((size_t)raw & (VALS_HUGE - 1))) & (VALS_HUGE - 1);
+	if (lead)
+		munmap(raw, lead);
+	vals = raw + lead;
+	if (VALS_HUGE - lead)
+		munmap(vals + len, VALS_HUGE - lead);
+	madvise(vals, len, MADV_HUGEPAGE); /* a hint */
+	impl->vals_mapped = len;
+	return vals;
+}
+
+static void vals_free(struct vz_map_impl *impl)
+{
+	if (impl->vals_mapped)
+		munmap(impl->vals, impl->vals_mapped);
+	else
+		vals_free(impl);
+	impl->vals = NULL;
+	impl->vals_mapped = 0;
+}
+
 static int impl_init(struct vz_map *map)
 {
 	struct vz_map_impl *impl;
@@ -107,7 +152,9 @@ static int impl_init(struct vz_map *map)
 	impl->buckets = malloc(sizeof(*impl->buckets) * impl->nbuckets);
 	impl->nodes = calloc(map->max_entries, sizeof(*impl->nodes));
 	impl->keys = calloc(map->max_entries, map->key_size);
-	impl->vals = calloc(map->max_entries, impl->node_value_bytes);
+	impl->vals = vals_alloc(impl,
+				(size_t)map->max_entries * impl->node_value_bytes,
+				is_lpm(map));
 	impl->scratch_key = calloc(1, map->key_size);
 	impl->scratch_probe = calloc(1, map->key_size);
 	if (!impl->buckets || !impl->nodes || !impl->keys || !impl->vals ||
@@ -192,7 +239,7 @@ void vz_map_free(struct vz_map *map)
 		free(impl->buckets);
 		free(impl->nodes);
 		free(impl->keys);
-		free(impl->vals);
+		vals_free(impl);
 		free(impl->scratch_key);
 		free(impl->scratch_probe);
 		vz_lpm_free(&impl->lpm);
