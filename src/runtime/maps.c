@@ -129,7 +129,7 @@ static void vals_free(struct vz_map_impl *impl)
 	if (impl->vals_mapped)
 		munmap(impl->vals, impl->vals_mapped);
 	else
-		vals_free(impl);
+		free(impl->vals);
 	impl->vals = NULL;
 	impl->vals_mapped = 0;
 }
