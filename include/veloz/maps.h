@@ -17,6 +17,9 @@
 #include <linux/bpf.h>
 #include <linux/types.h>
 #include <stddef.h>
+#include <string.h>
+
+#include <veloz/lpm.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +42,10 @@ struct vz_map {
 	__u64 worker_stride; /* bytes between two workers' copies */
 	__u8 *values; /* array maps: the values themselves */
 	struct vz_map_impl *impl; /* hash, LRU and LPM maps */
+	/* LPM maps, for the inline lookup: the trie (in impl) and the rules'
+	 * values, value_stride apart and indexed by the trie's answer. */
+	const struct vz_lpm *lpm;
+	__u8 *lpm_values;
 };
 
 /* The worker running on this thread; selects the per-CPU copy. */
@@ -63,7 +70,31 @@ int vz_map_write(struct vz_map *map, const void *key, const void *value,
 /* Iterate keys: next_key after key (NULL for the first); -ENOENT at the end. */
 int vz_map_next_key(struct vz_map *map, const void *key, void *next_key);
 
-/* Array lookups are on every packet's path (stats): keep them inline. */
+/*
+ * An LPM lookup as an NF makes it: the typed fast path. The key is BPF's
+ * (__u32 prefixlen, then the address); a full-length prefixlen, the one
+ * NFs use, goes straight to the trie, inline in the caller, with no call,
+ * lock or map-type dispatch between the NF and the first-level load. A
+ * shorter prefixlen (BPF asks for the longest rule no longer than it) is
+ * rare and takes the library's locked path.
+ */
+static inline __attribute__((always_inline)) void *
+vz_map_lookup_lpm(struct vz_map *map, const void *key)
+{
+	const struct vz_lpm *t = map->lpm;
+	__u32 prefixlen, n;
+
+	memcpy(&prefixlen, key, sizeof(prefixlen));
+	if (__builtin_expect(!t || prefixlen != t->data_bytes * 8, 0))
+		return vz_map_lookup_slow(map, key);
+	n = vz_lpm_lookup(t, (const __u8 *)key + sizeof(prefixlen));
+	if (n == VZ_LPM_NONE)
+		return NULL;
+	return map->lpm_values + (size_t)n * map->value_stride;
+}
+
+/* Array and LPM lookups are on every packet's path (stats, routes): keep
+ * them inline. */
 static inline void *vz_map_lookup_elem(struct vz_map *map, const void *key)
 {
 	__u32 index;
@@ -81,6 +112,8 @@ static inline void *vz_map_lookup_elem(struct vz_map *map, const void *key)
 		/* worker-major, cache-line aligned: no false sharing */
 		return map->values + vz_worker_id * map->worker_stride +
 		       (size_t)index * map->value_stride;
+	case BPF_MAP_TYPE_LPM_TRIE:
+		return vz_map_lookup_lpm(map, key);
 	default:
 		return vz_map_lookup_slow(map, key);
 	}

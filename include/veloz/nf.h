@@ -122,10 +122,44 @@ typedef struct udphdr vz_udphdr; /* 16-bit fields only: aligned as is */
 	};                                                 \
 	static struct vz_map *const vz__map_ref_##map_name \
 		__attribute__((used, section("vz_maps"))) = &map_name
-#define vz_map_lookup(map, key) vz_map_lookup_elem(map, key)
+/*
+ * VZ_LPM maps have their own type in the native build, struct vz_lpm_map,
+ * so that the lookup is chosen at compile time: vz_map_lookup() on one is
+ * the inline trie walk (vz_map_lookup_lpm() in maps.h), with no map-type
+ * dispatch and no call into the runtime; on any other map it is the
+ * generic vz_map_lookup_elem(). The NF's source is the same for both
+ * builds: in BPF both are bpf_map_lookup_elem().
+ */
+struct vz_lpm_map {
+	struct vz_map map;
+};
+
+VZ_INLINE void *vz__lpm_lookup(struct vz_lpm_map *m, const void *key)
+{
+	return vz_map_lookup_lpm(&m->map, key);
+}
+
+VZ_INLINE struct vz_map *vz__lpm_base(struct vz_lpm_map *m)
+{
+	return &m->map;
+}
+
+VZ_INLINE struct vz_map *vz__map_base(struct vz_map *m)
+{
+	return m;
+}
+
+#define vz__map(map)                                       \
+	_Generic((map), struct vz_lpm_map *: vz__lpm_base, \
+		 default: vz__map_base)(map)
+#define vz_map_lookup(map, key)                              \
+	_Generic((map), struct vz_lpm_map *: vz__lpm_lookup, \
+		 default: vz_map_lookup_elem)((map), (key))
 #define vz_map_update(map, key, value, flags) \
-	vz_map_update_elem(map, key, value, flags)
-#define vz_map_delete(map, key) vz_map_delete_elem(map, key)
+	vz_map_update_elem(vz__map(map), key, value, flags)
+#define vz_map_delete(map, key) vz_map_delete_elem(vz__map(map), key)
+/* What an NF written against libbpf calls, the same in both builds. */
+#define bpf_map_lookup_elem(map, key) vz_map_lookup(map, key)
 #endif
 
 #define VZ_ARRAY(name, vtype, n) \
@@ -139,8 +173,24 @@ typedef struct udphdr vz_udphdr; /* 16-bit fields only: aligned as is */
 #define VZ_LRU_HASH(name, ktype, vtype, n) \
 	VZ__MAP(name, BPF_MAP_TYPE_LRU_HASH, ktype, vtype, n, 0)
 /* ktype starts with __u32 prefixlen, then the address bytes (as BPF's). */
+#ifdef VZ_BUILD_BPF
 #define VZ_LPM(name, ktype, vtype, n) \
 	VZ__MAP(name, BPF_MAP_TYPE_LPM_TRIE, ktype, vtype, n, BPF_F_NO_PREALLOC)
+#else
+#define VZ_LPM(map_name, ktype, vtype, n)                      \
+	static struct vz_lpm_map map_name = {                  \
+		.map = {                                       \
+			.name = #map_name,                     \
+			.type = BPF_MAP_TYPE_LPM_TRIE,         \
+			.key_size = sizeof(ktype),             \
+			.value_size = sizeof(vtype),           \
+			.max_entries = (n),                    \
+			.flags = BPF_F_NO_PREALLOC,            \
+		},                                             \
+	};                                                     \
+	static struct vz_map *const vz__map_ref_##map_name     \
+		__attribute__((used, section("vz_maps"))) = &map_name.map
+#endif
 
 /* ---- Configuration --------------------------------------------------------
  *

@@ -19,7 +19,8 @@ struct vz_ctx {
 	__u32 redirect_port;
 };
 
-#define VZ_NF_ABI 1
+/* 2: struct vz_map grew the LPM fast path's fields */
+#define VZ_NF_ABI 2
 
 struct vz_nf_desc {
 	__u32 abi; /* VZ_NF_ABI */

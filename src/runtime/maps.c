@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <veloz/maps.h>
 
@@ -43,6 +44,7 @@ struct vz_map_impl {
 	struct vz_node *nodes;
 	__u8 *keys; /* max_entries * key_size */
 	__u8 *vals; /* max_entries * per-node value bytes */
+	size_t vals_mapped; /* bytes mmap()ed at vals, or 0: calloc()ed */
 	__u64 node_value_bytes;
 	__u32 free_head;
 	__u32 free_tail; /* LPM: freed nodes queue here, reused last */
@@ -89,6 +91,49 @@ static __u32 hash_key(const void *key, __u32 size)
 	return hash;
 }
 
+/*
+ * An LPM map's values are read by every lookup, at the rule the trie
+ * answers: with a full table and random addresses, anywhere in megabytes.
+ * On huge pages those reads cost no page walk (the first level is on huge
+ * pages for the same reason, lpm.c); an NF's lookup is then no more than
+ * DPDK's rte_lpm's plus the read of the value it returns. 2 MiB aligned,
+ * so that the kernel can back it with huge pages from the first touch.
+ */
+#define VALS_HUGE (2u << 20)
+
+static __u8 *vals_alloc(struct vz_map_impl *impl, size_t bytes, int lpm)
+{
+	size_t len = (bytes + VALS_HUGE - 1) / VALS_HUGE * VALS_HUGE;
+	__u8 *raw, *vals;
+	size_t lead;
+
+	if (!lpm || bytes < VALS_HUGE)
+		return calloc(1, bytes ? bytes : 1);
+	raw = mmap(NULL, len + VALS_HUGE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	lead = (VALS_HUGE - ((size_t)raw & (VALS_HUGE - 1))) & (VALS_HUGE - 1);
+	if (lead)
+		munmap(raw, lead);
+	vals = raw + lead;
+	if (VALS_HUGE - lead)
+		munmap(vals + len, VALS_HUGE - lead);
+	madvise(vals, len, MADV_HUGEPAGE); /* a hint */
+	impl->vals_mapped = len;
+	return vals;
+}
+
+static void vals_free(struct vz_map_impl *impl)
+{
+	if (impl->vals_mapped)
+		munmap(impl->vals, impl->vals_mapped);
+	else
+		free(impl->vals);
+	impl->vals = NULL;
+	impl->vals_mapped = 0;
+}
+
 static int impl_init(struct vz_map *map)
 {
 	struct vz_map_impl *impl;
@@ -107,7 +152,9 @@ static int impl_init(struct vz_map *map)
 	impl->buckets = malloc(sizeof(*impl->buckets) * impl->nbuckets);
 	impl->nodes = calloc(map->max_entries, sizeof(*impl->nodes));
 	impl->keys = calloc(map->max_entries, map->key_size);
-	impl->vals = calloc(map->max_entries, impl->node_value_bytes);
+	impl->vals = vals_alloc(impl,
+				(size_t)map->max_entries * impl->node_value_bytes,
+				is_lpm(map));
 	impl->scratch_key = calloc(1, map->key_size);
 	impl->scratch_probe = calloc(1, map->key_size);
 	if (!impl->buckets || !impl->nodes || !impl->keys || !impl->vals ||
@@ -120,10 +167,17 @@ static int impl_init(struct vz_map *map)
 	impl->free_head = 0;
 	impl->free_tail = map->max_entries - 1;
 	impl->lru_head = impl->lru_tail = VZ_NIL;
-	if (is_lpm(map))
-		return vz_lpm_init(&impl->lpm,
-				   map->key_size - (__u32)sizeof(__u32),
-				   map->max_entries);
+	if (is_lpm(map)) {
+		int err = vz_lpm_init(&impl->lpm,
+				      map->key_size - (__u32)sizeof(__u32),
+				      map->max_entries);
+
+		if (err)
+			return err;
+		/* what vz_map_lookup_lpm() reads, without the lock */
+		map->lpm_values = impl->vals;
+		map->lpm = &impl->lpm;
+	}
 	return 0;
 }
 
@@ -178,12 +232,14 @@ void vz_map_free(struct vz_map *map)
 
 	free(map->values);
 	map->values = NULL;
+	map->lpm = NULL;
+	map->lpm_values = NULL;
 	if (impl) {
 		pthread_spin_destroy(&impl->lock);
 		free(impl->buckets);
 		free(impl->nodes);
 		free(impl->keys);
-		free(impl->vals);
+		vals_free(impl);
 		free(impl->scratch_key);
 		free(impl->scratch_probe);
 		vz_lpm_free(&impl->lpm);
@@ -405,23 +461,22 @@ static __attribute__((noinline)) void *lpm_lookup_short(struct vz_map *map,
 }
 
 /*
- * A lookup from an NF: lock-free through the trie, and kept a leaf function
- * (the rare prefixlen below the address's bits is a call away). Values are
- * updated in place, under the lock, so a reader racing an update of the
- * same rule may see part of each, as with BPF hash maps; a rule's value
- * never moves.
+ * A lookup through the generic entry point: the NF-facing inline one
+ * (maps.h), kept a leaf function. Values are updated in place, under the
+ * lock, so a reader racing an update of the same rule may see part of
+ * each, as with BPF hash maps; a rule's value never moves.
  */
 static __attribute__((noinline)) void *lpm_lookup(struct vz_map *map,
 						  const void *key)
 {
-	struct vz_map_impl *impl = map->impl;
-	__u32 prefixlen, n;
+	__u32 prefixlen;
 
+	if (!map->lpm)
+		return NULL; /* vz_map_init() failed */
 	memcpy(&prefixlen, key, sizeof(prefixlen));
-	if (__builtin_expect(prefixlen != impl->lpm.data_bytes * 8, 0))
+	if (__builtin_expect(prefixlen != map->impl->lpm.data_bytes * 8, 0))
 		return lpm_lookup_short(map, key);
-	n = vz_lpm_lookup(&impl->lpm, (const __u8 *)key + sizeof(__u32));
-	return n == VZ_NIL ? NULL : node_value(map, n);
+	return vz_map_lookup_lpm(map, key);
 }
 
 static int lpm_update(struct vz_map *map, const void *key, const void *value,

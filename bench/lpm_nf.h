@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* vz-lpm-bench: the NF-side half (lpm_nf.c), callable without nf.h. */
+#ifndef VZ_BENCH_LPM_NF_H
+#define VZ_BENCH_LPM_NF_H
+
+#include <linux/types.h>
+#include <veloz/maps.h>
+
+#define BENCH_ROUTES4 (1u << 20)
+#define BENCH_ROUTES6 (1u << 18)
+#define BENCH_NONE 0xffffffffu
+
+struct vz_map *bench_map4(void);
+struct vz_map *bench_map6(void);
+/* One lookup through vz_map_lookup(): the route's nexthop or BENCH_NONE. */
+__u32 bench_route4(__u32 addr_be);
+__u32 bench_route6(const __u8 *addr);
+/* n lookups over keys[i & mask]; read: the route found is read too. */
+__u64 bench_lookups4(const __u32 *addrs_be, __u64 n, __u64 mask, int read);
+__u64 bench_lookups6(const __u8 (*addrs)[16], __u64 n, __u64 mask, int read);
+
+#endif

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The longest-prefix-match table behind native LPM maps, reader side: the
+ * layout and the lock-free lookup, public so that an NF's lookup on a
+ * VZ_LPM map compiles inline into the NF (nf.h, maps.h). The writer side
+ * is src/runtime/lpm.h and lpm.c.
+ *
+ * The table: a multibit trie in
+ * the style of DPDK's rte_lpm (DIR-24-8), mapping an address to the rule that
+ * covers it with the longest prefix. It knows rules only by an index (the
+ * map's node); maps.c keeps the rules themselves (key, value), decides what
+ * replaces a deleted rule and serialises writers with the map's lock.
+ *
+ * Levels: the first level is one table indexed by the first 24 bits of a
+ * 4-byte address (DIR-24-8) or of a longer one in a table of 65536 rules
+ * or more (IPv6 full tables, as rte_lpm6), by the first 16 bits of a
+ * longer one in a smaller table (IPv6: 16, then 8, 8, ...), or by the
+ * whole address when it has fewer than 4 bytes; every further level is a group of 256 entries indexed by the next
+ * byte. A lookup is one load from the first level and, only under prefixes
+ * longer than that level, one more per byte.
+ *
+ * Entries are 32-bit words:
+ *   0                       empty: no rule covers these addresses
+ *   rule + 1                a leaf (bit 31 clear): this rule is the answer
+ *   VZ_LPM_GROUP | group    the answer depends on the next byte: see group
+ * The prefix length that set a leaf is not in the word: depth[rule] holds it
+ * (the writer needs it; a lookup does not), so all 31 bits name the rule.
+ *
+ * Controlled prefix expansion: a rule of length d sets every entry of its
+ * range at the level where d ends whose rule is d long or shorter (or
+ * empty), and the same below, in child groups. Deleting it rewrites its own
+ * entries to the rule it uncovers (the longest shorter rule covering it,
+ * which the caller finds) or to empty. A group left with 256 equal leaves no
+ * longer has a deeper rule under it: its parent entry becomes that leaf and
+ * the group goes on a free list for the next insert to reuse.
+ *
+ * Memory: the first level is mmap()ed (64 MiB when 24 bits index it, with
+ * transparent huge pages for full-size tables); untouched pages cost
+ * nothing. Groups (1 KiB each) come from chunks of 256 groups allocated as
+ * needed, up to what max_rules can use: each rule longer than the first
+ * level needs at most one group per level below it. The chunk pointer array
+ * is allocated once at its final size and never moves, so readers may
+ * follow it while the writer adds chunks.
+ *
+ * Concurrency: lookups take no lock and write nothing. The writer stores
+ * every entry with one atomic 32-bit store (release), fills a group before
+ * it publishes the entry pointing to it, and collapses a group by publishing
+ * the replacing leaf before freeing the group. A reader therefore sees, for
+ * each entry, either the word before a change or the word after it, and may
+ * briefly answer with a rule that was just deleted or replaced, or follow a
+ * group that was just freed (its entries are still the right ones) - the
+ * same rule as BPF: a map value pointer is good for this frame only, do not
+ * hold it across frames. A freed group being reused for other addresses
+ * would be wrong answers, not old ones, so reuse bumps gen and a lookup that
+ * went through a group retries if gen moved meanwhile (a sequence count;
+ * lookups the first level answers never read it).
+ */
+#ifndef VELOZ_LPM_H
+#define VELOZ_LPM_H
+
+#include <endian.h>
+#include <linux/types.h>
+#include <stddef.h>
+#include <string.h>
+
+#define VZ_LPM_NONE 0xffffffffu /* no rule */
+#define VZ_LPM_GROUP 0x80000000u /* entry names a child group */
+#define VZ_LPM_MAX_RULES 0x7fffffffu /* rule + 1 fits in 31 bits */
+#define VZ_LPM_MAX_DATA 256 /* address bytes, as the kernel's LPM trie */
+#define VZ_LPM_CHUNK_SHIFT 8 /* 256 groups (256 KiB) per chunk */
+
+struct vz_lpm {
+	/* What lookups read. */
+	__u32 *root; /* 2^(8 * root_bytes) entries */
+	__u32 **chunks; /* group g: chunks[g >> 8] + (g & 255) * 256 */
+	__u32 gen; /* bumped before a freed group is reused */
+	__u32 root_bytes; /* address bytes indexing the first level: 1..3 */
+	__u32 root_shift; /* 32 - 8 * root_bytes */
+	__u32 data_bytes; /* address bytes */
+	/* The writer's, under the map's lock. */
+	__u16 *depth; /* per rule: its prefix length */
+	__u32 max_rules;
+	__u32 max_groups; /* what max_rules rules can need at most */
+	__u32 ngroups; /* groups handed out so far (chunks cover them) */
+	__u32 nchunks; /* chunks allocated */
+	__u32 *free_groups; /* stack of freed groups, room for ngroups */
+	__u32 nfree;
+	size_t root_size; /* bytes mapped at root */
+};
+
+static inline const __u32 *vz_lpm_group(const struct vz_lpm *t, __u32 g)
+{
+	return t->chunks[g >> VZ_LPM_CHUNK_SHIFT] +
+	       ((size_t)(g & ((1u << VZ_LPM_CHUNK_SHIFT) - 1)) << 8);
+}
+
+static inline __u32 vz_lpm_root_index(const struct vz_lpm *t, const __u8 *addr)
+{
+	__u32 word;
+
+	if (__builtin_expect(t->data_bytes >= 4, 1)) {
+		memcpy(&word, addr, sizeof(word));
+		return be32toh(word) >> t->root_shift;
+	}
+	switch (t->data_bytes) {
+	case 3:
+		return (__u32)addr[0] << 16 | (__u32)addr[1] << 8 | addr[2];
+	case 2:
+		return (__u32)addr[0] << 8 | addr[1];
+	default:
+		return addr[0];
+	}
+}
+
+/*
+ * Below the first level. gen is read first, then the first-level entry
+ * again: the reuse of any group met from here on moves gen (a release store
+ * before the group's new entries, each a release store too), and the walk
+ * retries. The loads are acquires, so the last read of gen stays last.
+ */
+static inline __u32 vz_lpm_lookup_groups(const struct vz_lpm *t,
+					 const __u8 *addr, const __u32 *slot)
+{
+	const __u8 *next, *end = addr + t->data_bytes;
+	__u32 gen, e;
+
+	for (;;) {
+		gen = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
+		e = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+		for (next = addr + t->root_bytes;
+		     (e & VZ_LPM_GROUP) && next < end; next++)
+			e = __atomic_load_n(vz_lpm_group(t, e & ~VZ_LPM_GROUP) +
+						    *next,
+					    __ATOMIC_ACQUIRE);
+		if (!(e & VZ_LPM_GROUP) &&
+		    __atomic_load_n(&t->gen, __ATOMIC_RELAXED) == gen)
+			return e - 1;
+	}
+}
+
+/*
+ * The rule with the longest prefix covering addr (data_bytes bytes, network
+ * order), or VZ_LPM_NONE. Lock-free; on every packet's path: one load when
+ * the first level answers.
+ */
+static inline __u32 vz_lpm_lookup(const struct vz_lpm *t, const __u8 *addr)
+{
+	const __u32 *slot = &t->root[vz_lpm_root_index(t, addr)];
+	__u32 e = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (__builtin_expect(!(e & VZ_LPM_GROUP), 1))
+		return e - 1; /* a leaf; empty (0) becomes VZ_LPM_NONE */
+	return vz_lpm_lookup_groups(t, addr, slot);
+}
+
+#endif /* VELOZ_LPM_H */
