@@ -258,8 +258,8 @@ static int map_delete(struct vz_ctl_map *m, const void *key)
  * syscall for a BPF map, so a router's DIR-24-8 table (16 M entries) loads in
  * seconds rather than minutes of one syscall per entry.
  */
-static int map_run(struct vz_ctl_map *m, __u32 first, __u32 count,
-		   void *values, bool write)
+static int map_run(struct vz_ctl_map *m, __u32 first, __u32 count, void *values,
+		   bool write)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 	__u32 *keys, i, done = 0, n;
@@ -295,17 +295,18 @@ static int map_run(struct vz_ctl_map *m, __u32 first, __u32 count,
 			done += n;
 		}
 	} else {
-		/* an array's lookup batch starts after the key in_batch holds */
+		/* an array's lookup batch starts after the key in_batch holds
+		 */
 		while (!err && done < count) {
 			__u32 prev = first + done - 1, next;
 
 			n = count - done;
-			if (bpf_map_lookup_batch(fd, first + done ? &prev : NULL,
-						 &next, keys + done,
-						 (__u8 *)values +
-							 (size_t)done *
-								 m->value_size,
-						 &n, &opts) &&
+			if (bpf_map_lookup_batch(
+				    fd, first + done ? &prev : NULL, &next,
+				    keys + done,
+				    (__u8 *)values +
+					    (size_t)done * m->value_size,
+				    &n, &opts) &&
 			    (errno != ENOENT || !n))
 				err = -errno;
 			done += n;
@@ -600,8 +601,7 @@ failed:
  * entries), where a line per entry would be millions of lines.
  */
 static struct vz_ctl_map *parse_run(struct session *s, char *args[4],
-				    __u32 *first, __u32 *count,
-				    struct buf *out)
+				    __u32 *first, __u32 *count, struct buf *out)
 {
 	struct vz_ctl_map *m = parse_target(s, args[0], args[1], out);
 	unsigned long n;

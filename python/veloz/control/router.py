@@ -417,7 +417,8 @@ def _reader(ctl: Ctl):
     """Live entries of an array map, for dir24.Table."""
 
     def read(name: str, first: int, count: int) -> bytes:
-        return bytes.fromhex(ctl.request(f"read {name} {first.to_bytes(4, 'little').hex()} {count}"))
+        key = first.to_bytes(4, "little").hex()
+        return bytes.fromhex(ctl.request(f"read {name} {key} {count}"))
 
     return read
 
