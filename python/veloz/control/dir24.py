@@ -74,6 +74,7 @@ class Table:
         self.owner: np.ndarray | None = None
         self.old_owner: np.ndarray | None = None
         self.freed: set[int] = set()
+        self.pending: list[tuple[int, int, int]] = []
 
     # ---- reading the live maps, lazily ----
 
@@ -106,6 +107,9 @@ class Table:
 
     def add(self, addr: int, length: int, value: int) -> None:
         """Route addr/length (IPv4, host order) to entry value."""
+        if self.reader is None:
+            self.pending.append((length, addr, value))  # built at once in ops()
+            return
         self._set(addr, length, value, lambda old: (old & ROUTE == 0) | (depth_of(old) <= length))
 
     def delete(self, addr: int, length: int, replacement: int) -> None:
@@ -161,7 +165,24 @@ class Table:
 
     # ---- the ops that make the live maps the model ----
 
+    def _build(self) -> None:
+        """A new table from many routes: shorter prefixes first, each simply
+        overwriting its range, is what add() would make of them one by one
+        (and a later route of the same prefix wins, as in the trie)."""
+        self.loaded[:] = True
+        self.pending.sort(key=lambda r: r[0])  # stable: file order within a length
+        tbl24 = self.tbl24
+        for length, addr, value in self.pending:
+            if length > 24:
+                self._set(addr, length, value, lambda old: depth_of(old) <= length)
+            else:
+                lo = addr >> 8
+                tbl24[lo : lo + (1 << (24 - length))] = value
+        self.pending = []
+
     def ops(self) -> list[Op]:
+        if self.pending:
+            self._build()
         out: list[Op] = []
         for g, group in sorted(self.groups.items()):
             if g in self.freed:
