@@ -174,7 +174,7 @@ class Table:
         tbl24 = self.tbl24
         for length, addr, value in self.pending:
             if length > 24:
-                self._set(addr, length, value, lambda old: depth_of(old) <= length)
+                self._set(addr, length, value, lambda old, n=length: depth_of(old) <= n)
             else:
                 lo = addr >> 8
                 tbl24[lo : lo + (1 << (24 - length))] = value
