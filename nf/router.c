@@ -17,18 +17,24 @@
 #include <linux/ipv6.h>
 #include <veloz/nf.h>
 
-VZ_CONFIG(struct vz_router_config) = { .fib = 0 };
+VZ_CONFIG(struct vz_router_config) = { .fib = 0,
+				       .table = VZ_ROUTER_TABLE_DIR24 };
 
 VZ_CONFIG_CHECK(struct vz_router_config, cfg)
 {
 	if (cfg->fib > 1)
 		return "fib must be 0 (veloz's tables) or 1 (the kernel's FIB)";
+	if (cfg->table > VZ_ROUTER_TABLE_DIR24)
+		return "table must be \"trie\" (0) or \"dir24\" (1)";
 	return 0;
 }
 
 VZ_LPM(router_routes4, struct vz_lpm4_key, struct vz_route, VZ_ROUTER_ROUTES4);
 VZ_LPM(router_routes6, struct vz_lpm6_key, struct vz_route, VZ_ROUTER_ROUTES6);
 VZ_ARRAY(router_nexthops, struct vz_nexthop, VZ_ROUTER_NEXTHOPS);
+VZ_ARRAY(router_tbl24, __u32, VZ_ROUTER_TBL24);
+VZ_ARRAY(router_tbl8, __u32, VZ_ROUTER_TBL8_GROUPS * 256);
+VZ_ARRAY(router_tbl8_owner, __u32, VZ_ROUTER_TBL8_GROUPS);
 VZ_PERCPU_ARRAY(router_counters, __u64, VZ_ROUTER_COUNTERS);
 
 VZ_INLINE int count(int verdict, __u32 counter)
@@ -75,6 +81,36 @@ VZ_INLINE int route_verdict(const struct vz_route *route,
 	return VZ_REDIRECT_VERDICT; /* go on: forward */
 }
 
+/*
+ * The DIR-24-8 lookup: one array load for prefixes up to /24, two for
+ * longer ones. Array lookups are inlined by the verifier, so this costs two
+ * memory accesses where the trie walks up to 32 nodes.
+ */
+VZ_INLINE const struct vz_route *dir24_lookup(const __u8 *daddr,
+					      struct vz_route *route)
+{
+	__u32 addr = (__u32)daddr[0] << 24 | (__u32)daddr[1] << 16 |
+		     (__u32)daddr[2] << 8 | daddr[3];
+	__u32 index = addr >> 8, entry;
+	__u32 *e = vz_map_lookup(&router_tbl24, &index);
+
+	if (!e)
+		return 0;
+	entry = *e;
+	if (entry & VZ_DIR24_GROUP) {
+		index = (entry & VZ_DIR24_INDEX_MASK) << 8 | (addr & 0xff);
+		e = vz_map_lookup(&router_tbl8, &index);
+		if (!e)
+			return 0;
+		entry = *e;
+	}
+	if (!(entry & VZ_DIR24_ROUTE))
+		return 0;
+	route->kind = entry >> VZ_DIR24_KIND_SHIFT & 3;
+	route->nexthop = entry & VZ_DIR24_NEXTHOP_MASK;
+	return route;
+}
+
 VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 {
 	vz_iphdr *iph = vz_header(ctx, ETH_HLEN, sizeof(*iph));
@@ -96,9 +132,16 @@ VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 		if (vz_fib_lookup(ctx, 0, &iph->saddr, &iph->daddr, &fib))
 			return count(VZ_PASS, VZ_ROUTER_NO_ROUTE);
 	} else {
-		__builtin_memcpy(key.addr, &iph->daddr, 4);
-		verdict = route_verdict(vz_map_lookup(&router_routes4, &key),
-					&nh);
+		struct vz_route found;
+		const struct vz_route *route;
+
+		if (vz_config.table == VZ_ROUTER_TABLE_DIR24) {
+			route = dir24_lookup((const __u8 *)&iph->daddr, &found);
+		} else {
+			__builtin_memcpy(key.addr, &iph->daddr, 4);
+			route = vz_map_lookup(&router_routes4, &key);
+		}
+		verdict = route_verdict(route, &nh);
 		if (verdict != VZ_REDIRECT_VERDICT || !nh)
 			return verdict;
 	}

@@ -88,7 +88,33 @@ struct vz_lpm6_key {
 
 struct vz_router_config {
 	__u32 fib; /* 1: the kernel's FIB through bpf_fib_lookup (xdp only) */
+	__u32 table; /* enum vz_router_table: which IPv4 table answers */
 };
+
+enum vz_router_table {
+	VZ_ROUTER_TABLE_TRIE = 0, /* router_routes4, the LPM trie */
+	VZ_ROUTER_TABLE_DIR24 = 1, /* router_tbl24 + router_tbl8 (DIR-24-8) */
+};
+
+/*
+ * DIR-24-8 (Gupta, Lin, McKeown 1998; DPDK's rte_lpm): router_tbl24 holds
+ * one entry per /24, router_tbl8 256-entry groups for /24s that hold longer
+ * prefixes. An entry is 0 (no route), a group (VZ_DIR24_GROUP | index), or a
+ * route: VZ_DIR24_ROUTE | depth << 24 | kind << 16 | nexthop. The depth (the
+ * prefix length that wrote it) lets the control plane add and delete a
+ * prefix by rewriting only the entries that prefix owns (controlled prefix
+ * expansion); the data path ignores it. router_tbl8_owner[g] is the /24
+ * index + 1 of group g, 0 when free: the control plane's allocation, never
+ * read by the NF. Both IPv4 tables are always written; the config picks one.
+ */
+#define VZ_ROUTER_TBL24 (1u << 24)
+#define VZ_ROUTER_TBL8_GROUPS 8192
+#define VZ_DIR24_GROUP 0x80000000u
+#define VZ_DIR24_ROUTE 0x40000000u
+#define VZ_DIR24_DEPTH_SHIFT 24
+#define VZ_DIR24_KIND_SHIFT 16
+#define VZ_DIR24_INDEX_MASK 0x00ffffffu
+#define VZ_DIR24_NEXTHOP_MASK 0x0000ffffu
 
 enum vz_route_kind {
 	VZ_ROUTE_FORWARD = 0, /* to nexthop */

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from veloz.errors import VelozError
+
 # NF name -> module under veloz.control
 MODULES = {"router": "router", "ddos": "ddos", "lb": "lb"}
 
@@ -72,6 +74,13 @@ def split_config(nf: str, values: dict[str, object]) -> tuple[dict[str, object],
     keys: frozenset[str] = getattr(mod, "KEYS", frozenset()) if mod else frozenset()
     fields = {k: v for k, v in values.items() if k not in keys}
     objects = {k: v for k, v in values.items() if k in keys}
+    # fields that take a name in the config (router: table = "dir24")
+    for key, names in getattr(mod, "NAMED_FIELDS", {}).items():
+        value = fields.get(key)
+        if isinstance(value, str) and value in names:
+            fields[key] = names[value]
+        elif isinstance(value, str) and not value.isdigit():
+            raise VelozError(f"config key '{key}': '{value}' is not one of {', '.join(names)}")
     return fields, objects
 
 

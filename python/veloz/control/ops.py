@@ -7,6 +7,7 @@ attached) and on a running NF's control socket (src/runtime/ctl.c):
 
     update MAP KEYHEX VALUEHEX
     delete MAP KEYHEX
+    fill MAP KEYHEX COUNT VALUEHEX   (arrays: COUNT entries from index KEY on)
 
 A value written to a per-CPU map is one copy; the C side writes it to every
 CPU or worker. Keys and values are the C structs' bytes (include/veloz/abi.h),
@@ -27,12 +28,15 @@ from veloz.errors import VelozError
 
 @dataclass(frozen=True)
 class Op:
-    verb: str  # "update" or "delete"
+    verb: str  # "update", "delete" or "fill" (count array entries from key on)
     map: str
     key: bytes
     value: bytes = b""
+    count: int = 0
 
     def line(self) -> str:
+        if self.verb == "fill":
+            return f"fill {self.map} {self.key.hex()} {self.count} {self.value.hex()}"
         if self.verb == "delete":
             return f"delete {self.map} {self.key.hex()}"
         return f"update {self.map} {self.key.hex()} {self.value.hex()}"

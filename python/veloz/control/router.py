@@ -36,12 +36,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from veloz.control import dir24
 from veloz.control.client import U64, Ctl, CtlError, per_cpu_sums
 from veloz.control.objects import Ports, iface_macs
 from veloz.control.ops import Op, delete, parse_address, parse_mac, update
 from veloz.errors import VelozError
 
 KEYS = frozenset({"routes", "route", "neighbour", "local"})
+# `table = "trie" | "dir24"`: which IPv4 table the NF looks up (both are kept)
+NAMED_FIELDS = {"table": {"trie": 0, "dir24": 1}}
 
 ROUTES = {4: "router_routes4", 6: "router_routes6"}
 NEXTHOPS = "router_nexthops"
@@ -269,8 +272,13 @@ class NexthopTable:
         return changed
 
 
-def route_ops(routes: Iterable[Route], table: NexthopTable, ports: Ports) -> Iterator[Op]:
-    """Ops for routes; new next hops are written before the routes using them."""
+def route_ops(
+    routes: Iterable[Route], table: NexthopTable, ports: Ports, fib: dir24.Table | None = None
+) -> Iterator[Op]:
+    """Ops for routes; new next hops are written before the routes using them.
+
+    IPv4 routes also go into fib, the DIR-24-8 model; its ops come after
+    (fib.ops()), once every route is in."""
     for route in routes:
         _check_families(route)
         slot = 0
@@ -280,6 +288,9 @@ def route_ops(routes: Iterable[Route], table: NexthopTable, ports: Ports) -> Ite
             if new:
                 yield update(NEXTHOPS, slot.to_bytes(4, "little"), table.slots[slot].value())
         yield update(ROUTES[route.prefix.family], route.prefix.key(), ROUTE.pack(route.kind, slot))
+        if fib is not None and route.prefix.family == 4:
+            addr = int.from_bytes(route.prefix.addr, "big")
+            fib.add(addr, route.prefix.length, dir24.entry(route.kind, slot, route.prefix.length))
 
 
 # ---- what the kernel knows about a live run's ports ------------------------
@@ -367,7 +378,9 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
     routes += [Route(p, LOCAL) for p in port_addresses(live)]
 
     table = NexthopTable()
-    ops = list(route_ops(routes, table, ports))
+    fib = dir24.Table()
+    ops = list(route_ops(routes, table, ports, fib))
+    ops += fib.ops()
     neighbours = kernel_neighbours(live) if live else {}
     for i, item in enumerate(_table(values, "neighbour")):
         where = f"neighbour {i + 1}"
@@ -397,6 +410,42 @@ def _nexthops(ctl: Ctl) -> NexthopTable:
     return NexthopTable(slots)
 
 
+def _reader(ctl: Ctl):
+    """Live entries of an array map, for dir24.Table."""
+
+    def read(name: str, first: int, count: int) -> bytes:
+        key = first.to_bytes(4, "little").hex()
+        return bytes.fromhex(ctl.request(f"read {name} {key} {count}"))
+
+    return read
+
+
+def _holds(ctl: Ctl, prefixes: list[Prefix]) -> list[bool]:
+    """Whether the trie holds exactly each prefix (one round trip)."""
+    replies = ctl.requests([f"holds {ROUTES[p.family]} {p.key().hex()}" for p in prefixes])
+    for reply in replies:
+        if reply.startswith("error"):
+            raise CtlError(reply.removeprefix("error").strip())
+    return [reply == "ok 1" for reply in replies]
+
+
+def _covering(ctl: Ctl, prefix: Prefix) -> int:
+    """The DIR-24-8 entry of the longest route that covers prefix, shorter than
+    it (what a delete uncovers); 0 if none."""
+    value = int.from_bytes(prefix.addr, "big")
+    shorter = [
+        Prefix(4, (value & ~((1 << (32 - n)) - 1) & 0xFFFFFFFF).to_bytes(4, "big"), n)
+        for n in range(prefix.length - 1, -1, -1)
+    ]
+    for p, held in zip(shorter, _holds(ctl, shorter), strict=True):
+        if held:
+            raw = ctl.lookup(ROUTES[4], p.key())
+            assert raw is not None
+            kind, slot = ROUTE.unpack(raw[: ROUTE.size])
+            return dir24.entry(kind, slot, p.length)
+    return 0
+
+
 def _route_from_args(args: argparse.Namespace, ports: Ports) -> Route:
     prefix = parse_prefix(args.prefix)
     if args.kind:
@@ -410,7 +459,9 @@ def ctl_route_add(args: argparse.Namespace, ctl: Ctl) -> int:
     ports = _live_ports(ctl)
     route = _route_from_args(args, ports)
     table = _nexthops(ctl)
-    ops = list(route_ops([route], table, ports))
+    fib = dir24.Table(_reader(ctl))
+    ops = list(route_ops([route], table, ports, fib))
+    ops += fib.ops()
     if route.via is not None:
         # a new next hop may already have a MAC in the kernel's table
         mac = kernel_neighbours(ports.names).get(route.via)
@@ -425,8 +476,14 @@ def ctl_route_add(args: argparse.Namespace, ctl: Ctl) -> int:
 
 def ctl_route_del(args: argparse.Namespace, ctl: Ctl) -> int:
     prefix = parse_prefix(args.prefix)
+    ops = [delete(ROUTES[prefix.family], prefix.key())]
+    if prefix.family == 4 and _holds(ctl, [prefix])[0]:
+        fib = dir24.Table(_reader(ctl))
+        addr = int.from_bytes(prefix.addr, "big")
+        fib.delete(addr, prefix.length, _covering(ctl, prefix))
+        ops += fib.ops()
     try:
-        ctl.apply([delete(ROUTES[prefix.family], prefix.key())])
+        ctl.apply(ops)
     except CtlError as e:
         # a lookup would answer a covering route; the delete is exact
         if "no such entry" in str(e):
@@ -440,7 +497,9 @@ def ctl_route_load(args: argparse.Namespace, ctl: Ctl) -> int:
     ports = _live_ports(ctl)
     routes = read_route_file(Path(args.file), ports)
     table = _nexthops(ctl)
-    ops = list(route_ops(routes, table, ports))
+    fib = dir24.Table(_reader(ctl))
+    ops = list(route_ops(routes, table, ports, fib))
+    ops += fib.ops()
     known = kernel_neighbours(ports.names)
     for (family, addr), mac in known.items():
         for slot in table.resolve(family, addr, mac):
