@@ -473,6 +473,7 @@ static int remember(struct session *s, struct vz_ctl_map *m)
 	}
 	u = &s->undo[s->nundo];
 	u->map = m;
+	u->run = 0; /* one entry: the undo array is reused, never zeroed */
 	u->key = malloc(m->key_size + full);
 	if (!u->key)
 		return -ENOMEM;
