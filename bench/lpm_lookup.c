@@ -129,7 +129,8 @@ static double median(const double *v, int n)
 	return n & 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-/* ---- tables ---------------------------------------------------------------- */
+/* ---- tables ----------------------------------------------------------------
+ */
 
 /* IPv4 prefix lengths per mille, roughly a 2024 full table, plus a few
  * longer than /24 (common inside networks) so groups are used too. */
@@ -147,14 +148,15 @@ static const struct {
 static const struct {
 	__u32 plen, permille;
 } lengths6[] = {
-	{ 33, 10 }, { 34, 10 }, { 35, 10 }, { 36, 50 },	 { 38, 20 },
-	{ 40, 90 }, { 42, 30 }, { 44, 110 }, { 45, 20 }, { 46, 40 },
-	{ 47, 30 }, { 48, 560 }, { 56, 10 }, { 64, 10 },
+	{ 33, 10 }, { 34, 10 },	 { 35, 10 },  { 36, 50 }, { 38, 20 },
+	{ 40, 90 }, { 42, 30 },	 { 44, 110 }, { 45, 20 }, { 46, 40 },
+	{ 47, 30 }, { 48, 560 }, { 56, 10 },  { 64, 10 },
 };
 
 /* The RIRs' big IPv6 blocks: where allocations are drawn from. */
-static const __u16 blocks6[] = { 0x2001, 0x2400, 0x2600, 0x2800, 0x2a00,
-				 0x2c00 };
+static const __u16 blocks6[] = {
+	0x2001, 0x2400, 0x2600, 0x2800, 0x2a00, 0x2c00
+};
 
 static __u32 pick(const void *table, size_t entries)
 {
@@ -177,7 +179,9 @@ static void mask6(__u8 *a, __u32 plen)
 	for (i = 0; i < 16; i++) {
 		if (plen >= (i + 1) * 8)
 			continue;
-		a[i] = plen <= i * 8 ? 0 : a[i] & (__u8)(0xff << (8 - (plen - i * 8)));
+		a[i] = plen <= i * 8
+			       ? 0
+			       : a[i] & (__u8)(0xff << (8 - (plen - i * 8)));
 	}
 }
 
@@ -286,7 +290,8 @@ static __u32 make6(struct prefix6 *pf, __u32 n)
 	return got;
 }
 
-/* ---- the two libraries ------------------------------------------------------ */
+/* ---- the two libraries ------------------------------------------------------
+ */
 
 static int v4_add(struct vz_map *m, struct rte_lpm *r, __u32 a, __u32 p,
 		  __u32 nh, int which)
@@ -422,15 +427,22 @@ static struct vz_route *route_table(__u32 n)
 	return vals;
 }
 
-/* ---- measures ---------------------------------------------------------------- */
+/* ---- measures
+ * ---------------------------------------------------------------- */
 
 /* Lookup measures: [family][keys][variant]. */
 enum { V_VZ, V_RTE, V_RTEB, V_VZ_READ, V_RTE_READ, V_RTEB_READ, NVARIANTS };
-#define LOOKUP(fam, mix, v) (((fam) * 2 + (mix)) * NVARIANTS + (v))
+#define LOOKUP(fam, mix, v) (((fam)*2 + (mix)) * NVARIANTS + (v))
 
 enum {
-	DEL4_VZ = LOOKUP(2, 0, 0), DEL4_RTE, ADD4_VZ, ADD4_RTE,
-	DEL6_VZ, DEL6_RTE, ADD6_VZ, ADD6_RTE,
+	DEL4_VZ = LOOKUP(2, 0, 0),
+	DEL4_RTE,
+	ADD4_VZ,
+	ADD4_RTE,
+	DEL6_VZ,
+	DEL6_RTE,
+	ADD6_VZ,
+	ADD6_RTE,
 	NMEASURES
 };
 
@@ -452,8 +464,8 @@ static void compare4(struct rte_lpm *r, const __u32 *ips, const __u32 *be,
 		bad += a != b;
 	}
 	if (bad) {
-		printf("MISMATCH ipv4 %s: %u of %u answers differ\n", when,
-		       bad, n);
+		printf("MISMATCH ipv4 %s: %u of %u answers differ\n", when, bad,
+		       n);
 		wrong = 1;
 	}
 }
@@ -470,8 +482,8 @@ static void compare6(struct rte_lpm6 *r, const __u8 (*ips)[16], __u32 n,
 		bad += a != b;
 	}
 	if (bad) {
-		printf("MISMATCH ipv6 %s: %u of %u answers differ\n", when,
-		       bad, n);
+		printf("MISMATCH ipv6 %s: %u of %u answers differ\n", when, bad,
+		       n);
 		wrong = 1;
 	}
 }
@@ -499,9 +511,15 @@ int main(int argc, char **argv)
 {
 	__u64 lookups = 10000000, seed = 1;
 	__u32 n4 = 750000, n6 = 190000, i, j, t, trials = 7, ndel4, ndel6;
-	char *eal_argv[32] = { argv[0], "--in-memory", "--no-pci",
-			       "--no-telemetry", "--log-level=error",
-			       "--lcores=0@(0-1)", "--no-huge", "-m", "2048" };
+	char *eal_argv[32] = { argv[0],
+			       "--in-memory",
+			       "--no-pci",
+			       "--no-telemetry",
+			       "--log-level=error",
+			       "--lcores=0@(0-1)",
+			       "--no-huge",
+			       "-m",
+			       "2048" };
 	int eal_argc = 9, opt, err, nargs, huge;
 	__u32 *addr4, *ips4, *be4, *rips4, *rbe4, *order4, *order6;
 	__u8 *plen4, (*ips6)[16], (*rips6)[16];
@@ -548,9 +566,11 @@ int main(int argc, char **argv)
 	if (optind != nargs || n4 < 1 || n4 >= BENCH_ROUTES4 || n6 < 1 ||
 	    n6 >= BENCH_ROUTES6 || lookups < BURST || trials < 1 ||
 	    trials > MAX_TRIALS) {
-		fprintf(stderr, "vz-lpm-bench: -n 1..%u, -6 1..%u, -l >= %u, "
-				"-t 1..%u\n",
-			BENCH_ROUTES4 - 1, BENCH_ROUTES6 - 1, BURST, MAX_TRIALS);
+		fprintf(stderr,
+			"vz-lpm-bench: -n 1..%u, -6 1..%u, -l >= %u, "
+			"-t 1..%u\n",
+			BENCH_ROUTES4 - 1, BENCH_ROUTES6 - 1, BURST,
+			MAX_TRIALS);
 		return 2;
 	}
 	lookups -= lookups % BURST;
@@ -559,7 +579,8 @@ int main(int argc, char **argv)
 		eal_argc -= 3; /* not --no-huge -m 2048 */
 	if (nargs < argc) { /* the user's EAL arguments replace ours */
 		eal_argc = 1;
-		for (i = (__u32)nargs + 1; i < (__u32)argc && eal_argc < 31; i++)
+		for (i = (__u32)nargs + 1; i < (__u32)argc && eal_argc < 31;
+		     i++)
 			eal_argv[eal_argc++] = argv[i];
 	}
 	if (rte_eal_init(eal_argc, eal_argv) < 0) {
@@ -633,9 +654,10 @@ int main(int argc, char **argv)
 
 	hp0 = free_hugepages();
 	rss0 = rss_kib();
-	r4 = rte_lpm_create("bench4", SOCKET_ID_ANY,
-			    &(struct rte_lpm_config){ .max_rules = BENCH_ROUTES4,
-						      .number_tbl8s = 1 << 16 });
+	r4 = rte_lpm_create(
+		"bench4", SOCKET_ID_ANY,
+		&(struct rte_lpm_config){ .max_rules = BENCH_ROUTES4,
+					  .number_tbl8s = 1 << 16 });
 	if (!r4) {
 		fprintf(stderr, "vz-lpm-bench: rte_lpm_create: %s\n",
 			rte_strerror(rte_errno));
@@ -644,7 +666,8 @@ int main(int argc, char **argv)
 	t0 = now();
 	for (i = 0; i < n4; i++)
 		if (v4_add(NULL, r4, addr4[i], plen4[i], i, 1))
-			return fprintf(stderr, "vz-lpm-bench: rte_lpm add\n"), 1;
+			return fprintf(stderr, "vz-lpm-bench: rte_lpm add\n"),
+			       1;
 	load[1] = now() - t0;
 	mem[1] = rss_kib() - rss0;
 	hmem[1] = (hp0 - free_hugepages()) * 2048;
@@ -665,10 +688,10 @@ int main(int argc, char **argv)
 
 	hp0 = free_hugepages();
 	rss0 = rss_kib();
-	r6 = rte_lpm6_create("bench6", SOCKET_ID_ANY,
-			     &(struct rte_lpm6_config){
-				     .max_rules = BENCH_ROUTES6,
-				     .number_tbl8s = 1 << 18 });
+	r6 = rte_lpm6_create(
+		"bench6", SOCKET_ID_ANY,
+		&(struct rte_lpm6_config){ .max_rules = BENCH_ROUTES6,
+					   .number_tbl8s = 1 << 18 });
 	if (!r6) {
 		fprintf(stderr, "vz-lpm-bench: rte_lpm6_create: %s\n",
 			rte_strerror(rte_errno));
@@ -677,7 +700,8 @@ int main(int argc, char **argv)
 	t0 = now();
 	for (i = 0; i < n6; i++)
 		if (v6_add(NULL, r6, &pf6[i], i, 1))
-			return fprintf(stderr, "vz-lpm-bench: rte_lpm6 add\n"), 1;
+			return fprintf(stderr, "vz-lpm-bench: rte_lpm6 add\n"),
+			       1;
 	load[3] = now() - t0;
 	mem[3] = rss_kib() - rss0;
 	hmem[3] = (hp0 - free_hugepages()) * 2048;
@@ -699,7 +723,8 @@ int main(int argc, char **argv)
 		res[slot][t] = mlps(lookups, now() - t0); \
 	} while (0)
 		for (j = 0; j < 2; j++) {
-			const __u32 *a4 = j ? rips4 : ips4, *b4 = j ? rbe4 : be4;
+			const __u32 *a4 = j ? rips4 : ips4,
+				    *b4 = j ? rbe4 : be4;
 			__u8(*a6)[16] = j ? rips6 : ips6;
 			const struct vz_route *rv;
 			int rd;
@@ -752,28 +777,33 @@ int main(int argc, char **argv)
 				if (v4_del(vm4, r4, addr4[order4[i]],
 					   plen4[order4[i]], (int)j))
 					return fprintf(stderr, "del4\n"), 1;
-			res[DEL4_VZ + j][t] = (double)ndel4 / (now() - t0) / 1e3;
+			res[DEL4_VZ + j][t] =
+				(double)ndel4 / (now() - t0) / 1e3;
 			t0 = now();
 			for (i = 0; i < ndel4; i++)
 				if (v4_add(vm4, r4, addr4[order4[i]],
 					   plen4[order4[i]], order4[i], (int)j))
 					return fprintf(stderr, "add4\n"), 1;
-			res[ADD4_VZ + j][t] = (double)ndel4 / (now() - t0) / 1e3;
+			res[ADD4_VZ + j][t] =
+				(double)ndel4 / (now() - t0) / 1e3;
 			t0 = now();
 			for (i = 0; i < ndel6; i++)
 				if (v6_del(vm6, r6, &pf6[order6[i]], (int)j))
 					return fprintf(stderr, "del6\n"), 1;
-			res[DEL6_VZ + j][t] = (double)ndel6 / (now() - t0) / 1e3;
+			res[DEL6_VZ + j][t] =
+				(double)ndel6 / (now() - t0) / 1e3;
 			t0 = now();
 			for (i = 0; i < ndel6; i++)
 				if (v6_add(vm6, r6, &pf6[order6[i]], order6[i],
 					   (int)j))
 					return fprintf(stderr, "add6\n"), 1;
-			res[ADD6_VZ + j][t] = (double)ndel6 / (now() - t0) / 1e3;
+			res[ADD6_VZ + j][t] =
+				(double)ndel6 / (now() - t0) / 1e3;
 		}
 	}
 	compare4(r4, ips4, be4, KEYS, "uniform, after the deletes");
-	compare6(r6, (const __u8(*)[16])ips6, KEYS, "uniform, after the deletes");
+	compare6(r6, (const __u8(*)[16])ips6, KEYS,
+		 "uniform, after the deletes");
 
 	printf("\nlookups, Mlookups/s, median of %u (veloz: vz_map_lookup() on a "
 	       "VZ_LPM map, as an NF;\n\"lookup\": the pointer it returns, "
@@ -781,16 +811,19 @@ int main(int argc, char **argv)
 	       "from a table its next hop indexes; IPv6 uniform: over "
 	       "2000::/3)\n",
 	       trials);
-	printf("%-26s %8s %8s %8s %10s %10s\n", "", "veloz", "rte",
-	       "rte-bulk", "veloz/rte", "veloz/bulk");
+	printf("%-26s %8s %8s %8s %10s %10s\n", "", "veloz", "rte", "rte-bulk",
+	       "veloz/rte", "veloz/bulk");
 	for (i = 0; i < 8; i++) {
 		static const char *const fam[] = { "ipv4", "ipv6" };
 		static const char *const mix[] = { "uniform", "routed" };
 		static const char *const what[] = { "lookup", "+ read route" };
 		__u32 f = i / 4, x = i / 2 % 2, rd = i % 2;
-		double v = median(res[LOOKUP(f, x, V_VZ + 3 * rd)], (int)trials),
-		       r = median(res[LOOKUP(f, x, V_RTE + 3 * rd)], (int)trials),
-		       b = median(res[LOOKUP(f, x, V_RTEB + 3 * rd)], (int)trials);
+		double v = median(res[LOOKUP(f, x, V_VZ + 3 * rd)],
+				  (int)trials),
+		       r = median(res[LOOKUP(f, x, V_RTE + 3 * rd)],
+				  (int)trials),
+		       b = median(res[LOOKUP(f, x, V_RTEB + 3 * rd)],
+				  (int)trials);
 		char name[64];
 
 		snprintf(name, sizeof(name), "%s %s, %s", fam[f], mix[x],
@@ -840,8 +873,8 @@ int main(int argc, char **argv)
 	       huge ? "on 2 MiB huge pages (hugetlbfs)"
 		    : "on 4 KiB pages (--no-huge): NOT a like-for-like "
 		      "comparison; reserve 2 MiB pages (sysctl vm.nr_hugepages)");
-	printf("answers: %s\n", wrong ? "MISMATCH (see above)" :
-					"identical in both libraries");
+	printf("answers: %s\n",
+	       wrong ? "MISMATCH (see above)" : "identical in both libraries");
 
 	vz_map_free(m4);
 	vz_map_free(m6);

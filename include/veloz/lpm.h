@@ -15,9 +15,9 @@
  * 4-byte address (DIR-24-8) or of a longer one in a table of 65536 rules
  * or more (IPv6 full tables, as rte_lpm6), by the first 16 bits of a
  * longer one in a smaller table (IPv6: 16, then 8, 8, ...), or by the
- * whole address when it has fewer than 4 bytes; every further level is a group of 256 entries indexed by the next
- * byte. A lookup is one load from the first level and, only under prefixes
- * longer than that level, one more per byte.
+ * whole address when it has fewer than 4 bytes; every further level is a group
+ * of 256 entries indexed by the next byte. A lookup is one load from the first
+ * level and, only under prefixes longer than that level, one more per byte.
  *
  * Entries are 32-bit words:
  *   0                       empty: no rule covers these addresses

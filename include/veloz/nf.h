@@ -149,12 +149,14 @@ VZ_INLINE struct vz_map *vz__map_base(struct vz_map *m)
 	return m;
 }
 
-#define vz__map(map)                                       \
-	_Generic((map), struct vz_lpm_map *: vz__lpm_base, \
-		 default: vz__map_base)(map)
-#define vz_map_lookup(map, key)                              \
-	_Generic((map), struct vz_lpm_map *: vz__lpm_lookup, \
-		 default: vz_map_lookup_elem)((map), (key))
+#define vz__map(map)                        \
+	_Generic((map), struct vz_lpm_map * \
+		 : vz__lpm_base, default    \
+		 : vz__map_base)(map)
+#define vz_map_lookup(map, key)             \
+	_Generic((map), struct vz_lpm_map * \
+		 : vz__lpm_lookup, default  \
+		 : vz_map_lookup_elem)((map), (key))
 #define vz_map_update(map, key, value, flags) \
 	vz_map_update_elem(vz__map(map), key, value, flags)
 #define vz_map_delete(map, key) vz_map_delete_elem(vz__map(map), key)
@@ -177,7 +179,7 @@ VZ_INLINE struct vz_map *vz__map_base(struct vz_map *m)
 #define VZ_LPM(name, ktype, vtype, n) \
 	VZ__MAP(name, BPF_MAP_TYPE_LPM_TRIE, ktype, vtype, n, BPF_F_NO_PREALLOC)
 #else
-#define VZ_LPM(map_name, ktype, vtype, n)                      \
+#define VZ_LPM(map_name, ktype, vtype, n)                        \
 	static struct vz_lpm_map map_name = {                  \
 		.map = {                                       \
 			.name = #map_name,                     \
@@ -187,8 +189,8 @@ VZ_INLINE struct vz_map *vz__map_base(struct vz_map *m)
 			.max_entries = (n),                    \
 			.flags = BPF_F_NO_PREALLOC,            \
 		},                                             \
-	};                                                     \
-	static struct vz_map *const vz__map_ref_##map_name     \
+	}; \
+	static struct vz_map *const vz__map_ref_##map_name       \
 		__attribute__((used, section("vz_maps"))) = &map_name.map
 #endif
 

@@ -46,7 +46,7 @@ int vz_lpm_init(struct vz_lpm *t, __u32 data_bytes, __u32 max_rules)
 	 * sized for a full routing table (as rte_lpm6's): one dependent load
 	 * fewer on every lookup under a prefix longer than /16. Small tables
 	 * of long addresses keep a 16-bit one (256 KiB, not 64 MiB). */
-	t->root_bytes = data_bytes < 4			? data_bytes
+	t->root_bytes = data_bytes < 4 ? data_bytes
 			: data_bytes == 4 || max_rules >= HUGE_PAGE_RULES ? 3
 									  : 2;
 	t->root_shift = 32 - 8 * t->root_bytes;

@@ -152,9 +152,9 @@ static int impl_init(struct vz_map *map)
 	impl->buckets = malloc(sizeof(*impl->buckets) * impl->nbuckets);
 	impl->nodes = calloc(map->max_entries, sizeof(*impl->nodes));
 	impl->keys = calloc(map->max_entries, map->key_size);
-	impl->vals = vals_alloc(impl,
-				(size_t)map->max_entries * impl->node_value_bytes,
-				is_lpm(map));
+	impl->vals = vals_alloc(
+		impl, (size_t)map->max_entries * impl->node_value_bytes,
+		is_lpm(map));
 	impl->scratch_key = calloc(1, map->key_size);
 	impl->scratch_probe = calloc(1, map->key_size);
 	if (!impl->buckets || !impl->nodes || !impl->keys || !impl->vals ||

@@ -24,9 +24,9 @@ VZ_LPM(typed6_full, struct vz_lpm6_key, struct vz_route, 1 << 17);
 VZ_HASH(plain_hash, __u32, __u32, 16);
 
 /* The typed path is chosen at compile time, by the map's type. */
-_Static_assert(_Generic(&typed4, struct vz_lpm_map *: 1, default: 0),
+_Static_assert(_Generic(&typed4, struct vz_lpm_map * : 1, default : 0),
 	       "VZ_LPM maps have their own type in the native build");
-_Static_assert(_Generic(&plain_hash, struct vz_map *: 1, default: 0),
+_Static_assert(_Generic(&plain_hash, struct vz_map * : 1, default : 0),
 	       "other maps stay struct vz_map");
 
 #define RULES 600
@@ -59,7 +59,9 @@ static void mask(__u8 *a, __u32 bytes, __u32 plen)
 	for (i = 0; i < bytes; i++) {
 		if (plen >= (i + 1) * 8)
 			continue;
-		a[i] = plen <= i * 8 ? 0 : a[i] & (__u8)(0xff << (8 - (plen - i * 8)));
+		a[i] = plen <= i * 8
+			       ? 0
+			       : a[i] & (__u8)(0xff << (8 - (plen - i * 8)));
 	}
 }
 
@@ -112,8 +114,9 @@ static void draw(__u8 *a, __u32 bytes, const __u8 bases[4][16])
 
 		if (keep >= (i + 1) * 8)
 			continue;
-		a[i] = keep <= i * 8 ? r :
-				       (__u8)((a[i] & (0xff << (8 - (keep - i * 8)))) |
+		a[i] = keep <= i * 8 ? r
+				     : (__u8)((a[i] &
+					       (0xff << (8 - (keep - i * 8)))) |
 					      (r & (0xff >> (keep - i * 8))));
 	}
 }
@@ -190,8 +193,9 @@ static void run(struct vz_lpm_map *m, __u32 bytes, __u32 root_bytes)
 		for (i = 0; i < PROBES; i++) {
 			draw(a, bytes, bases);
 			/* mostly full-length keys (an NF's), some shorter */
-			key.prefixlen = i % 8 ? 8 * bytes
-					      : (__u32)(rnd() % (8 * bytes + 1));
+			key.prefixlen =
+				i % 8 ? 8 * bytes
+				      : (__u32)(rnd() % (8 * bytes + 1));
 			memcpy(key.addr, a, bytes);
 			typed = vz_map_lookup(m, &key);
 			generic = vz_map_lookup_slow(&m->map, &key);
@@ -207,8 +211,8 @@ static void run(struct vz_lpm_map *m, __u32 bytes, __u32 root_bytes)
 		      m->map.name, step, bad, PROBES, seed);
 	}
 	vz_map_free(&m->map);
-	CHECK(vz_map_lookup(m, &key) == NULL,
-	      "%s: a freed map answers nothing", m->map.name);
+	CHECK(vz_map_lookup(m, &key) == NULL, "%s: a freed map answers nothing",
+	      m->map.name);
 }
 
 int main(void)
