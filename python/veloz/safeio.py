@@ -142,7 +142,7 @@ BOUNDS: dict[tuple[str, str], tuple[float, float]] = {
     ("run", "--batch"): (1, 256),
     ("gen", "--size"): (60, 3520),
     ("gen", "--flows"): (1, 64511),
-    ("gen", "--dsts"): (1, 1 << 24),
+    ("gen", "--dsts"): (1, 65536),  # vz-gen's own limit
     ("gen", "--dst-port"): (1, 65535),
     ("gen", "--queue"): (0, 1023),
     ("gen", "--count"): (1, (1 << 63) - 1),
