@@ -47,10 +47,18 @@ def test_ddos_under_attack(testbed, tmp_path):
 
 def test_router_one_route_and_full_table(testbed, tmp_path):
     result = bench(tmp_path, "router", "--backends", "xdp,linux", "--seconds", "0.5")
-    seen = {(r["table"], r["backend"]) for r in result["records"]}
-    assert seen == {(t, b) for t in ("one route", "full table")
-                    for b in ("generator", "xdp", "linux")}  # fmt: skip
-    for r in result["records"]:
+    tables = ("one route", "full table")
+    rates = [r for r in result["records"] if not r.get("cost")]
+    seen = {(r["table"], r["arm"]) for r in rates}
+    assert seen == {(t, a) for t in tables
+                    for a in ("generator", "xdp trie", "xdp dir24", "linux")}  # fmt: skip
+    for r in rates:
         assert r["sent"] > 0 and r["done"] + r["lost"] == r["sent"]
         if r["backend"] == "xdp":
             assert r["loss"] == 0, r  # every destination is routed to vz-sink
+    # the lookup's own cost, through BPF_PROG_TEST_RUN and natively, per table
+    costs = {(r["table"], r["arm"]): r["ns_per_packet"] for r in result["records"]
+             if r.get("cost")}  # fmt: skip
+    assert set(costs) == {(t, f"{b} {k}") for t in tables for b in ("xdp", "native")
+                          for k in ("trie", "dir24")}  # fmt: skip
+    assert all(ns > 0 for ns in costs.values()), costs
