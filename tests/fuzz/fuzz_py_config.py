@@ -31,7 +31,7 @@ with atheris.instrument_imports(include=["veloz", "tomllib", "configparser", "ip
     import ops as fuzz_ops  # tests/fuzz/ops.py: the configs the C fuzzers start from
 
     from veloz import config, udpd
-    from veloz.control import ddos, lb, objects, router
+    from veloz.control import ddos, dir24, lb, objects, router
     from veloz.control.ops import Op
     from veloz.errors import VelozError
 
@@ -100,10 +100,15 @@ def seeds() -> list[bytes]:
 # ---- what a result must hold to ----------------------------------------------
 
 MAPS = {
-    "router": {*router.ROUTES.values(), router.NEXTHOPS},
+    "router": {*router.ROUTES.values(), router.NEXTHOPS, dir24.TBL24, dir24.TBL8, dir24.OWNER},
     "ddos": {*ddos.ALLOW.values(), ddos.RULES, ddos.META, ddos.RULE_STATS},
     "lb": {lb.VIPS, lb.RING, lb.BACKENDS, lb.SELF},
 }
+
+
+# The arrays a config may fill (the router's DIR-24-8), by entries.
+FILL_ENTRIES = {dir24.TBL24: dir24.SLOTS24, dir24.TBL8: dir24.GROUPS * 256,
+                dir24.OWNER: dir24.GROUPS}  # fmt: skip
 
 
 def check_lpm_key(key: bytes, family: int) -> None:
@@ -206,9 +211,13 @@ def check_types(values: object, where: str = "") -> None:
 
 def check_nf(nf: str, ops: list[Op], assignments: list[str]) -> None:
     for op in ops:
-        assert op.verb in ("update", "delete") and op.map in MAPS[nf], op
+        assert op.verb in ("update", "delete", "fill") and op.map in MAPS[nf], op
         assert isinstance(op.key, bytes) and isinstance(op.value, bytes), op
         assert op.line().split()[:2] == [op.verb, op.map], op
+        if op.verb == "fill":  # a run of array entries: inside the array
+            first = int.from_bytes(op.key, "little")
+            assert len(op.key) == 4 and len(op.value) == 4 and op.count >= 1, op
+            assert first + op.count <= FILL_ENTRIES[op.map], op
     {"router": check_router, "ddos": check_ddos, "lb": check_lb}[nf](ops)
     for text in assignments:
         key, sep, value = text.partition("=")
