@@ -15,18 +15,17 @@
  * cost no CPU.
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "afxdp/afxdp.h"
 #include "dispatch/core_alloc.h"
 #include "dispatch/dispatch.h"
+#include "dispatch/park.h"
 #include "dispatch/report.h"
 #include "runtime/spsc.h"
 #include "dispatch/toeplitz.h"
@@ -79,33 +78,10 @@ struct vz_afxdp_dispatch {
 	bool dispatcher_done; /* it has stopped: workers empty their rings */
 };
 
-static __u64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
-
-static void futex_wait(int *word, int value)
-{
-	struct timespec timeout = { .tv_nsec = 100 * 1000000 }; /* see stop */
-
-	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, &timeout, NULL, 0);
-}
-
-/*
- * After a push: the exchange is a full barrier, so either the worker sees
- * the frame before it sleeps or this sees it asleep (a plain load here
- * could pass the ring's store and both would miss).
- */
 static void wake(struct nf_worker *w)
 {
-	if (__atomic_exchange_n(&w->sleeping, 0, __ATOMIC_SEQ_CST)) {
-		syscall(SYS_futex, &w->sleeping, FUTEX_WAKE_PRIVATE, 1, NULL,
-			NULL, 0);
+	if (vz_park_wake(&w->sleeping))
 		w->wakeups++;
-	}
 }
 
 /* ---- workers ---------------------------------------------------------------
@@ -173,7 +149,7 @@ static void *worker_main(void *arg)
 		if (!vz_spsc_count(&nw->jobs) &&
 		    nw->id >=
 			    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE))
-			futex_wait(&nw->sleeping, 1);
+			vz_park_wait(&nw->sleeping);
 		__atomic_store_n(&nw->sleeping, 0, __ATOMIC_SEQ_CST);
 	}
 	return NULL;
@@ -280,14 +256,14 @@ static void *dispatcher_main(void *arg)
 	struct worker *w = ds->owner;
 	struct vz_us_run *run = ds->run;
 	struct vz_worker_counters *c = &run->dispatcher_counters;
-	__u64 now = now_ns(), last = now, next_publish = now;
+	__u64 now = vz_park_now_ns(), last = now, next_publish = now;
 	unsigned long loops = 0;
 	unsigned int q, idle = 0, work;
 	int p;
 
 	ds->start_ns = now;
 	while (!run->stop) {
-		now = now_ns();
+		now = vz_park_now_ns();
 		ds->active_ns += (now - last) * ds->active;
 		last = now;
 		work = 0;
@@ -323,7 +299,7 @@ static void *dispatcher_main(void *arg)
 			next_publish = now + PUBLISH_NS;
 		}
 	}
-	now = now_ns();
+	now = vz_park_now_ns();
 	ds->active_ns += (now - last) * ds->active;
 	publish(ds, now, true);
 	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
@@ -355,7 +331,7 @@ int afxdp_dispatch_setup(struct vz_us_run *run, struct afxdp *a)
 	if (!ds->policy)
 		return -EINVAL;
 	vz_core_alloc_config_default(&acfg, run->workers);
-	if (vz_core_alloc_init(&ds->alloc, &acfg, now_ns()))
+	if (vz_core_alloc_init(&ds->alloc, &acfg, vz_park_now_ns()))
 		return -EINVAL;
 	/* The allocator starts from one worker and grows with the load. */
 	if (run->alloc)

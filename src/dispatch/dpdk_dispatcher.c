@@ -18,12 +18,10 @@
  * cost no CPU.
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +32,7 @@
 
 #include "dispatch/core_alloc.h"
 #include "dispatch/dispatch.h"
+#include "dispatch/park.h"
 #include "dispatch/report.h"
 #include "dispatch/toeplitz.h"
 #include "dpdk/dpdk.h"
@@ -97,31 +96,9 @@ struct vz_dpdk_dispatch {
 	bool dispatcher_done; /* it has stopped: workers empty their rings */
 };
 
-static __u64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
-
-static void futex_wait(int *word, int value)
-{
-	/* bounded, so that a stopping run is seen without a wakeup */
-	struct timespec timeout = { .tv_nsec = 100 * 1000000 };
-
-	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, &timeout, NULL, 0);
-}
-
-/*
- * After an enqueue: the exchange is a full barrier, so either the worker
- * sees the frame before it sleeps or this sees it asleep.
- */
 static void wake(struct nf_worker *w)
 {
-	if (__atomic_exchange_n(&w->sleeping, 0, __ATOMIC_SEQ_CST))
-		syscall(SYS_futex, &w->sleeping, FUTEX_WAKE_PRIVATE, 1, NULL,
-			NULL, 0);
+	vz_park_wake(&w->sleeping);
 }
 
 /* ---- workers ---------------------------------------------------------------
@@ -219,7 +196,7 @@ static int worker_main(void *arg)
 		if (!rte_ring_count(nw->jobs) &&
 		    nw->id >=
 			    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE))
-			futex_wait(&nw->sleeping, 1);
+			vz_park_wait(&nw->sleeping);
 		__atomic_store_n(&nw->sleeping, 0, __ATOMIC_SEQ_CST);
 	}
 	return 0;
@@ -348,14 +325,14 @@ static int dispatcher_main(void *arg)
 	struct worker *w = ds->owner;
 	struct vz_us_run *run = ds->run;
 	struct vz_worker_counters *c = &run->dispatcher_counters;
-	__u64 now = now_ns(), last = now, next_publish = now;
+	__u64 now = vz_park_now_ns(), last = now, next_publish = now;
 	unsigned long loops = 0;
 	unsigned int q, idle = 0, work;
 	int p;
 
 	ds->start_ns = now;
 	while (!run->stop) {
-		now = now_ns();
+		now = vz_park_now_ns();
 		ds->active_ns += (now - last) * ds->active;
 		last = now;
 		work = 0;
@@ -383,7 +360,7 @@ static int dispatcher_main(void *arg)
 			next_publish = now + PUBLISH_NS;
 		}
 	}
-	now = now_ns();
+	now = vz_park_now_ns();
 	ds->active_ns += (now - last) * ds->active;
 	publish(ds, now, true);
 	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
@@ -451,7 +428,7 @@ int dpdk_dispatch_setup(struct vz_us_run *run, struct dpdk *d)
 	if (!ds->policy)
 		return -EINVAL;
 	vz_core_alloc_config_default(&acfg, run->workers);
-	if (vz_core_alloc_init(&ds->alloc, &acfg, now_ns()))
+	if (vz_core_alloc_init(&ds->alloc, &acfg, vz_park_now_ns()))
 		return -EINVAL;
 	/* The allocator starts from one worker and grows with the load. */
 	if (run->alloc)
