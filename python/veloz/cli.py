@@ -20,7 +20,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from veloz import demo, gen, nfs, replay, run, sim, testbed_cli, udpd
+    from veloz import build_nf, demo, gen, nfs, replay, run, sim, testbed_cli, udpd, version
     from veloz.control import cli as ctl
     from veloz.lab import bench, report, route_table
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fast packet processing on Linux: one NF, written once, on XDP "
         "(native and generic) and in userspace, and a lab that measures it.",
     )
+    parser.add_argument("--version", action=version.VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     testbed_cli.add_parser(sub)
     run.add_parser(sub)
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     report.add_parser(sub)
     nfs.add_parser(sub)
+    build_nf.add_parser(sub)
     route_table.add_parser(sub)
     ctl.add_parser(sub)
     sim.add_parser(sub)

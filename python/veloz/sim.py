@@ -37,11 +37,8 @@ drain, then sleep; waking takes --wake-us). Latency is completion minus arrival.
 
 
 def tool() -> Path:
-    """The vz-sim binary of the build (src/dispatch/sim)."""
-    path = paths.build_dir() / "src" / "dispatch" / "vz-sim"
-    if not path.exists():
-        raise VelozError(f"vz-sim is not built; run `make build` in {paths.REPO_ROOT}", code=1)
-    return path
+    """The vz-sim binary (src/dispatch/sim), installed or built."""
+    return paths.tool("vz-sim")
 
 
 @functools.cache

@@ -162,7 +162,7 @@ def arm_env(arm: str, udpd_socket: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VZ_")}
     if arm == "kernel":
         return env
-    env["LD_PRELOAD"] = str(paths.build_dir() / "src/sock/preload/libveloz-preload.so")
+    env["LD_PRELOAD"] = str(paths.library("libveloz-preload.so"))
     # fail rather than fall back to kernel sockets unnoticed
     env["VZ_PRELOAD_STRICT"] = "1"
     env["VZ_UDPD_SOCKET"] = udpd_socket
