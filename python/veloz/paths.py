@@ -148,7 +148,8 @@ def is_nf_path(name: str) -> bool:
 
 def nf_from_path(path: str) -> NfArtifacts:
     """A user's NF by path: NAME.bpf.o (or NAME.so) with its twin beside it."""
-    p = Path(path)
+    # absolute: dlopen() searches the library path for a name without a slash
+    p = Path(path).absolute()
     stem = p.name.removesuffix(".bpf.o").removesuffix(".so")
     if not p.name.endswith((".bpf.o", ".so")) or not stem:
         raise VelozError(f"{path}: an NF is a NAME.bpf.o with its NAME.so beside it")

@@ -67,4 +67,5 @@ class VersionAction(argparse.Action):
                          help="print the version and the commit it was built from, and exit")  # fmt: skip
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        parser.exit(0, line() + "\n")
+        print(line())  # stdout, as argparse's own version action does
+        parser.exit(0)
