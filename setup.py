@@ -33,7 +33,8 @@ class BuildPy(build_py):
         if self.editable_mode:
             return  # an editable install asks git at run time
         target = Path(self.build_lib) / "veloz" / "_build.py"
-        target.write_text(f'"""Written by setup.py when the wheel was built."""\n\nCOMMIT = {_commit()!r}\n')
+        doc = '"""Written by setup.py when the wheel was built."""\n'
+        target.write_text(f"{doc}\nCOMMIT = {_commit()!r}\n")
 
 
 # setuptools' build/ would land in meson's build directory; keep it apart.

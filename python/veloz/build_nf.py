@@ -65,8 +65,9 @@ def commands(source: Path, outdir: Path, extra: list[str]) -> dict[str, list[str
     inc = f"-I{paths.include_dir()}"
     rt = paths.library("libveloz-rt.so").parent
     bpf = [clang, "-target", "bpf", "-O2", "-g", "-Wall", "-Wextra", inc, *_multiarch(cc), *extra]
+    obj = outdir / f"{name}.bpf.o"
     return {
-        str(outdir / f"{name}.bpf.o"): [*bpf, "-c", str(source), "-o", str(outdir / f"{name}.bpf.o")],
+        str(obj): [*bpf, "-c", str(source), "-o", str(obj)],
         str(outdir / f"{name}.cpumap.bpf.o"): [
             *bpf, "-DVZ_CPUMAP", "-include", "veloz/nf_cpumap.h",
             "-c", str(source), "-o", str(outdir / f"{name}.cpumap.bpf.o"),

@@ -63,8 +63,8 @@ class VersionAction(argparse.Action):
     """--version, computed only when asked for (a checkout runs git for it)."""
 
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: object):
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="print the version and the commit it was built from, and exit")  # fmt: skip
+        what = "print the version and the commit it was built from, and exit"
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=what)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
         print(line())  # stdout, as argparse's own version action does

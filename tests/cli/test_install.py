@@ -72,7 +72,11 @@ def _venv(at: Path, wheel: Path) -> Path:
     python = at / "bin" / "python"
     _ok(_run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
               "--no-deps", "--no-index", str(wheel)]))  # fmt: skip
-    site = Path(_ok(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])).strip())  # noqa: E501
+    site = Path(
+        _ok(
+            _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+        ).strip()
+    )  # noqa: E501
     (site / "zz-veloz-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return at / "bin" / "veloz"
 
@@ -140,7 +144,7 @@ def test_version_names_the_commit_it_was_built_from(inst: dict) -> None:
 def test_tools_and_nfs_are_found_in_the_prefix(inst: dict) -> None:
     prefix = inst["prefix"]
     for exe in ("veloz", "veloz_elsewhere"):
-        code = "from veloz import paths; print(paths.tool('vz-replay')); print(paths.nf('drop').bpf)"
+        code = "from veloz import paths; print(paths.tool('vz-replay'), paths.nf('drop').bpf)"
         python = inst[exe].parent / "python"
         env = dict(inst["env"]) | ({"VELOZ_PREFIX": str(prefix)} if exe != "veloz" else {})
         tool, nf = _ok(_run([str(python), "-c", code], cwd=inst["cwd"], env=env)).split()
@@ -165,7 +169,7 @@ def test_completion_and_man_page_are_installed(inst: dict) -> None:
     script = completion.read_text()
     assert "build" in script and "--backend" in script and "--version" in script
     page = man.read_text()
-    assert page.startswith(".TH VELOZ \"1\"")
+    assert page.startswith('.TH VELOZ "1"')
     assert "veloz build" in page and "veloz replay" in page
     if shutil.which("groff"):
         text = _ok(_run(["groff", "-man", "-Tutf8", str(man)]))
@@ -198,7 +202,7 @@ def _replay(inst: dict, nf: str, backend: str, **kw: bool) -> tuple[list[str], b
 def _check_user_nf(inst: dict, nf: str) -> None:
     verdicts, sent = _replay(inst, nf, "native")
     assert verdicts == ["drop", "tx"]
-    assert sent[:12] == bytes.fromhex("020000000001" "020000000002")  # addresses swapped
+    assert sent[:12] == bytes.fromhex("020000000001020000000002")  # dst and src swapped
     if os.geteuid() == 0:  # BPF_PROG_TEST_RUN: the BPF build means the same
         assert _replay(inst, nf, "xdp") == (verdicts, sent)
 
