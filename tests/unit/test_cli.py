@@ -180,7 +180,9 @@ def test_bad_rates(text):
 def test_unknown_nf_lists_the_known_ones():
     with pytest.raises(VelozError, match=r"unknown NF 'nope' \(available: .*drop.*\)"):
         paths.nf("nope")
-    with pytest.raises(VelozError, match="unknown NF"):
+    # a path is a user's NF file (`veloz run ./nf.bpf.o`), never a name looked up
+    # in the NF directories: one that is not NAME.bpf.o or NAME.so is refused
+    with pytest.raises(VelozError, match="an NF is a NAME.bpf.o with its NAME.so beside it"):
         paths.nf("../nf/drop")
 
 
