@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         raise VelozError(f"{args.source}: no such file")
     outdir = Path(args.outdir)
     if not outdir.is_dir():
-        raise VelozError(f"{args.outdir}: no such directory")
+        raise VelozError(f"--outdir {args.outdir}: no such directory")
     built = []
     for out, cmd in commands(source, outdir, args.cflags.split()).items():
         # the compiler's own diagnostics go to stderr as they are

@@ -252,6 +252,14 @@ def files(by_path: dict) -> list[Case]:
             real = option == "--in"
             cases.append(Case(f"{' '.join(path)} {option} {cls}", argv, 2, names=option,
                               real=real))  # fmt: skip
+    # build: a source that is not NAME.c or is missing, an --outdir that is not a directory
+    for cls, value, expect in (("missing", "/nonexistent/veloz.c", "no such file"),
+                               ("directory", "{tmp}", "NAME.c"),
+                               ("/dev/zero", "{zero}", "NAME.c")):  # fmt: skip
+        cases.append(Case(f"build source {cls}", ["build", value], 2, expect=expect))
+    for cls, value in (("missing", "/nonexistent/veloz"), ("a file", "{pcap}")):
+        argv = ["build", str(REPO / "nf" / "drop.c"), "--outdir", value]
+        cases.append(Case(f"build --outdir {cls}", argv, 2, names="--outdir"))
     # an output that is an input: refused before it is opened (and truncated)
     for cls, out in (
         ("same path", "{pcap}"),
