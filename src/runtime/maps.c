@@ -51,6 +51,9 @@ struct vz_map_impl {
 	__u32 lru_head; /* most recently used */
 	__u32 lru_tail;
 	__u32 count;
+	/* One past the highest node ever used: iteration stops here, so a dump
+	 * of a big table holding a few entries does not walk all of it. */
+	__u32 high_water;
 	__u8 *scratch_key; /* LPM writes build masked keys here */
 	__u8 *scratch_probe; /* ...and look for covering rules here */
 	struct vz_lpm lpm;
@@ -341,6 +344,8 @@ static __u32 alloc_node(struct vz_map *map)
 	}
 	n = impl->free_head;
 	impl->free_head = impl->nodes[n].next;
+	if (n >= impl->high_water)
+		impl->high_water = n + 1;
 	return n;
 }
 
@@ -710,7 +715,7 @@ int vz_map_next_key(struct vz_map *map, const void *key, void *next_key)
 		n = find_node(map, key);
 		n = n == VZ_NIL ? 0 : n + 1;
 	}
-	for (; n < map->max_entries; n++) {
+	for (; n < impl->high_water; n++) {
 		if (impl->nodes[n].in_use) {
 			memcpy(next_key, node_key(map, n), map->key_size);
 			err = 0;

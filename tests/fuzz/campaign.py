@@ -117,8 +117,9 @@ def run_one(t: Target, build: Path, runs: int, seconds: int) -> Result:
     seeds = [str(s) for s in t.seeds if s.is_dir()]
     prefix = f"-artifact_prefix={build / 'long'}/{t.name}-"
     if t.python:
-        cmd = [*t.argv[:2], "--seconds", str(seconds), *t.argv[2:], prefix,
-               str(work), str(corpus)]  # fmt: skip
+        # pyfuzz counts the inputs itself, and cleans up when it stops
+        cmd = [*t.argv[:2], "--seconds", str(seconds), "--runs", str(runs), *t.argv[2:],
+               prefix, str(work), str(corpus)]  # fmt: skip
     else:
         cmd = [*t.argv, f"-runs={runs}", f"-max_total_time={seconds}", "-print_final_stats=1",
                prefix, str(work), str(corpus), *seeds]  # fmt: skip
@@ -172,17 +173,23 @@ def main() -> int:
         p.error(f"no target {unknown[0]} (known: {', '.join(every)})")
     results = []
     report = args.build / "fuzz-long.json"
+    # a campaign runs for hours, often a target or two at a time: the report
+    # keeps every target's latest run, not only this invocation's
+    kept = {r["target"]: r for r in json.loads(report.read_text())} if report.exists() else {}
     for name in args.targets or list(every):
         r = run_one(every[name], args.build.resolve(), args.runs, args.seconds)
         results.append(r)
         print(f"{r.target:16} {r.executions:>11,} execs {r.seconds:>8.0f} s "
               f"{r.exec_per_s:>7,}/s cov {r.cov} ft {r.ft} corpus {r.corpus_before}"
               f"->{r.corpus_after} {r.finding or 'no finding'}", flush=True)  # fmt: skip
-        report.write_text(json.dumps([asdict(x) for x in results], indent=1) + "\n")
+        kept[r.target] = asdict(r)
+        report.write_text(json.dumps(list(kept.values()), indent=1) + "\n")
     reached = sum(r.executions >= args.runs for r in results)
     found = [r for r in results if r.finding]
     print(f"fuzz-long: {len(results)} targets, {reached} reached {args.runs:,} executions, "
           f"{len(found)} findings; report {report}")  # fmt: skip
+    ever = sum(r["executions"] >= args.runs for r in kept.values())
+    print(f"fuzz-long: the report holds {len(kept)} targets, {ever} of them past {args.runs:,}")
     return 1 if found else 0
 
 

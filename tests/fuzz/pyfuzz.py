@@ -6,10 +6,11 @@ exception as a crash, with the traceback, and writes the input to
 ARTIFACT_PREFIXcrash-*. run() writes the target's seeds, fuzzes for the
 given seconds and prints one line: how many inputs, how many accepted.
 
-    python tests/fuzz/fuzz_X.py [--seconds S] [--seeds DIR] [LIBFUZZER-ARGS] [CORPUS...]
+    python tests/fuzz/fuzz_X.py [--seconds S] [--runs N] [--seeds DIR] [LIBFUZZER-ARGS] [CORPUS...]
     python tests/fuzz/fuzz_X.py crash-...     # replay one input
 
---seconds defaults to $FUZZ_SECONDS (the Makefile's), else 10. With
+--seconds defaults to $FUZZ_SECONDS (the Makefile's), else 10; --runs (make
+fuzz-long's) ends it sooner, after N inputs. With
 --seeds, the target's dictionary (its keywords) goes beside them, DIR.dict.
 """
 
@@ -63,10 +64,11 @@ def run(
     removed at the end, which libFuzzer's own exit would skip."""
     p = argparse.ArgumentParser(prog=name, allow_abbrev=False)
     p.add_argument("--seconds", type=int, default=int(os.environ.get("FUZZ_SECONDS", "10")))
+    p.add_argument("--runs", type=int, default=0, help="stop after this many inputs (0: no limit)")
     p.add_argument("--seeds", type=Path, help="write the seeds here and fuzz from them too")
     args, rest = p.parse_known_args()
-    if args.seconds < 1:
-        p.error("--seconds must be at least 1")
+    if args.seconds < 1 or args.runs < 0:
+        p.error("--seconds must be at least 1 and --runs not negative")
     if args.seeds is not None:
         write_seeds(seeds, args.seeds)
         rest.append(str(args.seeds))
@@ -80,7 +82,7 @@ def run(
 
     def one(data: bytes) -> None:
         counts[target(data)] += 1
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or sum(counts.values()) == args.runs:
             # libFuzzer's own exit skips Python's; this line is the summary
             total = sum(counts.values())
             print(f"{name}: {total} {what}, {counts['accepted']} accepted and checked, "
