@@ -13,12 +13,22 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from scapy.all import IP, UDP, Ether, Raw, wrpcap
-from wire import BACKENDS, Capture, replay_prediction, run_nf, send_from_gen, xdp_attached
+from wire import (
+    BACKENDS,
+    Capture,
+    link_packets,
+    nft_rx_packets,
+    replay_prediction,
+    run_nf,
+    send_from_gen,
+    settle_nf,
+    wait_until,
+    xdp_attached,
+)
 
 from veloz import testbed as tb
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
@@ -71,7 +81,7 @@ def test_drop_counts_exactly_what_the_generator_sent(testbed, backend):
         sent = run_json(in_netns("vz-gen", veloz_argv(
             "gen", "--iface", "gen-dut", "--count", "200000", "--rate", "200k",
             "--flows", "64", "--json")), timeout=60)  # fmt: skip
-        time.sleep(0.3)
+        settle_nf(200000)
         summary = runner.stop()
     assert sent["sent"] == 200000
     assert sent["xmit"] == 200000 and sent["xmit_errors"] == 0
@@ -97,7 +107,7 @@ def test_memaccess_counts_and_drops(testbed, backend):
         sent = run_json(in_netns("vz-gen", veloz_argv(
             "gen", "--iface", "gen-dut", "--count", "20000", "--rate", "100k", "--json")),
             timeout=60)  # fmt: skip
-        time.sleep(0.3)
+        settle_nf(20000)
         summary = runner.stop()
     assert summary["drop"] == sent["xmit"] == 20000
 
@@ -118,6 +128,7 @@ def probe_through(nf, backend, tmp_path, capture_at, *run_args, during=None):
     with run_nf(nf, backend, *run_args) as runner:
         cap = Capture(*capture_at, tmp_path / "got.pcap", f"udp dst port {PROBE_PORT}")
         send_from_gen(tmp_path / "in.pcap")
+        settle_nf(len(frames))
         got = cap.stop()
         extra = during() if during else None
         summary = runner.stop()
@@ -343,8 +354,14 @@ def test_interface_removed_while_running_stops_cleanly(testbed, backend):
         assert not [x for x in json.loads(links) if x["ifname"].startswith("vzt")]  # no TAP
     finally:
         tb.up()  # the testbed repairs itself; the next run works again
-    with run_nf("drop", backend) as again:
-        assert again.stop()["packets"] >= 0
+    with run_nf("drop", backend) as again:  # and it counts every frame
+        sent = run_json(in_netns("vz-gen", veloz_argv(
+            "gen", "--iface", "gen-dut", "--count", "1000", "--rate", "50k", "--json")),
+            timeout=60)  # fmt: skip
+        settle_nf(1000)
+        summary = again.stop()
+    assert sent["xmit"] == 1000
+    assert summary["drop"] + (summary["errors"]["rx_missed"] or 0) == 1000
 
 
 # ---- the linux baseline ---------------------------------------------------------
@@ -364,7 +381,7 @@ def test_linux_drop_baseline_counts_exactly_in_the_same_shape(testbed):
         sent = run_json(in_netns("vz-gen", veloz_argv(
             "gen", "--iface", "gen-dut", "--count", "50000", "--rate", "100k", "--json")),
             timeout=60)  # fmt: skip
-        time.sleep(0.3)
+        wait_until(nft_rx_packets, lambda n: n >= 50000)
         summary = runner.stop()
     assert summary["drop"] == summary["packets"] == sent["xmit"] == 50000
     assert summary["bytes"] == 50000 * 64  # whole frames, as on the XDP backends
@@ -428,13 +445,13 @@ def test_linux_forwarding_baseline_counts_exactly_in_the_same_shape(testbed, nf,
                 assert sysctl("vz-dut", "net/ipv4/conf/dut-gen/send_redirects") == "0"
             cap_ns = "vz-gen" if nf == "tx" else "vz-sink"
             cap_if = "gen-dut" if nf == "tx" else "sink-dut"
-            arrived = _rx_packets(cap_ns, cap_if)
+            arrived = link_packets(cap_ns, cap_if)
             sent = run_json(in_netns("vz-gen", veloz_argv(
                 "gen", "--iface", "gen-dut", "--count", "20000", "--rate", "50k",
                 "--dst-ip", dst, "--json")), timeout=60)  # fmt: skip
-            time.sleep(0.5)
+            wait_until(lambda: link_packets(cap_ns, cap_if) - arrived, lambda n: n >= 20000)
             summary = runner.stop()
-            arrived = _rx_packets(cap_ns, cap_if) - arrived
+            arrived = link_packets(cap_ns, cap_if) - arrived
         assert sysctl("vz-dut", "net/ipv4/ip_forward") == "0"  # restored
     finally:
         subprocess.run(["ip", "netns", "exec", "vz-dut", "sysctl", "-qw",
@@ -449,9 +466,3 @@ def test_linux_forwarding_baseline_counts_exactly_in_the_same_shape(testbed, nf,
     assert set(summary["errors"]) == {"rx_invalid", "tx_failed", "pass_failed", "rx_missed"}
     assert "vz_" not in nft_tables("vz-dut")
     assert not list(Path("/run/veloz").glob("linux-*"))
-
-
-def _rx_packets(netns: str, ifname: str) -> int:
-    out = subprocess.run(["ip", "-n", netns, "-j", "-s", "link", "show", ifname],
-                         capture_output=True, text=True, check=True, timeout=10).stdout  # fmt: skip
-    return json.loads(out)[0]["stats64"]["rx"]["packets"]

@@ -143,8 +143,11 @@ def start_veloz_echo(port: int) -> subprocess.Popen:
                                 "--bind", f"{UDPD_IP}:{port}"])  # fmt: skip
     proc = subprocess.Popen(argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
-    time.sleep(0.5)
-    assert proc.poll() is None, proc.communicate()[1]
+    # its ready line, once the socket is bound through udpd (or its error)
+    assert proc.stderr is not None
+    ready, _, _ = select.select([proc.stderr], [], [], 15)
+    line = proc.stderr.readline() if ready else ""
+    assert "echoing on" in line, line + (proc.communicate()[1] if proc.poll() is not None else "")
     return proc
 
 

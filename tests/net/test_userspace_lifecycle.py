@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from wire import run_nf, xdp_attached
+from wire import link_packets, nf_packets, run_nf, settle_nf, wait_until, xdp_attached
 
 from veloz import testbed as tb
 from veloz.proc import in_netns, veloz_argv
@@ -139,15 +139,18 @@ def test_frames_a_stalled_worker_could_not_take_are_counted(testbed, backend):
         gen = subprocess.Popen(in_netns("vz-gen", veloz_argv(
             "gen", "--iface", "gen-dut", "--count", "400000", "--rate", "400k", "--json")),
             stdout=subprocess.PIPE, text=True)  # fmt: skip
-        time.sleep(0.3)
+        wait_until(nf_packets, lambda n: n > 0)  # traffic is flowing through it
         # The whole process stops, as a descheduled worker would: the
         # receive ring fills and the kernel (or the PMD) drops the rest.
         os.kill(runner.proc.pid, signal.SIGSTOP)
-        time.sleep(0.4)
+        stopped_at = link_packets("vz-gen", "gen-dut", "tx")
+        # far more frames than any receive ring holds come while it sleeps
+        wait_until(lambda: link_packets("vz-gen", "gen-dut", "tx") - stopped_at,
+                   lambda n: n >= 50000)  # fmt: skip
         os.kill(runner.proc.pid, signal.SIGCONT)
         out, _ = gen.communicate(timeout=60)
         sent = json.loads(out.strip().splitlines()[-1])
-        time.sleep(0.5)
+        settle_nf(sent["xmit"])
         summary = runner.stop()
     assert sent["xmit"] == 400000
     missed = summary["errors"]["rx_missed"]

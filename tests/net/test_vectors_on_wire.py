@@ -23,12 +23,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from scapy.all import rdpcap, wrpcap
-from wire import BACKENDS, Capture, replay_prediction, run_nf, send_from_gen, xdp_attached
+from wire import (
+    BACKENDS,
+    Capture,
+    replay_prediction,
+    run_nf,
+    send_from_gen,
+    settle_nf,
+    xdp_attached,
+)
 
 from veloz.proc import veloz_argv
 
@@ -101,8 +108,8 @@ def test_vectors_on_the_wire_are_what_replay_predicts(testbed, nf, backend, tmp_
         at_gen = Capture("vz-gen", "gen-dut", tmp_path / "gen.pcap", match)
         at_sink = Capture("vz-sink", "sink-dut", tmp_path / "sink.pcap", match)
         send_from_gen(pcap)
-        got_gen, got_sink = at_gen.stop(), at_sink.stop()
-        time.sleep(0.2)
+        settle_nf(len(frames))
+        got_gen, got_sink = at_gen.stop(len(expect_gen)), at_sink.stop(len(expect_sink))
         summary = runner.stop()
 
     assert [bytes(p) for p in got_gen] == expect_gen

@@ -3,19 +3,86 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from scapy.all import rdpcap
 
+from veloz.control.cli import stats
+from veloz.control.client import CTL_DIR, Ctl
 from veloz.proc import Runner, in_netns, veloz_argv
 
 # Every backend that runs an NF (linux is a baseline, tested on its own).
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk")
+
+
+def wait_until(
+    value: Callable[[], int], done: Callable[[int], bool], timeout: float = 10.0, quiet: float = 0.3
+) -> int:
+    """Poll value() until done(it), or until it has stopped moving for
+    `quiet` seconds (everything on its way has arrived: a test that expects
+    fewer frames than were sent still ends), or `timeout`. A wait on the
+    frames themselves, not a guess at how long they take."""
+    start = time.monotonic()
+    last, moved = value(), start
+    while not done(last) and time.monotonic() - start < timeout:
+        time.sleep(0.02)
+        now = value()
+        if now != last:
+            last, moved = now, time.monotonic()
+        elif time.monotonic() - moved >= quiet:
+            break
+    return last
+
+
+def nf_packets(netns: str = "vz-dut", iface: str = "dut-gen") -> int:
+    """Frames the NF running on iface has run, through its ctl socket."""
+    path = CTL_DIR / f"net{os.stat(f'/run/netns/{netns}').st_ino}-{iface}.sock"
+    with Ctl(path) as ctl:
+        return sum(v["packets"] for v in stats(ctl).values())
+
+
+def settle_nf(expect: int, netns: str = "vz-dut", iface: str = "dut-gen") -> int:
+    """Wait until the running NF has run `expect` frames (or its count stops
+    moving: a userspace port may have missed some, counted on stop)."""
+    return wait_until(lambda: nf_packets(netns, iface), lambda n: n >= expect)
+
+
+def nft_rx_packets(netns: str = "vz-dut", table: str = "vz_dut_gen") -> int:
+    """The linux baseline's rx counter (its nftables rule commented "rx")."""
+    argv = ["ip", "netns", "exec", netns, "nft", "-j", "list", "table", "inet", table]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=10).stdout
+    for item in json.loads(out)["nftables"]:
+        rule = item.get("rule", {})
+        if rule.get("comment") == "rx":
+            return next(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
+    raise AssertionError(f"no rx counter in table inet {table}")
+
+
+def link_packets(netns: str, ifname: str, direction: str = "rx") -> int:
+    out = subprocess.run(["ip", "-n", netns, "-j", "-s", "link", "show", ifname],
+                         capture_output=True, text=True, check=True, timeout=10).stdout  # fmt: skip
+    return json.loads(out)[0]["stats64"][direction]["packets"]
+
+
+def pcap_frames(path: Path) -> int:
+    """Records in a pcap file tcpdump -U is still writing (a torn last one
+    does not count)."""
+    data = path.read_bytes() if path.exists() else b""
+    n, at = 0, 24
+    while at + 16 <= len(data):
+        (incl_len,) = struct.unpack_from("<I", data, at + 8)
+        if at + 16 + incl_len > len(data):
+            break
+        n, at = n + 1, at + 16 + incl_len
+    return n
 
 
 def xdp_attached(netns: str, ifname: str) -> bool:
@@ -50,8 +117,11 @@ class Capture:
         line = self.proc.stderr.readline()  # "listening on ..." once ready
         assert "listening" in line, line
 
-    def stop(self) -> list:
-        time.sleep(0.5)
+    def stop(self, expect: int | None = None) -> list:
+        """The frames captured, once `expect` of them have been written (or
+        none has come for a while)."""
+        wait_until(lambda: pcap_frames(self.path),
+                   lambda n: expect is not None and n >= expect)  # fmt: skip
         self.proc.send_signal(signal.SIGINT)
         _, err = self.proc.communicate(timeout=10)
         dropped = re.search(r"(\d+) packets? dropped by kernel", err)
