@@ -32,9 +32,9 @@ from contextlib import ExitStack
 from scipy import stats as sps
 
 from veloz import paths
-from veloz.lab import trial
+from veloz.lab import topology, trial
 from veloz.lab.experiments import udp
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.proc import Runner, in_netns, run_json
 
 PROBE_RATES = (2_000_000, 1_000_000, 500_000, 250_000, 100_000)
 PROBE_S = 3.0
@@ -124,12 +124,15 @@ def soak(backend: str, rate: int, seconds: float, sample_s: float = SAMPLE_S,
     """One long run of the drop NF at `rate`: the balance and the RSS trend."""
     # --interval: one counter line a minute, so that a long run's output
     # does not fill the pipe nobody reads until the end
-    run_argv = veloz_argv("run", NF, "--backend", backend, "--iface", trial.DUT_IN, "--json",
-                          "--interval", "60")  # fmt: skip
+    topo = topology.current()
+    dut, gen = topo.dut, topo.generator
+    run_argv = dut.host.veloz_argv("run", NF, "--backend", backend, "--iface",
+                                   dut.ports[0].iface, "--json", "--interval", "60")  # fmt: skip
     with ExitStack() as started:
-        runner = started.enter_context(Runner(in_netns("vz-dut", run_argv), attach_timeout=30))
+        runner = started.enter_context(Runner(run_argv, attach_timeout=30, host=dut.host))
+        # the sampler reads /proc here: the soak runs on hosts of this machine
         sampler = started.enter_context(Sampler(runner.proc.pid, sample_s))
-        sent = run_json(in_netns(trial.GEN[0], trial.gen_argv(NF, 64, rate, seconds, None, 1)),
+        sent = run_json(gen.host.argv(trial.gen_argv(NF, 64, rate, seconds, None, 1, topo=topo)),
                         timeout=seconds + 120)  # fmt: skip
         time.sleep(trial.SETTLE_S)
         summary = runner.stop()
