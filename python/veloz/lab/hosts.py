@@ -18,6 +18,7 @@ not a handshake; `close()` ends it.
 
 from __future__ import annotations
 
+import os
 import re
 import resource
 import select
@@ -258,7 +259,7 @@ class SshHost(Host):
         if self._control is None:
             return
         ssh = shutil.which("ssh")
-        if ssh:
+        if ssh and os.listdir(self._control):  # a master is listening: end it
             subprocess.run([ssh, "-F", "none", "-o", f"ControlPath={self._control}/%C",
                             "-p", str(self.port), "-O", "exit", f"{self.user}@{self.host}"],
                            capture_output=True, timeout=10, check=False)  # fmt: skip
