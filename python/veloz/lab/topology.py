@@ -49,7 +49,7 @@ import ipaddress
 import os
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -318,6 +318,11 @@ _current: Topology | None = None
 def current() -> Topology:
     """The topology experiments run on: the one in use(), else the testbed."""
     return _current if _current is not None else testbed_topology()
+
+
+def on(role: str, argv: Sequence[str]) -> list[str]:
+    """`argv` as the current topology's `role` host runs it."""
+    return current().role(role).host.argv(argv)
 
 
 @contextlib.contextmanager
