@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -150,6 +152,68 @@ def _veloz_runs_in_dut() -> list[str]:
         if "veloz" in cmd or "vz-" in cmd.split(" ")[0]:
             left.append(cmd)
     return [c for c in left if "sshd" not in c]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # the "remote" machine is this one: its pids are ours
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)  # polling a condition, bounded by the deadline
+    return False
+
+
+def test_the_ssh_host_runs_spawns_signals_reads_and_writes(sshd):
+    topo = topology.load(_topology_file(sshd))
+    host = topo.dut.host
+    try:
+        # in vz-dut: its interfaces, not this namespace's
+        done = host.run(["cat", "/sys/class/net/dut-gen/address"])
+        assert done.returncode == 0 and done.stdout.strip() == topo.dut.ports[0].mac
+        # words with spaces and shell syntax arrive as they were
+        done = host.run(["printf", "%s|", "a b", "$HOME;x"], env={"V": "1"})
+        assert done.stdout == "a b|$HOME;x|"
+        path = str(sshd / "written")
+        host.write_file(path, "over ssh\n")
+        assert host.read_file(path) == "over ssh\n"
+        with pytest.raises(OSError, match="cannot read"):
+            host.read_file(str(sshd / "absent"))
+        done, cpu = host.run_measured(
+            [sys.executable, "-c", "import time\nt=time.process_time()\n"
+             "while time.process_time()-t<0.2: pass\nprint('ok')"], timeout=60)  # fmt: skip
+        assert done.stdout == "ok\n" and done.stderr == "" and cpu >= 0.15
+        # a background command gets SIGINT itself, as at a terminal
+        script = ("import signal,sys\nprint('up', flush=True)\n"
+                  "signal.sigwait([signal.SIGINT])\nprint('stopped cleanly')")  # fmt: skip
+        proc = host.spawn([sys.executable, "-c", script])
+        assert proc.stdout.readline() == "up\n" and _alive(proc.remote_pid)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        assert out == "stopped cleanly\n" and proc.returncode == 0
+        # kill(): the command over there, not only the client here
+        proc = host.spawn(["sleep", "600"])
+        assert _alive(proc.remote_pid)
+        proc.kill()
+        proc.wait(timeout=30)
+        assert _wait_gone(proc.remote_pid)
+        # a client gone (a lost connection): sshd hangs up on the command,
+        # which does not outlive it; kill() afterwards is harmless
+        proc = host.spawn(["sleep", "600"])
+        subprocess.Popen.kill(proc)
+        proc.wait(timeout=10)
+        assert _wait_gone(proc.remote_pid)
+        proc.kill()
+    finally:
+        topo.close()
+    assert not any(Path(tempfile.gettempdir()).glob("vz-ssh-*"))
 
 
 COUNT, RATE = 20_000, 100_000

@@ -67,9 +67,11 @@ class Host:
 
     def run(self, argv: Sequence[str], timeout: float = 60.0, input: str | None = None,
             env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:  # fmt: skip
-        """To completion, output captured; the caller checks returncode."""
+        """To completion, output captured; the caller checks returncode.
+        Never the terminal's stdin: ssh would forward what the user types."""
+        stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
         return subprocess.run(self.argv(argv, env), capture_output=True, text=True,
-                              timeout=timeout, input=input, check=False)  # fmt: skip
+                              timeout=timeout, check=False, **stdin)  # fmt: skip
 
     def run_measured(self, argv: Sequence[str], timeout: float
                      ) -> tuple[subprocess.CompletedProcess, float]:  # fmt: skip
@@ -159,8 +161,17 @@ class RemoteProcess(subprocess.Popen):
     host: SshHost
     remote_pid: int
 
+    @property
+    def remote_gone(self) -> bool:
+        """The client exited with the command's status: it ended over there.
+        (255 is ssh's own failure, or a command killed by a signal; a client
+        killed here says nothing about the command.)"""
+        return self.poll() is not None and 0 <= self.returncode < 255
+
     def send_signal(self, sig: int) -> None:
-        if self.poll() is not None:
+        # Even when the local client has gone (killed, its connection lost):
+        # the command over there may still run, with its program attached.
+        if self.remote_gone:
             return
         name = signal.Signals(sig).name.removeprefix("SIG")
         # the command may have exited meanwhile: then kill fails, harmlessly
@@ -240,8 +251,12 @@ class SshHost(Host):
     def spawn(self, argv: Sequence[str], env: Mapping[str, str] | None = None
               ) -> subprocess.Popen:  # fmt: skip
         script = f"echo $$; exec {shlex.join(_env_argv(argv, env))}"
-        proc = RemoteProcess([*self._ssh(), script], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+        # its own session: a Ctrl-C at the terminal reaches veloz, which stops
+        # the command over there cleanly, not the ssh client (that would
+        # leave the command running, its program attached)
+        proc = RemoteProcess([*self._ssh(), script], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)  # fmt: skip
         proc.host = self
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], SSH_START_S)
