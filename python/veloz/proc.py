@@ -8,8 +8,12 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from veloz.errors import VelozError
+
+if TYPE_CHECKING:
+    from veloz.lab.hosts import Host
 
 
 def veloz_argv(*args: str) -> list[str]:
@@ -24,8 +28,13 @@ def in_netns(netns: str | None, argv: Sequence[str]) -> list[str]:
 def run_json(argv: Sequence[str], timeout: float) -> dict:
     """Run a command that prints one JSON object; its error line on failure."""
     done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+    return json_result(done, argv[0])
+
+
+def json_result(done: subprocess.CompletedProcess, what: str) -> dict:
+    """The one JSON object a finished command printed; its error line if it failed."""
     if done.returncode != 0:
-        raise VelozError(_last_line(done.stderr) or f"{argv[0]} failed", code=1)
+        raise VelozError(_last_line(done.stderr) or f"{what} failed", code=1)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -38,12 +47,20 @@ class Runner:
     """`veloz run ... --json` in the background: wait for attach, stop, summary."""
 
     def __init__(
-        self, argv: Sequence[str], attach_timeout: float = 15.0, what: str = "the NF"
+        self,
+        argv: Sequence[str],
+        attach_timeout: float = 15.0,
+        what: str = "the NF",
+        host: Host | None = None,
     ) -> None:
         self.what = what
-        self.proc = subprocess.Popen(
-            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        # on a lab host (a namespace, over SSH), else right here
+        self.proc = (
+            host.spawn(argv)
+            if host is not None
+            else subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        )  # fmt: skip
         assert self.proc.stdout is not None
         # The first line says the NF is attached; a run that fails prints
         # nothing and exits, one that hangs is stopped after attach_timeout.

@@ -34,6 +34,11 @@ EXPERIMENTS = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "noi
                "router", "lb", "ddos", "dispatch", "udp-latency",
                "udp-throughput", "udp-app", "soak", "udp-soak")  # fmt: skip
 NOISES = ("none", "cpu", "disk", "net")
+# What runs on a topology file's hosts: every command through its role's host.
+# The rest still assume the namespace testbed's addresses, or run a helper
+# (stress-ng, udpd, knotd, a sampler) on this machine.
+ON_TOPOLOGY = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "headline",
+               "dispatch")  # fmt: skip
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")
 NFS = ("drop", "tx", "redirect")
@@ -76,6 +81,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=200_000, help="runs per cost trial")
     p.add_argument("--out", metavar="DIR", help="results directory (default ./veloz-results/…)")
     p.add_argument("--no-report", action="store_true", help="write only the JSON")
+    p.add_argument("--topology", metavar="FILE",
+                   help="hosts and ports of the generator, DUT and sink (TOML; default: "
+                   "the namespace testbed)")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -214,7 +222,7 @@ class _BpfStats:
 
 def run_experiment(settings: dict, out: Path, console: Console | None = None) -> Path:
     """Run, with a progress bar; write DIR/NAME.json; return its path."""
-    from veloz.lab import environment
+    from veloz.lab import environment, topology
     from veloz.lab.experiments import EXPERIMENTS as BY_NAME
     from veloz.lab.experiments import Context
 
@@ -239,6 +247,7 @@ def run_experiment(settings: dict, out: Path, console: Console | None = None) ->
     result = {
         "experiment": exp.name,
         "title": exp.title,
+        "topology": topology.current().describe(),
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "environment": env,
@@ -252,11 +261,28 @@ def run_experiment(settings: dict, out: Path, console: Console | None = None) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from veloz.lab import topology
+
     settings = settings_from(args)
-    if settings["experiment"] != "cost":  # cost needs no testbed
-        require_testbed()
-    out = out_dir(args, settings["experiment"])
-    path = run_experiment(settings, out)
+    topo = None
+    if getattr(args, "topology", None):
+        topo = topology.load(args.topology)
+        if settings["experiment"] not in ON_TOPOLOGY:
+            raise VelozError(f"{settings['experiment']} runs only on the namespace testbed so far "
+                             f"(on a topology: {', '.join(ON_TOPOLOGY)})")  # fmt: skip
+    try:
+        if settings["experiment"] == "cost":  # cost needs no network
+            pass
+        elif topo is not None:
+            topology.check(topo)
+        else:
+            require_testbed()
+        out = out_dir(args, settings["experiment"])
+        with topology.use(topo or topology.testbed_topology()):
+            path = run_experiment(settings, out)
+    finally:
+        if topo is not None:
+            topo.close()  # also when check() failed: an SSH connection may be open
     print(f"results: {path}")
     if not args.no_report:
         from veloz.lab.report import write_report

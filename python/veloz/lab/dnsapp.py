@@ -38,7 +38,7 @@ from pathlib import Path
 
 from veloz import paths
 from veloz.errors import VelozError
-from veloz.proc import in_netns
+from veloz.lab import topology
 
 ZONE = "example.test."
 PORT = 5300
@@ -143,7 +143,7 @@ def probe(ip: str, port: int = PORT, timeout: float = 2.0, tries: int = 3) -> li
 
 def probe_in_gen(ip: str) -> list[str]:
     """probe() run in vz-gen, through this module as a script."""
-    argv = in_netns("vz-gen", [sys.executable, "-m", "veloz.lab.dnsapp", ip, str(PORT)])
+    argv = topology.on("generator", [sys.executable, "-m", "veloz.lab.dnsapp", ip, str(PORT)])
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     if done.returncode:
         raise VelozError(f"the DNS probe failed: {done.stderr.strip()[-300:]}", code=1)
@@ -186,7 +186,7 @@ def knotd(arm: str, udpd_socket: str = "", ready_s: float = 20.0) -> Iterator[su
     (work / "zone").write_text(zone_text())
     (work / "knot.conf").write_text(knot_conf(work, ip))
     log = open(work / "knotd.log", "w+")
-    proc = subprocess.Popen(in_netns("vz-dut", [knotd_bin, "-c", str(work / "knot.conf")]),
+    proc = subprocess.Popen(topology.on("dut", [knotd_bin, "-c", str(work / "knot.conf")]),
                             env=arm_env(arm, udpd_socket), stdout=log, stderr=log,
                             stdin=subprocess.DEVNULL)  # fmt: skip
     try:
@@ -220,7 +220,7 @@ def _answers_in_gen(ip: str, q: bytes) -> bool:
     script = ("import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
               "s.settimeout(0.2);s.sendto(bytes.fromhex(sys.argv[1]),(sys.argv[2],int(sys.argv[3])))\n"
               "try:\n s.recv(4096)\nexcept OSError:\n sys.exit(1)")  # fmt: skip
-    argv = in_netns("vz-gen", [sys.executable, "-c", script, q.hex(), ip, str(PORT)])
+    argv = topology.on("generator", [sys.executable, "-c", script, q.hex(), ip, str(PORT)])
     return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
 
 
@@ -262,7 +262,7 @@ def dnsperf(ip: str, seconds: float, outstanding: int, qfile: Path) -> dict:
         raise VelozError("dnsperf is not installed (Debian package dnsperf)", code=1)
     argv = [exe, "-s", ip, "-p", str(PORT), "-d", str(qfile), "-l", f"{seconds:g}",
             "-q", str(outstanding), "-c", "1", "-T", "1", "-t", "1"]  # fmt: skip
-    done = subprocess.run(in_netns("vz-gen", argv), capture_output=True, text=True,
+    done = subprocess.run(topology.on("generator", argv), capture_output=True, text=True,
                           timeout=seconds + 30)  # fmt: skip
     if done.returncode:
         raise VelozError(f"dnsperf failed: {(done.stderr or done.stdout).strip()[-300:]}",

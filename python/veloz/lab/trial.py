@@ -1,79 +1,79 @@
-"""One measurement on the testbed: an NF on the DUT, the generator in vz-gen,
+"""One measurement on the lab's topology: an NF on the DUT, the generator,
 the sink where the NF's frames arrive, and the CPU each of them used.
+
+    generator port ==== dut port 0  DUT  dut port 1 ==== sink port
+
+On the namespace testbed (the default topology):
 
     vz-gen  gen-dut ==== dut-gen  vz-dut  dut-sink ==== sink-dut  vz-sink
 
 What is delivered depends on the NF: drop's work is what it dropped (the
-NF's own counter); tx sends frames back out of dut-gen, so the sink runs on
-gen-dut; redirect sends them out of dut-sink, so it runs on sink-dut. The
-linux backend does the same jobs with the kernel (nftables drop, IP
-forwarding) and gets the same frames: for tx they are addressed to vz-gen
-itself, so the kernel routes them back.
+NF's own counter); tx sends frames back out of the DUT's first port, so the
+sink runs on the generator's port; redirect sends them out of the second, so
+it runs on the sink's. The linux backend does the same jobs with the kernel
+(nftables drop, IP forwarding) and gets the same frames: for tx they are
+addressed to the generator itself, so the kernel routes them back.
+
+Each role's commands run on its host (veloz.lab.topology): a namespace, this
+machine, or another over SSH; the CPU figures are read on the DUT's host.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
-import subprocess
 import time
 from contextlib import ExitStack
 
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.lab import topology
+from veloz.lab.hosts import Host
+from veloz.proc import Runner, json_result
 
-GEN = ("vz-gen", "gen-dut")
-DUT_IN, DUT_OUT = "dut-gen", "dut-sink"
-# Where each NF's frames arrive, if anywhere (netns, interface).
-ARRIVE = {
-    "tx": ("vz-gen", "gen-dut"),
-    "redirect": ("vz-sink", "sink-dut"),
-    "router": ("vz-sink", "sink-dut"),
-}
-GEN_OWN_ADDRESS = "198.18.0.1"  # tx: frames the kernel baseline routes back to vz-gen
+# Where each NF's frames arrive, if anywhere: the role whose (first) port gets them.
+ARRIVE = {"tx": "generator", "redirect": "sink", "router": "sink"}
 # The verdict that counts as an NF's work done.
 WORK = {"drop": "drop", "tx": "tx", "redirect": "redirect", "router": "redirect", "lb": "tx"}
 SETTLE_S = 0.3  # the last frames reach the counters before they are read
 
 
-def nf_args(nf: str, backend: str) -> list[str]:
-    """redirect and router: out of dut-sink. The linux baseline forwards by
-    its routes (the generator's frames are addressed to vz-sink) and takes no
-    NF config."""
+def nf_args(nf: str, backend: str, topo: topology.Topology | None = None) -> list[str]:
+    """redirect and router: out of the DUT's second port. The linux baseline
+    forwards by its routes (the generator's frames are addressed to the
+    sink) and takes no NF config."""
     if nf not in ("redirect", "router") or backend == "linux":
         return []
-    return ["--iface", DUT_OUT] + (["--set", "port=dut-sink"] if nf == "redirect" else [])
+    out = (topo or topology.current()).dut.ports[1].iface
+    return ["--iface", out] + (["--set", f"port={out}"] if nf == "redirect" else [])
 
 
-def _cpu_jiffies() -> dict[str, int]:
-    """Machine-wide CPU time from /proc/stat, in clock ticks, by kind."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()[1:]
+def _cpu_jiffies(host: Host) -> dict[str, int]:
+    """Machine-wide CPU time from the host's /proc/stat, in clock ticks, by kind."""
+    fields = host.read_file("/proc/stat").split("\n", 1)[0].split()[1:]
     names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
     return {name: int(v) for name, v in zip(names, fields, strict=False)}
 
 
-def _process_cpu_s(runner: Runner | None) -> float:
-    """CPU time of a running process, all its threads (`ip netns exec` and
-    `veloz run` exec the tool, so the child's pid is the tool's)."""
+def _process_cpu_s(runner: Runner | None, host: Host) -> float:
+    """CPU time of a running process, all its threads (`ip netns exec`, the
+    SSH wrapper and `veloz run` exec the tool, so the pid is the tool's)."""
     if runner is None:
         return 0.0
     try:
-        with open(f"/proc/{runner.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        stat = host.read_file(f"/proc/{Host.pid(runner.proc)}/stat")
     except OSError:
         return 0.0
+    fields = stat.rsplit(")", 1)[1].split()
+    # USER_HZ, the same on every Linux host
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def _bpf_run_stats(runner: Runner | None) -> tuple[int, int] | None:
+def _bpf_run_stats(runner: Runner | None, host: Host) -> tuple[int, int] | None:
     """(run_time_ns, run_cnt) of the NF's XDP program, when the kernel keeps
     them (kernel.bpf_stats_enabled=1, which `veloz bench` sets for its run)."""
     prog_id = runner.attached.get("prog_id") if runner else None
     if not prog_id:
         return None
-    done = subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)],
-                          capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
+    done = host.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)], timeout=10)
     if done.returncode != 0:
         return None
     info = json.loads(done.stdout)
@@ -81,19 +81,20 @@ def _bpf_run_stats(runner: Runner | None) -> tuple[int, int] | None:
     return int(info.get("run_time_ns", 0)), int(info.get("run_cnt", 0))
 
 
-def _children_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def gen_argv(nf: str, size: int, rate: int, seconds: float | None, count: int | None,
-             flows: int, extra: list[str] | None = None) -> list[str]:  # fmt: skip
-    argv = ["gen", "--iface", GEN[1], "--json", "--size", str(size), "--rate", str(rate),
-            "--flows", str(flows), *(extra or [])]  # fmt: skip
+             flows: int, extra: list[str] | None = None,
+             topo: topology.Topology | None = None) -> list[str]:  # fmt: skip
+    """`veloz gen` on the generator's host: to the sink's address through the
+    DUT's MAC (tx: to the generator's own), every address from the topology."""
+    topo = topo or topology.current()
+    gen, dut_in, sink = topo.generator.port, topo.dut.ports[0], topo.sink.port
+    argv = ["gen", "--iface", gen.iface, "--json", "--size", str(size), "--rate", str(rate),
+            "--flows", str(flows), "--src-mac", gen.mac, "--dst-mac", dut_in.mac,
+            "--src-ip", gen.ipv4, "--dst-ip", sink.ipv4, *(extra or [])]  # fmt: skip
     argv += ["--count", str(count)] if count else ["--duration", str(seconds)]
     if nf == "tx":
-        argv += ["--dst-ip", GEN_OWN_ADDRESS]
-    return veloz_argv(*argv)
+        argv += ["--dst-ip", gen.ipv4]
+    return topo.generator.host.veloz_argv(*argv)
 
 
 def measure(
@@ -107,7 +108,7 @@ def measure(
     nf_extra: list[str] | None = None,
     gen_extra: list[str] | None = None,
     attach_timeout: float = 15.0,
-    arrive: tuple[str, str] | None = None,
+    arrive: str | None = None,
     work: str | None = None,
 ) -> dict:
     """One trial; rate 0 = as fast as the generator goes. Returns a flat record.
@@ -117,38 +118,43 @@ def measure(
     tx and redirect). lost = sent - done. cpu_*: CPU-seconds per second of
     the trial, machine-wide by kind, and of the generator and NF processes.
     """
-    run_argv = veloz_argv("run", nf, "--backend", backend, "--iface", DUT_IN, "--json",
-                          *nf_args(nf, backend), *(nf_extra or []))  # fmt: skip
+    topo = topology.current()
+    gen, dut = topo.generator, topo.dut
+    run_argv = dut.host.veloz_argv("run", nf, "--backend", backend, "--iface",
+                                   dut.ports[0].iface, "--json", *nf_args(nf, backend, topo),
+                                   *(nf_extra or []))  # fmt: skip
     # backend "generator": no NF, the sink on the DUT's port itself: the
-    # most the generator can put through the veth, to tell when it is the limit
-    if arrive is None:  # else: where the caller says the NF's frames arrive
-        arrive = ("vz-dut", DUT_IN) if backend == "generator" else ARRIVE.get(nf)
-    sink_argv = ["gen", "--sink", "--replace", "--iface", arrive[1], "--json"] if arrive else []
+    # most the generator can put through the link, to tell when it is the limit
+    if arrive is None:  # else: the role the caller says the NF's frames reach
+        arrive = "dut" if backend == "generator" else ARRIVE.get(nf)
+    at = topo.role(arrive) if arrive else None
+    sink_argv = ["gen", "--sink", "--replace", "--iface", at.port.iface, "--json"] if at else []
     if backend == "generator":
         sink_argv.append("--count-only")
     with ExitStack() as started:
         # entered one by one: an NF that fails to start still stops the sink
         sink = (
-            started.enter_context(Runner(in_netns(arrive[0], veloz_argv(*sink_argv)),
-                                         what="the sink"))
-            if arrive
+            started.enter_context(Runner(at.host.veloz_argv(*sink_argv), what="the sink",
+                                         host=at.host))
+            if at
             else None
         )  # fmt: skip
         runner = (
             None
             if backend == "generator"
-            else started.enter_context(Runner(in_netns("vz-dut", run_argv),
-                                              attach_timeout=attach_timeout))
+            else started.enter_context(Runner(run_argv, attach_timeout=attach_timeout,
+                                              host=dut.host))
         )  # fmt: skip
-        cpu0, t0 = _cpu_jiffies(), time.monotonic()
-        children0, nf0 = _children_cpu_s(), _process_cpu_s(runner)
-        bpf0 = _bpf_run_stats(runner)
-        sent = run_json(in_netns(GEN[0], gen_argv(nf, size, rate, seconds, count, flows,
-                                                  gen_extra)),
-                        timeout=(seconds or 0) + (count or 0) / max(rate, 1) + 120)  # fmt: skip
-        gen_cpu = _children_cpu_s() - children0
-        cpu1, t1, nf_cpu = _cpu_jiffies(), time.monotonic(), _process_cpu_s(runner) - nf0
-        bpf1 = _bpf_run_stats(runner)
+        cpu0, t0 = _cpu_jiffies(dut.host), time.monotonic()
+        nf0 = _process_cpu_s(runner, dut.host)
+        bpf0 = _bpf_run_stats(runner, dut.host)
+        done, gen_cpu = gen.host.run_measured(
+            gen_argv(nf, size, rate, seconds, count, flows, gen_extra, topo),
+            timeout=(seconds or 0) + (count or 0) / max(rate, 1) + 120)  # fmt: skip
+        sent = json_result(done, "the generator")
+        cpu1, t1 = _cpu_jiffies(dut.host), time.monotonic()
+        nf_cpu = _process_cpu_s(runner, dut.host) - nf0
+        bpf1 = _bpf_run_stats(runner, dut.host)
         time.sleep(SETTLE_S)
         # lb's kernel baseline forwards (DNAT) where the NF transmits back
         work_key = work or ("redirect" if (nf, backend) == ("lb", "linux") else WORK.get(nf, nf))

@@ -29,8 +29,8 @@ import threading
 from pathlib import Path
 
 from veloz.errors import VelozError
-from veloz.lab import legit, summary
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.lab import legit, summary, topology
+from veloz.proc import Runner, run_json, veloz_argv
 
 VICTIM = "198.18.0.2"  # vz-dut's dut-gen
 ATTACKER = "198.18.0.200"
@@ -55,15 +55,15 @@ def attack_and_serve(rate: int) -> dict:
 
     def flood_run() -> None:
         try:
-            flood.update(run_json(in_netns("vz-gen", argv), SECONDS + 60))
+            flood.update(run_json(topology.on("generator", argv), SECONDS + 60))
         except (VelozError, subprocess.TimeoutExpired) as e:
             flood["error"] = str(e)
 
-    with Runner(in_netns("vz-dut", _legit("serve")), what="the legitimate server") as server:
+    with Runner(topology.on("dut", _legit("serve")), what="the legitimate server") as server:
         attacker = threading.Thread(target=flood_run)
         if rate:
             attacker.start()
-        client = run_json(in_netns("vz-gen", _legit("client", "--seconds", str(SECONDS))),
+        client = run_json(topology.on("generator", _legit("client", "--seconds", str(SECONDS))),
                           SECONDS + 60)  # fmt: skip
         if rate:
             attacker.join()
@@ -109,7 +109,7 @@ class DdosAttack:
             return {"nf": "none", **attack_and_serve(rate)}
         argv = veloz_argv("run", "ddos", "--backend", backend, "--iface", "dut-gen",
                           "--config", str(cfg), "--json")  # fmt: skip
-        with Runner(in_netns("vz-dut", argv), attach_timeout=60) as nf:
+        with Runner(topology.on("dut", argv), attach_timeout=60) as nf:
             rec = attack_and_serve(rate)
             counted = nf.stop()
         return {"nf": "ddos", **rec, "dropped": counted.get("drop"), "passed": counted.get("pass")}

@@ -92,7 +92,7 @@ class Dispatch:
                              "--set", f"accesses={ACCESSES}", "--set", "reflect=1"]  # fmt: skip
                     rec = trial.measure("memaccess", "afxdp", size=s["sizes"][0], rate=rate,
                                         seconds=s["seconds"], flows=FLOWS, nf_extra=extra,
-                                        arrive=trial.GEN, work="tx")  # fmt: skip
+                                        arrive="generator", work="tx")  # fmt: skip
                     rec.update(_latency(rec.get("latency_ns")) | _moves(rec.get("dispatch"))
                                | _tail(rec.get("histogram"), rec.get("lost") or 0))  # fmt: skip
                     ctx.record(f"testbed {policy} at {rate:,} pps", rec, trial=t, rate=rate,

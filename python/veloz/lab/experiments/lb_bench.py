@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from veloz.lab import summary, trial
+from veloz.lab import summary, topology, trial
 from veloz.lab.experiments import throughput
 
 VIP = "198.18.0.100"
@@ -49,14 +49,16 @@ backends = {list(BACKENDS)!r}
 def second_backend() -> Iterator[None]:
     """vz-dut's kernel must reach 198.18.1.3 for the DNAT baseline: it is
     vz-sink's MAC too (a static neighbour, removed afterwards)."""
-    argv = ["ip", "-n", "vz-dut", "neigh", "replace", BACKENDS[1], "lladdr", SINK_MAC,
-            "dev", trial.DUT_OUT, "nud", "permanent"]  # fmt: skip
-    subprocess.run(argv, check=True, capture_output=True)
+    dut = topology.current().dut
+    out = dut.ports[1].iface
+    done = dut.host.run(["ip", "neigh", "replace", BACKENDS[1], "lladdr", SINK_MAC,
+                         "dev", out, "nud", "permanent"])  # fmt: skip
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, "ip neigh replace", stderr=done.stderr)
     try:
         yield
     finally:
-        subprocess.run(["ip", "-n", "vz-dut", "neigh", "del", BACKENDS[1], "dev", trial.DUT_OUT],
-                       check=False, capture_output=True)  # fmt: skip
+        dut.host.run(["ip", "neigh", "del", BACKENDS[1], "dev", out])
 
 
 class LoadBalancer:
@@ -74,8 +76,8 @@ class LoadBalancer:
             cfg.write_text(CONFIG)
             for t in range(s["trials"]):
                 for backend in s["backends"]:
-                    arrive = (trial.ARRIVE["router"] if backend == "linux"
-                              else trial.GEN)  # fmt: skip
+                    # the kernel forwards (DNAT) to the sink; the NF tunnels back
+                    arrive = "sink" if backend == "linux" else "generator"
                     rec = trial.measure("lb", backend, size=s["sizes"][0], rate=0,
                                         seconds=s["seconds"], flows=FLOWS,
                                         nf_extra=["--config", str(cfg)],

@@ -29,7 +29,7 @@ from veloz.control import objects
 from veloz.control import router as router_ctl
 from veloz.control.ops import write_file
 from veloz.errors import VelozError
-from veloz.lab import route_table, stats, summary, trial
+from veloz.lab import route_table, stats, summary, topology, trial
 from veloz.lab.experiments import throughput
 
 SINK_ADDRESS, SINK_MAC = "198.18.1.2", "02:00:c6:12:01:02"  # vz-sink's sink-dut
@@ -61,7 +61,8 @@ def _write_configs(tmp: Path) -> dict[str, Path]:
 
 @contextmanager
 def kernel_routes(config: Path) -> Iterator[None]:
-    """The same routes in vz-dut's FIB, for the linux baseline."""
+    """The same routes in the DUT's FIB, for the linux baseline."""
+    dut = topology.current().dut
     text = config.read_text()
     if "routes = " in text:
         table = Path(text.split('"')[1])
@@ -69,19 +70,17 @@ def kernel_routes(config: Path) -> Iterator[None]:
     else:
         prefixes = iter([str(route_table.BENCH_RANGE)])
     batch = "".join(
-        f"route replace {p} via {SINK_ADDRESS} dev {trial.DUT_OUT} proto {ROUTE_PROTO}\n"
+        f"route replace {p} via {SINK_ADDRESS} dev {dut.ports[1].iface} proto {ROUTE_PROTO}\n"
         for p in prefixes
     )
     try:
-        done = subprocess.run(["ip", "-n", "vz-dut", "-batch", "-"], input=batch, text=True,
-                              check=False, capture_output=True)  # fmt: skip
+        done = dut.host.run(["ip", "-batch", "-"], input=batch, timeout=600)
         if done.returncode != 0:
             why = (done.stderr.strip().splitlines() or ["ip failed"])[-1]
-            raise VelozError(f"cannot give vz-dut's kernel the routes: {why}")
+            raise VelozError(f"cannot give the DUT's kernel the routes: {why}")
         yield
     finally:
-        subprocess.run(["ip", "-n", "vz-dut", "route", "flush", "proto", ROUTE_PROTO],
-                       check=False, capture_output=True)  # fmt: skip
+        dut.host.run(["ip", "route", "flush", "proto", ROUTE_PROTO])
 
 
 class Router:

@@ -32,9 +32,9 @@ from contextlib import ExitStack
 from scipy import stats as sps
 
 from veloz import paths
-from veloz.lab import trial
+from veloz.lab import topology, trial
 from veloz.lab.experiments import udp
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.proc import Runner, run_json
 
 PROBE_RATES = (2_000_000, 1_000_000, 500_000, 250_000, 100_000)
 PROBE_S = 3.0
@@ -124,12 +124,15 @@ def soak(backend: str, rate: int, seconds: float, sample_s: float = SAMPLE_S,
     """One long run of the drop NF at `rate`: the balance and the RSS trend."""
     # --interval: one counter line a minute, so that a long run's output
     # does not fill the pipe nobody reads until the end
-    run_argv = veloz_argv("run", NF, "--backend", backend, "--iface", trial.DUT_IN, "--json",
-                          "--interval", "60")  # fmt: skip
+    topo = topology.current()
+    dut, gen = topo.dut, topo.generator
+    run_argv = dut.host.veloz_argv("run", NF, "--backend", backend, "--iface",
+                                   dut.ports[0].iface, "--json", "--interval", "60")  # fmt: skip
     with ExitStack() as started:
-        runner = started.enter_context(Runner(in_netns("vz-dut", run_argv), attach_timeout=30))
+        runner = started.enter_context(Runner(run_argv, attach_timeout=30, host=dut.host))
+        # the sampler reads /proc here: the soak runs on hosts of this machine
         sampler = started.enter_context(Sampler(runner.proc.pid, sample_s))
-        sent = run_json(in_netns(trial.GEN[0], trial.gen_argv(NF, 64, rate, seconds, None, 1)),
+        sent = run_json(gen.host.argv(trial.gen_argv(NF, 64, rate, seconds, None, 1, topo=topo)),
                         timeout=seconds + 120)  # fmt: skip
         time.sleep(trial.SETTLE_S)
         summary = runner.stop()
@@ -218,11 +221,11 @@ UDP_PORT = 7500
 UDP_PAYLOAD = 64
 
 
-def _dropped(netns: str, ifname: str, direction: str) -> int:
-    path = f"/sys/class/net/{ifname}/statistics/{direction}_dropped"
-    done = subprocess.run(in_netns(netns, ["cat", path]), capture_output=True, text=True,
-                          check=True, timeout=10)  # fmt: skip
-    return int(done.stdout)
+def _dropped(role: str, direction: str) -> int:
+    """A counter of the role's (first) port, read on its host."""
+    host = topology.current().role(role)
+    path = f"/sys/class/net/{host.port.iface}/statistics/{direction}_dropped"
+    return int(host.host.read_file(path))
 
 
 def udp_balance(sent: int, received: int, udpd_summary: dict, veth_dropped: int,
@@ -258,15 +261,15 @@ def udp_soak(rate: int, seconds: float, sample_s: float = SAMPLE_S,
                  f"{udp.UDPD_IP}:{UDP_PORT}", "--size", str(UDP_PAYLOAD), "--rate", str(rate),
                  "--duration", f"{seconds:g}", "--json"]  # fmt: skip
     with udp.running_udpd() as udpd, Sampler(udpd.proc.pid, sample_s) as sampler:
-        dropped0 = _dropped("vz-dut", "dut-gen", "rx")
-        sender0 = _dropped("vz-gen", "gen-dut", "tx")
-        sink = subprocess.Popen(in_netns("vz-dut", sink_argv), env=udp._env(),
+        dropped0 = _dropped("dut", "rx")
+        sender0 = _dropped("generator", "tx")
+        sink = subprocess.Popen(topology.on("dut", sink_argv), env=udp._env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)  # fmt: skip
         try:
             time.sleep(1)
-            sent = subprocess.run(in_netns("vz-gen", send_argv), capture_output=True, text=True,
-                                  timeout=seconds + 60, check=True)  # fmt: skip
+            sent = subprocess.run(topology.on("generator", send_argv), capture_output=True,
+                                  text=True, timeout=seconds + 60, check=True)  # fmt: skip
             out, err = sink.communicate(timeout=60)
         finally:
             if sink.poll() is None:
@@ -274,8 +277,8 @@ def udp_soak(rate: int, seconds: float, sample_s: float = SAMPLE_S,
                 sink.communicate()
         if sink.returncode != 0:
             raise RuntimeError(f"the veloz sink failed: {err.strip()}")
-        dropped = _dropped("vz-dut", "dut-gen", "rx") - dropped0
-        sender_dropped = _dropped("vz-gen", "gen-dut", "tx") - sender0
+        dropped = _dropped("dut", "rx") - dropped0
+        sender_dropped = _dropped("generator", "tx") - sender0
         summary = udpd.stop()
     tx = json.loads(sent.stdout.strip().splitlines()[-1])
     rx = json.loads(out.strip().splitlines()[-1])

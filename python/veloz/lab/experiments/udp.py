@@ -54,8 +54,8 @@ import time
 from collections.abc import Callable, Iterator
 
 from veloz import paths
-from veloz.lab import summary
-from veloz.proc import Runner, in_netns, veloz_argv
+from veloz.lab import summary, topology
+from veloz.proc import Runner, veloz_argv
 
 PAYLOADS = (18, 64, 512, 1472)  # UDPDK's range
 LATENCY_ARMS = ("kernel", "kernel-busy", "veloz", "veloz-busy", "veloz-direct")
@@ -77,15 +77,16 @@ _UDPD_PIDS: dict[str, int] = {}
 
 
 @contextlib.contextmanager
-def _one_udpd(netns: str, iface: str, ip: str, socket: str) -> Iterator[Runner]:
+def _one_udpd(role: str, ip: str, socket: str) -> Iterator[Runner]:
     """udpd on one interface for the experiment's length; stopped whatever
     happens. Its counter lines wait in a pipe read only at the end: one a
     minute, or within a few minutes udpd would block on the full pipe."""
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        iface = topology.current().role(role).port.iface  # the one facing the other role
         f.write(f'interface = "{iface}"\nipv4 = "{ip}/24"\nsocket = "{socket}"\n')
     try:
         argv = veloz_argv("udpd", "--config", f.name, "--json", "--interval-ms", "60000")
-        with Runner(in_netns(netns, argv), attach_timeout=30, what=f"udpd in {netns}") as r:
+        with Runner(topology.on(role, argv), attach_timeout=30, what=f"udpd on the {role}") as r:
             yield r
     finally:
         os.unlink(f.name)
@@ -95,12 +96,10 @@ def _one_udpd(netns: str, iface: str, ip: str, socket: str) -> Iterator[Runner]:
 def running_udpd(gen: bool = True) -> Iterator[None]:
     """udpd on the DUT, and (gen) on the generator's side too."""
     with contextlib.ExitStack() as stack:
-        _UDPD_PIDS["dut"] = stack.enter_context(
-            _one_udpd("vz-dut", "dut-gen", UDPD_IP, SOCKET)
-        ).proc.pid
+        _UDPD_PIDS["dut"] = stack.enter_context(_one_udpd("dut", UDPD_IP, SOCKET)).proc.pid
         if gen:
             _UDPD_PIDS["gen"] = stack.enter_context(
-                _one_udpd("vz-gen", "gen-dut", GEN_UDPD_IP, GEN_SOCKET)
+                _one_udpd("generator", GEN_UDPD_IP, GEN_SOCKET)
             ).proc.pid
         try:
             yield
@@ -156,7 +155,7 @@ def _echo_server(arm: str) -> Iterator[int]:
             "--bind", f"{_local_ip(stack)}:{PORT}"]  # fmt: skip
     if arm == "kernel-busy":
         argv.append("--busy-poll")
-    proc = subprocess.Popen(in_netns("vz-dut", argv), env=_env(arm), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(topology.on("dut", argv), env=_env(arm), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         # the ready line ("echoing on ...") on stderr; `ip netns exec`
@@ -187,7 +186,7 @@ def ping(arm: str, payload: int, count: int = PINGS) -> dict:
         pids = dict(_UDPD_PIDS) if stack == "veloz" else {}
         cpu0 = {k: _cpu_s(v) for k, v in pids.items()}
         srv0, kids0, t0 = _cpu_s(server), _children_cpu_s(), time.monotonic()
-        done = subprocess.run(in_netns("vz-gen", argv), env=_env(arm, GEN_SOCKET),
+        done = subprocess.run(topology.on("generator", argv), env=_env(arm, GEN_SOCKET),
                               capture_output=True, text=True, timeout=120,
                               check=True)  # fmt: skip
         wall = time.monotonic() - t0
@@ -222,10 +221,10 @@ def blast(arm: str, payload: int, seconds: float) -> dict:
         argv += ["--batch", str(BATCH)]
     sink_argv = veloz_argv("gen", "--sink", "--replace", "--count-only", "--iface", "gen-dut",
                            "--json")  # fmt: skip
-    with Runner(in_netns("vz-gen", sink_argv), what="the sink") as sink:
+    with Runner(topology.on("generator", sink_argv), what="the sink") as sink:
         udpd = _UDPD_PIDS.get("dut")
         udpd0, kids0 = _cpu_s(udpd), _children_cpu_s()
-        done = subprocess.run(in_netns("vz-dut", argv), env=_env(arm), capture_output=True,
+        done = subprocess.run(topology.on("dut", argv), env=_env(arm), capture_output=True,
                               text=True, timeout=seconds + 60, check=True)  # fmt: skip
         cpu_s = _children_cpu_s() - kids0 + _cpu_s(udpd) - udpd0
         time.sleep(0.2)  # the veth's last frames into the sink
