@@ -260,7 +260,8 @@ def udp_soak(rate: int, seconds: float, sample_s: float = SAMPLE_S,
     send_argv = [str(paths.tool("veloz-pktgen")), "--stack", "kernel", "--connect",
                  f"{udp.UDPD_IP}:{UDP_PORT}", "--size", str(UDP_PAYLOAD), "--rate", str(rate),
                  "--duration", f"{seconds:g}", "--json"]  # fmt: skip
-    with udp.running_udpd() as udpd, Sampler(udpd.proc.pid, sample_s) as sampler:
+    # the sender is on kernel sockets: udpd runs on the DUT only
+    with udp.running_udpd(gen=False) as udpd, Sampler(udpd.proc.pid, sample_s) as sampler:
         dropped0 = _dropped("dut", "rx")
         sender0 = _dropped("generator", "tx")
         sink = subprocess.Popen(topology.on("dut", sink_argv), env=udp._env(),

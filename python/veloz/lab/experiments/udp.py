@@ -93,16 +93,18 @@ def _one_udpd(role: str, ip: str, socket: str) -> Iterator[Runner]:
 
 
 @contextlib.contextmanager
-def running_udpd(gen: bool = True) -> Iterator[None]:
-    """udpd on the DUT, and (gen) on the generator's side too."""
+def running_udpd(gen: bool = True) -> Iterator[Runner]:
+    """udpd on the DUT, and (gen) on the generator's side too; yields the
+    DUT's (its stop() gives udpd's summary)."""
     with contextlib.ExitStack() as stack:
-        _UDPD_PIDS["dut"] = stack.enter_context(_one_udpd("dut", UDPD_IP, SOCKET)).proc.pid
+        dut = stack.enter_context(_one_udpd("dut", UDPD_IP, SOCKET))
+        _UDPD_PIDS["dut"] = dut.proc.pid
         if gen:
             _UDPD_PIDS["gen"] = stack.enter_context(
                 _one_udpd("generator", GEN_UDPD_IP, GEN_SOCKET)
             ).proc.pid
         try:
-            yield
+            yield dut
         finally:
             _UDPD_PIDS.clear()
 
