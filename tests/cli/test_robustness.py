@@ -37,6 +37,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -306,6 +307,17 @@ def streams() -> list[Case]:
     return cases
 
 
+def _kernel_address() -> str | None:
+    """A unicast IPv4 address (with its prefix) of this namespace, not loopback."""
+    done = subprocess.run(["ip", "-j", "-4", "addr", "show"], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    for link in json.loads(done.stdout or "[]"):
+        for a in link.get("addr_info", []):
+            if not a["local"].startswith("127."):
+                return f"{a['local']}/{a['prefixlen']}"
+    return None
+
+
 def hosts() -> list[Case]:
     """Names of things the host does not have, which --check and run refuse."""
     cases = []
@@ -313,6 +325,20 @@ def hosts() -> list[Case]:
                       ("cpu", "cpu = 1023")):  # fmt: skip
         cases.append(Case(f"udpd --check no such {cls}", ["udpd", "--config", f"@cfg:{line}",
                           "--check"], 2, expect=cls))  # fmt: skip
+    # what vz-udpd would refuse at start, or get wrong: its socket under a
+    # file, on a file, or on a live poller's socket; an address the kernel
+    # has already (it would answer ARP for it too)
+    for cls, line, expect in (
+        ("socket under a file", 'socket = "{pcap}/udpd.sock"', "not a directory"),
+        ("socket on a file", 'socket = "{pcap}"', "not a socket"),
+        ("socket served", 'socket = "{live_sock}"', "another poller"),
+    ):
+        cases.append(Case(f"udpd --check {cls}", ["udpd", "--config", f"@cfg:{line}", "--check"],
+                          2, expect=expect))  # fmt: skip
+    held = _kernel_address()
+    if held:
+        cases.append(Case("udpd --check ipv4 the kernel's", ["udpd", "--config",
+                          f'@cfg:ipv4 = "{held}"', "--check"], 2, expect="kernel"))  # fmt: skip
     for backend in ("xdp", "xdp-generic", "afxdp", "dpdk", "linux"):
         argv = ["run", "drop", "--backend", backend, "--iface", "vz-nope0", "--duration", "1"]
         cases.append(Case(f"run {backend} no such interface", argv, 2, real=True,
@@ -477,8 +503,14 @@ def files_(tmp_path_factory):
     (tmp / "routes").write_text("198.18.5.0/24 198.18.1.2 1\n198.18.6.0/24 blackhole\n")
     (tmp / "bad_routes").write_text("198.18.5.0/24 198.18.1.2 1\n198.18.6.0/24 nope\n")
     f["routes"], f["bad_routes"] = str(tmp / "routes"), str(tmp / "bad_routes")
+    # a live poller's socket, as far as anyone connecting can tell
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    live.bind(str(tmp / "live.sock"))
+    live.listen(64)
+    f["live_sock"] = str(tmp / "live.sock")
     before = _snapshot()
     yield f
+    live.close()
     after = _snapshot()
     for key in before:
         new = {x for x in after[key] - before[key] if "vz" in x or "veloz" in x}
@@ -500,7 +532,7 @@ def _expand(argv: list[str], f: dict, tmp: Path) -> list[str]:
             lines = [x for x in Path(f["udpd_config"]).read_text().splitlines()
                      if x.split("=")[0].strip() != key]  # fmt: skip
             cfg = tmp / "host.toml"
-            cfg.write_text("\n".join([*lines, arg[5:]]) + "\n")
+            cfg.write_text("\n".join([*lines, arg[5:].format(**f)]) + "\n")
             arg = str(cfg)
         out.append(arg.format(**f))
     return out
