@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import errno
 import ipaddress
 import os
 import re
+import socket
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -279,6 +281,56 @@ def check_host(cfg: dict[str, Any], path: str) -> None:
     if "cpu" in cfg and cfg["cpu"] not in os.sched_getaffinity(0):
         raise VelozError(f"{path}: cpu: CPU {cfg['cpu']} is not online or not allowed here",
                          code=2)  # fmt: skip
+    mtu = _link_mtu(iface)
+    if mtu is not None and cfg.get("mtu", 1500) > mtu:
+        raise VelozError(f"{path}: mtu: {cfg.get('mtu', 1500)} is above {iface}'s MTU {mtu} "
+                         "(larger frames would not leave it)", code=2)  # fmt: skip
+    for key, family in (("ipv4", socket.AF_INET), ("ipv6", socket.AF_INET6)):
+        if key in cfg:
+            addr = str(ipaddress.ip_interface(cfg[key]).ip)
+            if _kernel_holds(family, addr):
+                raise VelozError(f"{path}: {key}: the kernel has {addr} already; the stack "
+                                 "needs an address of its own", code=2)  # fmt: skip
+    _check_socket_path(cfg.get("socket", DEFAULT_SOCKET), path)
+    paths.tool("vz-udpd")  # a config for a program that is not built is not ok
+
+
+def _link_mtu(iface: str) -> int | None:
+    try:
+        return int(Path(f"/sys/class/net/{iface}/mtu").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _kernel_holds(family: int, addr: str) -> bool:
+    """Whether addr is one of this namespace's own addresses: only a local
+    address can be bound without IP_FREEBIND."""
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind((addr, 0))
+        except OSError as e:
+            return e.errno != errno.EADDRNOTAVAIL
+    return True
+
+
+def _check_socket_path(sock: str, path: str) -> None:
+    """What vz-udpd's listen_bind() and make_dir() would refuse: a path
+    under a file, a file that is not a socket, a live poller's socket."""
+    target = Path(sock)
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise VelozError(f"{path}: socket: {parent} is not a directory", code=2)
+            break
+    if target.is_symlink() or (target.exists() and not target.is_socket()):
+        raise VelozError(f"{path}: socket: {sock} exists and is not a socket", code=2)
+    if target.is_socket():
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(sock)
+            except OSError:
+                return  # a dead poller's: vz-udpd replaces it
+        raise VelozError(f"{path}: socket: another poller listens on {sock}", code=2)
 
 
 def command(config_path: str, json_out: bool = False, interval_ms: int | None = None,

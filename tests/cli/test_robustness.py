@@ -37,6 +37,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,7 @@ from pathlib import Path
 import pytest
 
 from veloz import cli, paths
+from veloz.control.client import Ctl
 
 REPO = Path(__file__).resolve().parents[2]
 PCAP = REPO / "tests" / "vectors" / "l3l4.pcap"
@@ -184,6 +186,7 @@ def generate() -> list[Case]:
     cases += files(by_path)
     cases += streams()
     cases += hosts()
+    cases += ctl_values(by_path)
     return cases
 
 
@@ -312,6 +315,17 @@ def streams() -> list[Case]:
     return cases
 
 
+def _kernel_address() -> str | None:
+    """A unicast IPv4 address (with its prefix) of this namespace, not loopback."""
+    done = subprocess.run(["ip", "-j", "-4", "addr", "show"], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    for link in json.loads(done.stdout or "[]"):
+        for a in link.get("addr_info", []):
+            if not a["local"].startswith("127."):
+                return f"{a['local']}/{a['prefixlen']}"
+    return None
+
+
 def hosts() -> list[Case]:
     """Names of things the host does not have, which --check and run refuse."""
     cases = []
@@ -319,6 +333,20 @@ def hosts() -> list[Case]:
                       ("cpu", "cpu = 1023")):  # fmt: skip
         cases.append(Case(f"udpd --check no such {cls}", ["udpd", "--config", f"@cfg:{line}",
                           "--check"], 2, expect=cls))  # fmt: skip
+    # what vz-udpd would refuse at start, or get wrong: its socket under a
+    # file, on a file, or on a live poller's socket; an address the kernel
+    # has already (it would answer ARP for it too)
+    for cls, line, expect in (
+        ("socket under a file", 'socket = "{pcap}/udpd.sock"', "not a directory"),
+        ("socket on a file", 'socket = "{pcap}"', "not a socket"),
+        ("socket served", 'socket = "{live_sock}"', "another poller"),
+    ):
+        cases.append(Case(f"udpd --check {cls}", ["udpd", "--config", f"@cfg:{line}", "--check"],
+                          2, expect=expect))  # fmt: skip
+    held = _kernel_address()
+    if held:
+        cases.append(Case("udpd --check ipv4 the kernel's", ["udpd", "--config",
+                          f'@cfg:ipv4 = "{held}"', "--check"], 2, expect="kernel"))  # fmt: skip
     for backend in ("xdp", "xdp-generic", "afxdp", "dpdk", "linux"):
         argv = ["run", "drop", "--backend", backend, "--iface", "vz-nope0", "--duration", "1"]
         cases.append(Case(f"run {backend} no such interface", argv, 2, real=True,
@@ -331,6 +359,107 @@ def hosts() -> list[Case]:
     cases.append(Case("run --ctl-group no such group", ["run", "drop", "--backend", "xdp",
                       "--iface", "lo", "--ctl-group", "vz-nogroup", "--duration", "1"], 2,
                       real=True, names="--ctl-group", skip_unless_root=True))  # fmt: skip
+    return cases
+
+
+# ---- veloz ctl: values checked before connecting -------------------------------
+
+# A good invocation of each `veloz ctl` command that takes values, as (dest,
+# tokens) pairs, so a case swaps exactly one value for a bad one. Every one
+# passes the checks (test_ctl_good_values_pass) and would then connect.
+CTL_GOOD: dict[tuple, list[tuple[str, list[str]]]] = {
+    ("ctl", "dump"): [("map", ["router_routes4"])],
+    ("ctl", "route", "add"): [("prefix", ["198.18.5.0/24"]), ("kind", ["via"]),
+                              ("via", ["198.18.1.2"]), ("port", ["--port", "1"])],
+    ("ctl", "route", "del"): [("prefix", ["198.18.5.0/24"])],
+    ("ctl", "route", "load"): [("file", ["{routes}"])],
+    ("ctl", "route", "list"): [("limit", ["--limit", "5"])],
+    ("ctl", "neigh", "add"): [("address", ["198.18.1.2"]), ("mac", ["02:00:00:00:00:02"])],
+    ("ctl", "neigh", "del"): [("address", ["198.18.1.2"])],
+    ("ctl", "rule", "add"): [("action", ["limit"]), ("src", ["--src", "198.18.0.0/16"]),
+                             ("proto", ["--proto", "tcp"]), ("dport", ["--dport", "80"]),
+                             ("tcp_flags", ["--tcp-flags", "syn,!ack"]),
+                             ("rate", ["--rate", "100"]), ("burst", ["--burst", "10"]),
+                             ("slot", ["--slot", "3"])],
+    ("ctl", "rule", "del"): [("id", ["3"])],
+    ("ctl", "allow", "add"): [("prefixes", ["198.18.0.0/16"])],
+    ("ctl", "allow", "del"): [("prefixes", ["198.18.0.0/16"])],
+    ("ctl", "vip", "add"): [("address", ["198.18.100.1"]), ("port", ["80"]), ("proto", ["tcp"]),
+                            ("backend", ["--backend", "198.18.1.10:weight=2"])],
+    ("ctl", "vip", "del"): [("address", ["198.18.100.1"]), ("port", ["80"]), ("proto", ["tcp"])],
+    ("ctl", "backend", "add"): [("address", ["198.18.100.1"]), ("port", ["80"]),
+                                ("proto", ["tcp"]), ("backend", ["198.18.1.10"]),
+                                ("weight", ["--weight", "3"])],
+    ("ctl", "backend", "del"): [("address", ["198.18.100.1"]), ("port", ["80"]),
+                                ("proto", ["tcp"]), ("backend", ["198.18.1.10"])],
+    ("ctl", "lb", "set"): [("source4", ["--source4", "198.18.0.1"]),
+                           ("source6", ["--source6", "fd00:198:18::1"]),
+                           ("next_hop_mac", ["--next-hop-mac", "02:00:00:00:00:fe"]),
+                           ("mac", ["--mac", "02:00:00:00:00:01"])],
+}  # fmt: skip
+# What kind of value each dest is; its bad values are generated per kind.
+CTL_KIND = {"prefix": "prefix", "prefixes": "prefix", "src": "prefix", "via": "address",
+            "address": "address", "source4": "address", "source6": "address", "mac": "mac",
+            "next_hop_mac": "mac", "dport": "number", "rate": "number", "burst": "number",
+            "slot": "number", "weight": "number", "id": "number", "proto": "word",
+            "action": "word", "kind": "word", "tcp_flags": "word", "file": "file",
+            "map": "map", "limit": "bounded"}  # fmt: skip
+# A dest whose kind depends on the command
+CTL_KIND_OF = {(("ctl", "route", "add"), "port"): "egress",
+               (("ctl", "vip", "add"), "port"): "number",
+               (("ctl", "vip", "del"), "port"): "number",
+               (("ctl", "backend", "add"), "port"): "number",
+               (("ctl", "backend", "del"), "port"): "number",
+               (("ctl", "vip", "add"), "backend"): "backend",
+               (("ctl", "backend", "add"), "backend"): "backend",
+               (("ctl", "backend", "del"), "backend"): "address"}  # fmt: skip
+CTL_BAD = {
+    "number": {"word": "abc", "empty": "", "nan": "nan", "inf": "inf", "-inf": "-inf",
+               "fraction": "1.5", "negative": "-1", "huge": "9" * 40, "overflow": "1e400",
+               "above u32": "4294967296"},
+    "prefix": {"word": "abc", "empty": "", "host bits": "198.18.0.1/24",
+               "long": "198.18.0.0/33", "long6": "fd00::/129", "no length": "198.18.0.0/",
+               "nan length": "198.18.0.0/nan", "short address": "198.18/16"},
+    "address": {"word": "abc", "empty": "", "octet": "198.18.0.256", "hex": "fd00::g",
+                "prefix": "198.18.0.1/32", "short": "198.18.0"},
+    "mac": {"word": "abc", "empty": "", "short": "02:00:00:00:00", "hex": "02:00:00:00:00:0g",
+            "long": "02:00:00:00:00:01:02", "dotted": "0200.0000.0001"},
+    "word": {"word": "no-such-thing", "empty": ""},
+    "backend": {"word": "abc", "empty": "", "weight 0": "198.18.1.10:weight=0",
+                "weight nan": "198.18.1.10:weight=nan", "weight huge": "198.18.1.10:weight=65536"},
+    "egress": {"negative": "-1", "above": "64", "empty": "", "slash": "a/b",
+               "long name": "x" * 16},
+    "file": {"/dev/zero": "{zero}", "1GiB": "{huge}", "missing": "/nonexistent/veloz",
+             "directory": "{tmp}", "bad line": "{bad_routes}"},
+    "map": {"empty": "", "space": "a b", "newline": "a\nb", "long": "x" * 64},
+    "bounded": {},  # a number bounded in argparse: bad_numbers() covers it
+}  # fmt: skip
+
+
+def ctl_kind(path: tuple, dest: str) -> str:
+    return CTL_KIND_OF.get((path, dest)) or CTL_KIND[dest]
+
+
+def ctl_argv(path: tuple, good: list, dest: str | None = None, value: str = "") -> list[str]:
+    argv = list(path)
+    for d, tokens in good:
+        argv += tokens if d != dest else [*tokens[:-1], value]
+    return argv
+
+
+def ctl_values(by_path: dict) -> list[Case]:
+    """Every value of every `veloz ctl` command, bad in each way its kind can
+    be: refused before connecting (nothing runs, and no NF is asked)."""
+    cases = []
+    for path, good in CTL_GOOD.items():
+        for dest, _ in good:
+            for cls, value in CTL_BAD[ctl_kind(path, dest)].items():
+                cases.append(Case(f"{' '.join(path)} {dest} {cls}",
+                                  ctl_argv(path, good, dest, value), 2, tags={"ctl"}))  # fmt: skip
+    for cls, value in (("empty", ""), ("slash", "a/b"), ("long", "x" * 16), ("space", "a b"),
+                       ("dot", "..")):  # fmt: skip
+        cases.append(Case(f"ctl --iface {cls}", ["ctl", "--iface", value, "stats"], 2,
+                          names="--iface", tags={"ctl"}))  # fmt: skip
     return cases
 
 
@@ -379,8 +508,17 @@ def files_(tmp_path_factory):
     results = tmp / "results"
     results.mkdir()
     f["results"] = str(results)
+    (tmp / "routes").write_text("198.18.5.0/24 198.18.1.2 1\n198.18.6.0/24 blackhole\n")
+    (tmp / "bad_routes").write_text("198.18.5.0/24 198.18.1.2 1\n198.18.6.0/24 nope\n")
+    f["routes"], f["bad_routes"] = str(tmp / "routes"), str(tmp / "bad_routes")
+    # a live poller's socket, as far as anyone connecting can tell
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    live.bind(str(tmp / "live.sock"))
+    live.listen(64)
+    f["live_sock"] = str(tmp / "live.sock")
     before = _snapshot()
     yield f
+    live.close()
     after = _snapshot()
     for key in before:
         new = {x for x in after[key] - before[key] if "vz" in x or "veloz" in x}
@@ -402,7 +540,7 @@ def _expand(argv: list[str], f: dict, tmp: Path) -> list[str]:
             lines = [x for x in Path(f["udpd_config"]).read_text().splitlines()
                      if x.split("=")[0].strip() != key]  # fmt: skip
             cfg = tmp / "host.toml"
-            cfg.write_text("\n".join([*lines, arg[5:]]) + "\n")
+            cfg.write_text("\n".join([*lines, arg[5:].format(**f)]) + "\n")
             arg = str(cfg)
         out.append(arg.format(**f))
     return out
@@ -416,11 +554,14 @@ def _in_process(argv: list[str], monkeypatch) -> tuple[int, str]:
 
     def parse_only(av: list[str]) -> argparse.Namespace:
         args = parse(av)
+        if av[0] == "ctl":  # its values are checked, then it would connect
+            return args
         if av[0] in PARSE_ONLY:  # past the parser these would touch the testbed
             args.func, args.needs_ctl = reached, False
         return args
 
     monkeypatch.setattr(cli, "parse_args", parse_only)
+    monkeypatch.setattr(Ctl, "for_iface", reached)
     monkeypatch.setattr(os, "execv", reached)
     monkeypatch.setattr(os, "execvp", reached)
     monkeypatch.setattr(subprocess, "Popen", reached)
@@ -516,3 +657,23 @@ def test_the_tier_covers_every_command():
         if any(a.option_strings and a.nargs != 0 for a in valued(p)):
             assert path[0] in covered, f"no case for `veloz {' '.join(path)}`"
     assert len(CASES) > 300
+
+
+@pytest.mark.parametrize("path", list(CTL_GOOD), ids=[" ".join(p) for p in CTL_GOOD])
+def test_ctl_good_values_pass(path, files_, monkeypatch, tmp_path):
+    """The checks refuse bad values only: a good command line gets as far as
+    connecting (which is the tool here)."""
+    with pytest.raises(ReachedTool):
+        _in_process(_expand(ctl_argv(path, CTL_GOOD[path]), files_, tmp_path), monkeypatch)
+
+
+def test_ctl_tier_covers_every_value():
+    """A new `veloz ctl` command or value must join the generated cases."""
+    for path, p in commands(cli.build_parser()):
+        if path[0] != "ctl" or not valued(p):
+            continue
+        assert path in CTL_GOOD, f"`veloz {' '.join(path)}`: add a good invocation to CTL_GOOD"
+        dests = {d for d, _ in CTL_GOOD[path]}
+        for a in valued(p):
+            assert a.dest in dests, f"`veloz {' '.join(path)}`: {a.dest} is not in CTL_GOOD"
+            assert ctl_kind(path, a.dest) in CTL_BAD

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -138,3 +139,25 @@ def test_unreadable_text_refused(tmp_path):
         assert e.value.code == 2
     with pytest.raises(VelozError, match="nested too deeply"):
         argv_of(tmp_path, "neighbour = " + "[" * 5000 + "\n")
+
+
+def test_check_host_mtu_and_address(tmp_path, monkeypatch):
+    """--check refuses what the host would make go wrong: an mtu above the
+    link's (frames that would not leave it; the default 1500 too), and an
+    address the kernel already has here."""
+    cfg = tomllib.loads(GOOD.replace('"dut-gen"', '"lo"').replace("cpu = 1", "cpu = 0"))
+    cfg["socket"] = str(tmp_path / "u.sock")
+    udpd.check_host(cfg, "u.toml")  # lo: MTU 65536
+    monkeypatch.setattr(udpd, "_link_mtu", lambda iface: 1400)
+    with pytest.raises(VelozError, match="mtu: 1500 is above lo's MTU 1400"):
+        udpd.check_host(cfg, "u.toml")
+    del cfg["mtu"]
+    with pytest.raises(VelozError, match="mtu: 1500 is above"):
+        udpd.check_host(cfg, "u.toml")
+    cfg["mtu"] = 1400
+    udpd.check_host(cfg, "u.toml")
+    # 127.0.0.1 is refused by the parser (not unicast); the test of the
+    # host is the bind: a loopback address is the kernel's
+    cfg["ipv4"] = "127.0.0.1/8"
+    with pytest.raises(VelozError, match="the kernel has 127.0.0.1 already"):
+        udpd.check_host(cfg, "u.toml")

@@ -11,7 +11,7 @@ import argparse
 import json
 import struct
 
-from veloz.control import objects
+from veloz.control import checks, objects
 from veloz.control.client import Ctl, per_cpu_sums
 from veloz.errors import VelozError
 
@@ -99,6 +99,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # every value first: a bad one is one line, whether or not an NF runs
+    checks.check(args)
     with Ctl.for_iface(args.iface) as ctl:
         if args.owner is not None:
             nf, _ = ctl.info()
