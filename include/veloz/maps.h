@@ -121,9 +121,11 @@ vz_map_lookup_lpm(struct vz_map *map, const void *key)
 	e = __atomic_load_n(slot, __ATOMIC_RELAXED);
 	if (__builtin_expect(e & VZ_LPM_GROUP, 0))
 		e = vz_lpm_lookup_groups(map->lpm, addr, slot) + 1;
-	if (!e)
-		return NULL; /* empty: no rule covers addr */
-	return values + (size_t)(e - 1) * stride;
+	/* empty (0): no rule covers addr. A select, not a branch: over
+	 * uniform addresses, routed or not is a coin toss the branch
+	 * predictor loses, and each miss flushes the lookups in flight. */
+	values += (size_t)(e - 1) * stride;
+	return e ? values : NULL;
 }
 
 /* Array and LPM lookups are on every packet's path (stats, routes): keep
