@@ -163,12 +163,27 @@ static void start(struct two *w)
 		sched_yield(); /* the other thread may not be on its CPU yet */
 }
 
+/*
+ * A thread that made no progress for a long while gives its CPU up: where
+ * the two threads could not be pinned apart (one CPU), spinning would wait
+ * out whole time slices. Pinned apart, a ring is never stuck that long.
+ */
+static void spin_or_yield(unsigned int moved, unsigned int *spins)
+{
+	if (moved)
+		*spins = 0;
+	else if (++*spins >= 4096) {
+		*spins = 0;
+		sched_yield();
+	}
+}
+
 static void *producer(void *arg)
 {
 	struct two *w = arg;
 	void *objs[MAX_BURST];
 	__u64 next = 1, end = w->n + 1;
-	unsigned int k, want, put;
+	unsigned int k, want, put, spins = 0;
 
 	pin(0);
 	start(w);
@@ -180,6 +195,7 @@ static void *producer(void *arg)
 			objs[k] = (void *)(unsigned long)(next + k);
 		put = enq(w->r, w->lib, objs, want, w->burst);
 		next += put;
+		spin_or_yield(put, &spins);
 	}
 	return NULL;
 }
@@ -189,7 +205,7 @@ static void *consumer(void *arg)
 	struct two *w = arg;
 	void *objs[MAX_BURST];
 	__u64 expect = 1, end = w->n + 1;
-	unsigned int k, got;
+	unsigned int k, got, spins = 0;
 
 	pin(1);
 	start(w);
@@ -198,6 +214,7 @@ static void *consumer(void *arg)
 		for (k = 0; k < got; k++)
 			w->bad += (unsigned long)objs[k] != expect + k;
 		expect += got;
+		spin_or_yield(got, &spins);
 	}
 	w->t1 = tsc();
 	return NULL;
