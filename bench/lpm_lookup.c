@@ -886,6 +886,17 @@ int main(int argc, char **argv)
 	vz_map_free(m6);
 	free(rvals4);
 	free(rvals6);
+	free(addr4);
+	free(plen4);
+	free(order4);
+	free(pf6);
+	free(order6);
+	free(ips4);
+	free(be4);
+	free(rips4);
+	free(rbe4);
+	free(ips6);
+	free(rips6);
 	rte_lpm_free(r4);
 	rte_lpm6_free(r6);
 	rte_eal_cleanup();
