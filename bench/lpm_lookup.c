@@ -511,16 +511,20 @@ int main(int argc, char **argv)
 {
 	__u64 lookups = 10000000, seed = 1;
 	__u32 n4 = 750000, n6 = 190000, i, j, t, trials = 7, ndel4, ndel6;
+	/* huge pages: --in-memory on them; else --no-huge, which EAL will
+	 * not combine with --in-memory (its legacy memory mode): no shared
+	 * config files then either (--no-shconf) */
 	char *eal_argv[32] = { argv[0],
-			       "--in-memory",
 			       "--no-pci",
 			       "--no-telemetry",
 			       "--log-level=error",
 			       "--lcores=0@(0-1)",
+			       "--in-memory",
 			       "--no-huge",
+			       "--no-shconf",
 			       "-m",
 			       "2048" };
-	int eal_argc = 9, opt, err, nargs, huge;
+	int eal_argc = 10, opt, err, nargs, huge;
 	__u32 *addr4, *ips4, *be4, *rips4, *rbe4, *order4, *order6;
 	__u8 *plen4, (*ips6)[16], (*rips6)[16];
 	struct prefix6 *pf6;
@@ -576,7 +580,9 @@ int main(int argc, char **argv)
 	lookups -= lookups % BURST;
 	huge = free_hugepages() >= HUGEPAGES_NEEDED;
 	if (huge)
-		eal_argc -= 3; /* not --no-huge -m 2048 */
+		eal_argc -= 4; /* not --no-huge --no-shconf -m 2048 */
+	else
+		eal_argv[5] = "--no-shconf"; /* not --in-memory */
 	if (nargs < argc) { /* the user's EAL arguments replace ours */
 		eal_argc = 1;
 		for (i = (__u32)nargs + 1; i < (__u32)argc && eal_argc < 31;
@@ -880,6 +886,17 @@ int main(int argc, char **argv)
 	vz_map_free(m6);
 	free(rvals4);
 	free(rvals6);
+	free(addr4);
+	free(plen4);
+	free(order4);
+	free(pf6);
+	free(order6);
+	free(ips4);
+	free(be4);
+	free(rips4);
+	free(rbe4);
+	free(ips6);
+	free(rips6);
 	rte_lpm_free(r4);
 	rte_lpm6_free(r6);
 	rte_eal_cleanup();

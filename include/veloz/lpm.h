@@ -117,9 +117,13 @@ static inline __u32 vz_lpm_root_index(const struct vz_lpm *t, const __u8 *addr)
  * again: the reuse of any group met from here on moves gen (a release store
  * before the group's new entries, each a release store too), and the walk
  * retries. The loads are acquires, so the last read of gen stays last.
+ * Out of line and pure (it writes nothing): acquires inline are compiler
+ * barriers, and a loop of lookups would reload the table's fields (and the
+ * map's) on every lookup, though first-level answers never come here.
  */
-static inline __u32 vz_lpm_lookup_groups(const struct vz_lpm *t,
-					 const __u8 *addr, const __u32 *slot)
+static __attribute__((noinline, pure, unused)) __u32
+vz_lpm_lookup_groups(const struct vz_lpm *t, const __u8 *addr,
+		     const __u32 *slot)
 {
 	const __u8 *next, *end = addr + t->data_bytes;
 	__u32 gen, e;
@@ -146,7 +150,7 @@ static inline __u32 vz_lpm_lookup_groups(const struct vz_lpm *t,
 static inline __u32 vz_lpm_lookup(const struct vz_lpm *t, const __u8 *addr)
 {
 	const __u32 *slot = &t->root[vz_lpm_root_index(t, addr)];
-	__u32 e = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	__u32 e = __atomic_load_n(slot, __ATOMIC_RELAXED);
 
 	if (__builtin_expect(!(e & VZ_LPM_GROUP), 1))
 		return e - 1; /* a leaf; empty (0) becomes VZ_LPM_NONE */

@@ -46,6 +46,14 @@ struct vz_map {
 	 * values, value_stride apart and indexed by the trie's answer. */
 	const struct vz_lpm *lpm;
 	__u8 *lpm_values;
+	/* The trie's first level, copied here from lpm: fields of the map
+	 * itself, a global the NF's stack key cannot alias, so a loop of
+	 * lookups loads them once, where through lpm every store to the key
+	 * (whose address escapes) would reload them. NULL when the first level
+	 * is not indexed by 32-bit words (addresses under 4 bytes). */
+	const __u32 *lpm_root;
+	__u32 lpm_root_shift; /* lpm->root_shift */
+	__u32 lpm_bits; /* lpm->data_bytes * 8: a full-length prefixlen */
 };
 
 /* The worker running on this thread; selects the per-CPU copy. */
@@ -55,6 +63,17 @@ int vz_map_init(struct vz_map *map, __u32 nworkers);
 void vz_map_free(struct vz_map *map);
 
 void *vz_map_lookup_slow(struct vz_map *map, const void *key);
+/*
+ * The LPM fast path's fallback (a prefixlen shorter than the address, or a
+ * map vz_map_init() failed on), declared pure: it writes nothing an NF can
+ * see (its probes use the map's own scratch key, under the map's lock).
+ * Without that, the compiler must assume that this call, on every lookup's
+ * path though never taken, may change the map, and reloads the map's
+ * fields on every lookup of a loop: in a burst loop those loads held the
+ * lookups in flight to half of rte_lpm's (vz-lpm-bench, bench/README.md).
+ */
+void *vz_map_lookup_lpm_slow(struct vz_map *map, const void *key)
+	__attribute__((pure));
 int vz_map_update_elem(struct vz_map *map, const void *key, const void *value,
 		       __u64 flags);
 int vz_map_delete_elem(struct vz_map *map, const void *key);
@@ -81,16 +100,32 @@ int vz_map_next_key(struct vz_map *map, const void *key, void *next_key);
 static inline __attribute__((always_inline)) void *
 vz_map_lookup_lpm(struct vz_map *map, const void *key)
 {
-	const struct vz_lpm *t = map->lpm;
-	__u32 prefixlen, n;
+	const __u8 *addr = (const __u8 *)key + sizeof(__u32);
+	/* every field read first, unconditionally: a loop hoists them */
+	const __u32 *root = map->lpm_root, *slot;
+	__u32 bits = map->lpm_bits, shift = map->lpm_root_shift;
+	__u8 *values = map->lpm_values;
+	size_t stride = map->value_stride;
+	__u32 prefixlen, word, e;
 
 	memcpy(&prefixlen, key, sizeof(prefixlen));
-	if (__builtin_expect(!t || prefixlen != t->data_bytes * 8, 0))
-		return vz_map_lookup_slow(map, key);
-	n = vz_lpm_lookup(t, (const __u8 *)key + sizeof(prefixlen));
-	if (n == VZ_LPM_NONE)
-		return NULL;
-	return map->lpm_values + (size_t)n * map->value_stride;
+	if (__builtin_expect(!root || prefixlen != bits, 0))
+		return vz_map_lookup_lpm_slow(map, key);
+	memcpy(&word, addr, sizeof(word));
+	slot = &root[be32toh(word) >> shift];
+	/* Relaxed: the value read through a leaf is ordered after it by the
+	 * address dependency, as rte_lpm's plain loads and the kernel's
+	 * READ_ONCE() rely on (the writer fills a value before the release
+	 * store that publishes its rule); the walk below the first level
+	 * reloads this entry with acquire. */
+	e = __atomic_load_n(slot, __ATOMIC_RELAXED);
+	if (__builtin_expect(e & VZ_LPM_GROUP, 0))
+		e = vz_lpm_lookup_groups(map->lpm, addr, slot) + 1;
+	/* empty (0): no rule covers addr. A select, not a branch: over
+	 * uniform addresses, routed or not is a coin toss the branch
+	 * predictor loses, and each miss flushes the lookups in flight. */
+	values += (size_t)(e - 1) * stride;
+	return e ? values : NULL;
 }
 
 /* Array and LPM lookups are on every packet's path (stats, routes): keep
@@ -113,7 +148,9 @@ static inline void *vz_map_lookup_elem(struct vz_map *map, const void *key)
 		return map->values + vz_worker_id * map->worker_stride +
 		       (size_t)index * map->value_stride;
 	case BPF_MAP_TYPE_LPM_TRIE:
-		return vz_map_lookup_lpm(map, key);
+		/* a call: the inline walk is VZ_LPM maps' (nf.h), whose key
+		 * type is known; here key may be any map's */
+		return vz_map_lookup_lpm_slow(map, key);
 	default:
 		return vz_map_lookup_slow(map, key);
 	}

@@ -19,8 +19,9 @@ struct vz_ctx {
 	__u32 redirect_port;
 };
 
-/* 2: struct vz_map grew the LPM fast path's fields */
-#define VZ_NF_ABI 2
+/* 2: struct vz_map grew the LPM fast path's fields
+ * 3: ...and the trie's first level (lpm_root, lpm_root_shift, lpm_bits) */
+#define VZ_NF_ABI 3
 
 struct vz_nf_desc {
 	__u32 abi; /* VZ_NF_ABI */

@@ -180,6 +180,10 @@ static int impl_init(struct vz_map *map)
 		/* what vz_map_lookup_lpm() reads, without the lock */
 		map->lpm_values = impl->vals;
 		map->lpm = &impl->lpm;
+		map->lpm_bits = impl->lpm.data_bytes * 8;
+		map->lpm_root_shift = impl->lpm.root_shift;
+		if (impl->lpm.data_bytes >= 4)
+			map->lpm_root = impl->lpm.root;
 	}
 	return 0;
 }
@@ -237,6 +241,9 @@ void vz_map_free(struct vz_map *map)
 	map->values = NULL;
 	map->lpm = NULL;
 	map->lpm_values = NULL;
+	map->lpm_root = NULL;
+	map->lpm_root_shift = 0;
+	map->lpm_bits = 0;
 	if (impl) {
 		pthread_spin_destroy(&impl->lock);
 		free(impl->buckets);
@@ -474,14 +481,18 @@ static __attribute__((noinline)) void *lpm_lookup_short(struct vz_map *map,
 static __attribute__((noinline)) void *lpm_lookup(struct vz_map *map,
 						  const void *key)
 {
-	__u32 prefixlen;
+	__u32 prefixlen, n;
 
 	if (!map->lpm)
 		return NULL; /* vz_map_init() failed */
 	memcpy(&prefixlen, key, sizeof(prefixlen));
 	if (__builtin_expect(prefixlen != map->impl->lpm.data_bytes * 8, 0))
 		return lpm_lookup_short(map, key);
-	return vz_map_lookup_lpm(map, key);
+	if (map->lpm_root)
+		return vz_map_lookup_lpm(map, key);
+	/* addresses under 4 bytes: the trie's own first-level index */
+	n = vz_lpm_lookup(map->lpm, (const __u8 *)key + sizeof(prefixlen));
+	return n == VZ_NIL ? NULL : node_value(map, n);
 }
 
 static int lpm_update(struct vz_map *map, const void *key, const void *value,
@@ -563,6 +574,13 @@ void *vz_map_lookup_slow(struct vz_map *map, const void *key)
 	if (is_lpm(map))
 		return lpm_lookup(map, key);
 	return hash_lookup(map, key);
+}
+
+void *vz_map_lookup_lpm_slow(struct vz_map *map, const void *key)
+{
+	if (!map->impl || !is_lpm(map))
+		return NULL;
+	return lpm_lookup(map, key);
 }
 
 static int array_write(struct vz_map *map, const void *key, const void *value,
