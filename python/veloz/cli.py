@@ -20,7 +20,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from veloz import demo, gen, nfs, replay, run, sim, testbed_cli, udpd
+    from veloz import demo, gen, nfs, replay, run, sim, status, testbed_cli, udpd
     from veloz.control import cli as ctl
     from veloz.lab import bench, report, route_table
 
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_parser(sub)
     sim.add_parser(sub)
     udpd.add_parser(sub)
+    status.add_parser(sub)
     safeio.bound_numbers(parser)  # every number finite and in range
     return parser
 
