@@ -223,6 +223,56 @@ class RunCollector:
         yield from families(counters, nf, backend, nf_counters)
 
 
+def udpd_families(line: dict | None) -> Iterator:
+    """Metric families from vz-udpd's stats line: each section's counters as
+    veloz_udpd_<section>_<name>_total, the live apps and sockets as gauges."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    up = GaugeMetricFamily("veloz_udpd_up", "1 when udpd's stats are fresh")
+    up.add_metric([], 1.0 if line is not None else 0.0)
+    yield up
+    if line is None:
+        return
+    gauges = {("sockets", "apps"): "Applications connected now",
+              ("sockets", "sockets"): "Sockets open now"}  # fmt: skip
+    for section in ("stack", "stack6", "sockets", "poller", "port"):
+        values = line.get(section)
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if not isinstance(value, int):
+                continue
+            if (section, key) in gauges:
+                g = GaugeMetricFamily(f"veloz_udpd_{key}", gauges[(section, key)])
+                g.add_metric([], value)
+                yield g
+                continue
+            name = f"veloz_udpd_{section}_{key}"
+            c = CounterMetricFamily(name, f"udpd {section} counter {key}")
+            c.add_metric([], value)
+            yield c
+
+
+class UdpdCollector:
+    """Reads the stats line vz-udpd rewrites every interval (--stats-file)."""
+
+    def __init__(self, path: Path, owner: int) -> None:
+        self.path = path
+        self.owner = owner
+
+    def collect(self) -> Iterator:
+        import json
+
+        line = None
+        try:
+            value = json.loads(self.path.read_text())
+            if isinstance(value, dict) and Path(f"/proc/{self.owner}").exists():
+                line = value
+        except (OSError, ValueError):
+            pass  # not written yet (the first interval), or stopping
+        yield from udpd_families(line)
+
+
 # ---- the server -----------------------------------------------------------
 
 

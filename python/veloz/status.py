@@ -34,6 +34,8 @@ from pathlib import Path
 from veloz.control.client import CTL_DIR, Ctl, CtlError
 
 RUN_DIR = Path(os.environ.get("VELOZ_RUN_DIR", "/run/veloz"))
+UDPD_DIR = Path("/run/veloz/udpd")  # include/veloz/sock.h: VZ_UDPD_DEFAULT_SOCKET's
+UDPD_FILES = (".sock", ".stats.json", ".stats.json.tmp")
 NETNS_DIR = Path("/run/netns")
 BPFFS = Path("/sys/fs/bpf")
 PROG_PREFIX = "vz_xdp_"  # src/xdp/attach.h: VZ_XDP_PROG_PREFIX
@@ -328,6 +330,7 @@ def collect() -> dict:
     except OSError:
         locks = []
     linux_records = {}
+    udpd_files: set[str] = set()  # the sockets and stats files of live udpds
     for path in locks:
         m = LINUX_RECORD.match(path.name)
         if m:
@@ -356,9 +359,10 @@ def collect() -> dict:
                   uptime_s=uptime_of(pid))  # fmt: skip
         if run.kind == "udpd":
             argv = proc_cmdline(pid)
-            sock = _option(argv, "--socket") or "/run/veloz/udpd/udpd.sock"
-            run.ctl = sock
+            run.ctl = _option(argv, "--socket") or str(UDPD_DIR / "udpd.sock")
             run.backend = "afxdp"
+            run.counters = _udpd_summary(_option(argv, "--stats-file"))
+            udpd_files.update(f for f in (run.ctl, _option(argv, "--stats-file")) if f)
         elif (ino, ifindex) in linux_records:
             run.backend = "linux"
             run.nf = _linux_nf(proc_cmdline(pid))
@@ -374,6 +378,16 @@ def collect() -> dict:
                                in_ns(ns_names, ino, ["veloz", "run", "drop", "--backend", "linux",
                                      "--iface", ifname_of(ns_names.get(ino, ""), ifindex) or "IF",
                                      "--replace", "--duration", "0.1"])))  # fmt: skip
+
+    # udpd's socket and stats file: a live udpd's, or left by a killed one.
+    try:
+        udpd_left = sorted(p for p in UDPD_DIR.iterdir() if p.name.endswith(UDPD_FILES))
+    except OSError:
+        udpd_left = []
+    for path in udpd_left:
+        if str(path) not in udpd_files and str(path).removesuffix(".tmp") not in udpd_files:
+            stale.append(Stale("udpd", f"{path}: left by a udpd that is gone",
+                               ["rm", "-f", str(path)]))  # fmt: skip
 
     # XDP programs: the runs' own, and those nobody's lock covers.
     for ino, name in ns_names.items():
@@ -412,6 +426,23 @@ def collect() -> dict:
     }
 
 
+def _udpd_summary(stats_file: str | None) -> dict | None:
+    """udpd's latest stats line (vz-udpd --stats-file), its headline figures."""
+    if not stats_file:
+        return None
+    try:
+        line = json.loads(Path(stats_file).read_text())
+    except (OSError, ValueError):
+        return None  # before the first interval
+    if not isinstance(line, dict):
+        return None
+    stack, socks = line.get("stack") or {}, line.get("sockets") or {}
+    return {"t": line.get("t"), "rx_frames": stack.get("rx_frames"),
+            "rx_delivered": stack.get("rx_delivered"), "tx_frames": stack.get("tx_frames"),
+            "udp_no_port": stack.get("udp_no_port"), "apps": socks.get("apps"),
+            "sockets": socks.get("sockets"), "rx_ring_full": socks.get("rx_ring_full")}  # fmt: skip
+
+
 def _option(argv: list[str], name: str) -> str | None:
     for i, arg in enumerate(argv):
         if arg == name and i + 1 < len(argv):
@@ -440,7 +471,7 @@ def _as_dict(run: Run) -> dict:
         "workers": run.workers,
         "ctl": run.ctl,
         "uptime_s": None if run.uptime_s is None else round(run.uptime_s, 1),
-        "counters": _summary(run.counters),
+        "counters": _summary(run.counters) if run.kind == "run" else run.counters,
     }
     if run.note:
         out["note"] = run.note
@@ -481,7 +512,10 @@ def format_status(st: dict) -> str:
             if r["ctl"]:
                 lines.append(f"    {'ctl' if title == 'runs' else 'socket'}: {r['ctl']}")
             c = r["counters"]
-            if c:
+            if c and title == "udpd":
+                lines.append("    counters: " + "  ".join(f"{k} {v}" for k, v in c.items()
+                                                         if k != "t"))  # fmt: skip
+            elif c:
                 verdicts = "  ".join(f"{v} {c[v]}" for v in VERDICTS if v in c)
                 errors = c.get("errors") or {}
                 errs = "  ".join(f"{k} {'-' if v is None else v}" for k, v in errors.items())
