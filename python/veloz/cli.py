@@ -20,7 +20,19 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from veloz import build_nf, demo, gen, nfs, replay, run, sim, testbed_cli, udpd, version
+    from veloz import (
+        build_nf,
+        demo,
+        gen,
+        nfs,
+        replay,
+        run,
+        sim,
+        status,
+        testbed_cli,
+        udpd,
+        version,
+    )
     from veloz.control import cli as ctl
     from veloz.lab import bench, report, route_table
 
@@ -44,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_parser(sub)
     sim.add_parser(sub)
     udpd.add_parser(sub)
+    status.add_parser(sub)
     safeio.bound_numbers(parser)  # every number finite and in range
     return parser
 

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from veloz import config, linux_backend, paths, sim
+from veloz import config, linux_backend, metrics, paths, sim
 from veloz.control import objects
 from veloz.errors import VelozError
 
@@ -80,6 +80,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="GROUP",
         help="let this group's members use `veloz ctl` on the run (else root only): "
         "the control socket becomes root:GROUP 0660",
+    )
+    p.add_argument(
+        "--metrics",
+        metavar="ADDR:PORT",
+        help="serve the counters as Prometheus text on http://ADDR:PORT/metrics "
+        "(loopback or testbed addresses; see veloz/metrics.py)",
     )
     p.add_argument(
         "--dispatch",
@@ -181,15 +187,16 @@ def _refuse_foreign_options(args: argparse.Namespace) -> None:
         "--pmd": args.pmd != "af_xdp",
         "--no-huge": args.no_huge,
         "--ctl-group": args.ctl_group is not None,
+        "--metrics": args.metrics is not None,
         "EAL arguments": bool(args.passthrough),
     }
     accepted = {
         "afxdp": {"--workers", "--queues", "--batch", "--copy", "--zero-copy", "--busy-poll",
-                  "--xdp-mode", "--dispatch", "--alloc", "--ctl-group"},
-        "xdp": {"--dispatch", "--alloc", "--workers", "--ctl-group"},
-        "xdp-generic": {"--dispatch", "--alloc", "--workers", "--ctl-group"},
+                  "--xdp-mode", "--dispatch", "--alloc", "--ctl-group", "--metrics"},
+        "xdp": {"--dispatch", "--alloc", "--workers", "--ctl-group", "--metrics"},
+        "xdp-generic": {"--dispatch", "--alloc", "--workers", "--ctl-group", "--metrics"},
         "dpdk": {"--workers", "--queues", "--batch", "--pmd", "--no-huge", "EAL arguments",
-                 "--dispatch", "--alloc", "--ctl-group"},
+                 "--dispatch", "--alloc", "--ctl-group", "--metrics"},
     }.get(args.backend, set())  # fmt: skip
     for option, is_given in given.items():
         if is_given and option not in accepted:
@@ -200,6 +207,8 @@ def command(args: argparse.Namespace) -> list[str]:
     _refuse_foreign_options(args)
     if args.alloc and not args.dispatch:
         raise VelozError("--alloc goes with --dispatch")
+    if args.metrics is not None:
+        metrics.parse_listen(args.metrics)  # refused before anything is attached
     nf = paths.nf(args.nf)
     values = config.load(args.config) | config.parse_sets(args.set)
     values, nf_objects = objects.split_config(args.nf, values)
@@ -260,6 +269,17 @@ def lb_vips(values: dict) -> list:
     return out
 
 
+def _start_metrics(args: argparse.Namespace) -> None:
+    """Bind --metrics now (busy: refused before the NF is attached) and fork
+    its server, which reads this run's control socket (see metrics.py)."""
+    from veloz.control.client import socket_path
+
+    sock = metrics.listen(args.metrics)
+    first = args.iface[0]
+    metrics.fork_server(sock, lambda pid: metrics.RunCollector(lambda: socket_path(first), pid))
+    sock.close()
+
+
 def run(args: argparse.Namespace) -> int:
     if args.backend == "linux":
         _refuse_foreign_options(args)
@@ -273,6 +293,8 @@ def run(args: argparse.Namespace) -> int:
         return linux_backend.run(args.nf, list(dict.fromkeys(args.iface)), args.json,
                                  args.duration, args.interval, args.replace, vips)  # fmt: skip
     cmd = command(args)
+    if args.metrics is not None:
+        _start_metrics(args)
     # exec: SIGINT and SIGTERM reach the tool that must detach, not a wrapper.
     os.execv(cmd[0], cmd)
     return 1  # not reached

@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from veloz import paths, safeio
+from veloz import metrics, paths, safeio
 from veloz.errors import VelozError
 
 DEFAULT_SOCKET = "/run/veloz/udpd/udpd.sock"  # include/veloz/sock.h
@@ -357,7 +357,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="JSON lines: ready, stats, summary")
     p.add_argument("--replace", action="store_true",
                    help="remove a veloz program a killed udpd or run left attached")  # fmt: skip
+    p.add_argument("--metrics", metavar="ADDR:PORT",
+                   help="serve the counters as Prometheus text on http://ADDR:PORT/metrics "
+                   "(loopback or testbed addresses)")  # fmt: skip
     p.set_defaults(func=run)
+
+
+def stats_file(cfg: dict[str, Any]) -> str:
+    """Where vz-udpd keeps its latest stats line (`veloz status`, --metrics)."""
+    return str(cfg.get("socket", DEFAULT_SOCKET)) + ".stats.json"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -366,7 +374,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         # --check runs nothing: options that shape a run are a mistake here
         for given, option in ((args.json, "--json"), (args.replace, "--replace"),
-                              (args.interval_ms is not None, "--interval-ms")):  # fmt: skip
+                              (args.interval_ms is not None, "--interval-ms"),
+                              (args.metrics is not None, "--metrics")):  # fmt: skip
             if given:
                 raise VelozError(f"{option} does not go with --check (nothing runs)", code=2)
         cfg = load(args.config)
@@ -375,7 +384,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.config}: ok")
         return 0
     cmd = command(args.config, args.json, args.interval_ms, args.replace)
+    if args.metrics is not None:
+        metrics.parse_listen(args.metrics)
     if os.geteuid() != 0:
         raise VelozError("udpd needs root (it attaches an XDP program)", code=1)
+    stats = stats_file(load(args.config))
+    cmd += ["--stats-file", stats]
+    if args.metrics is not None:
+        # bound now: a busy address is refused before anything is attached
+        sock = metrics.listen(args.metrics)
+        metrics.fork_server(sock, lambda pid: metrics.UdpdCollector(Path(stats), pid))
+        sock.close()
     os.execv(cmd[0], cmd)
     return 1  # not reached

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/common.h"
@@ -31,34 +32,35 @@ void vz_snapshot_add(struct vz_snapshot *s, unsigned int w,
 	t->rt.from_kernel += c->rt.from_kernel;
 }
 
-static void json_missed(const struct vz_snapshot *s)
+static void json_missed(FILE *f, const struct vz_snapshot *s)
 {
 	if (s && s->rx_missed_known)
-		printf(", \"rx_missed\": %llu",
-		       (unsigned long long)s->rx_missed);
+		fprintf(f, ", \"rx_missed\": %llu",
+			(unsigned long long)s->rx_missed);
 	else
-		printf(", \"rx_missed\": null");
+		fprintf(f, ", \"rx_missed\": null");
 }
 
 /* s: the snapshot for the total, NULL for a worker (rx_missed: null) */
-static void json_counts(const struct vz_counter_view *view,
+static void json_counts(FILE *f, const struct vz_counter_view *view,
 			const struct vz_counts *c, const struct vz_snapshot *s)
 {
 	int v;
 
-	printf("\"packets\": %llu, \"bytes\": %llu",
-	       (unsigned long long)c->all.packets,
-	       (unsigned long long)c->all.bytes);
+	fprintf(f, "\"packets\": %llu, \"bytes\": %llu",
+		(unsigned long long)c->all.packets,
+		(unsigned long long)c->all.bytes);
 	for (v = 0; v < VZ_VERDICT_COUNT; v++)
-		printf(", \"%s\": %llu", vz_verdict_name(v),
-		       (unsigned long long)c->verdict[v].packets);
+		fprintf(f, ", \"%s\": %llu", vz_verdict_name(v),
+			(unsigned long long)c->verdict[v].packets);
 	if (view->runtime)
-		printf(", \"rx\": %llu, \"errors\": {\"rx_invalid\": %llu, "
-		       "\"tx_failed\": %llu, \"pass_failed\": %llu",
-		       (unsigned long long)c->rt.rx,
-		       (unsigned long long)c->rt.rx_invalid,
-		       (unsigned long long)c->rt.tx_failed,
-		       (unsigned long long)c->rt.pass_failed);
+		fprintf(f,
+			", \"rx\": %llu, \"errors\": {\"rx_invalid\": %llu, "
+			"\"tx_failed\": %llu, \"pass_failed\": %llu",
+			(unsigned long long)c->rt.rx,
+			(unsigned long long)c->rt.rx_invalid,
+			(unsigned long long)c->rt.tx_failed,
+			(unsigned long long)c->rt.pass_failed);
 	else
 		/*
 		 * The same shape on XDP: the NF runs on every frame the hook
@@ -66,12 +68,13 @@ static void json_counts(const struct vz_counter_view *view,
 		 * TAP; a TX the driver fails is counted by the driver (ethtool
 		 * -S), not here: null, not a zero that claims to know.
 		 */
-		printf(", \"rx\": %llu, \"errors\": {\"rx_invalid\": 0, "
-		       "\"tx_failed\": null, \"pass_failed\": 0",
-		       (unsigned long long)c->all.packets);
-	json_missed(s);
-	printf("}, \"from_kernel\": %llu",
-	       (unsigned long long)(view->runtime ? c->rt.from_kernel : 0));
+		fprintf(f,
+			", \"rx\": %llu, \"errors\": {\"rx_invalid\": 0, "
+			"\"tx_failed\": null, \"pass_failed\": 0",
+			(unsigned long long)c->all.packets);
+	json_missed(f, s);
+	fprintf(f, "}, \"from_kernel\": %llu",
+		(unsigned long long)(view->runtime ? c->rt.from_kernel : 0));
 }
 
 /* Written by the control socket's thread. */
@@ -80,32 +83,33 @@ static unsigned long ctl_refused(const struct vz_counter_view *view)
 	return __atomic_load_n(view->ctl_refused, __ATOMIC_RELAXED);
 }
 
-static void print_json(const struct vz_counter_view *view,
+static void print_json(FILE *f, const struct vz_counter_view *view,
 		       const struct vz_snapshot *s, double t, double pps,
 		       double bps, bool summary)
 {
 	unsigned int w;
 	int p;
 
-	printf("{%s\"t\": %.3f, \"nf\": \"%s\", ",
-	       summary ? "\"summary\": true, " : "", t, view->nf);
-	json_counts(view, &s->total, s);
-	printf(", \"pps\": %.0f, \"bps\": %.0f, \"redirected\": {", pps, bps);
+	fprintf(f, "{%s\"t\": %.3f, \"nf\": \"%s\", ",
+		summary ? "\"summary\": true, " : "", t, view->nf);
+	json_counts(f, view, &s->total, s);
+	fprintf(f, ", \"pps\": %.0f, \"bps\": %.0f, \"redirected\": {", pps,
+		bps);
 	for (p = 0; p < view->nports; p++)
-		printf("%s\"%s\": %llu", p ? ", " : "", view->ports[p],
-		       (unsigned long long)s->total.redirected[p]);
-	printf("}, \"workers\": [");
+		fprintf(f, "%s\"%s\": %llu", p ? ", " : "", view->ports[p],
+			(unsigned long long)s->total.redirected[p]);
+	fprintf(f, "}, \"workers\": [");
 	for (w = 0; w < s->nworkers; w++) {
-		printf("%s{\"worker\": %u, ", w ? ", " : "", w);
-		json_counts(view, &s->worker[w], NULL);
-		printf("}");
+		fprintf(f, "%s{\"worker\": %u, ", w ? ", " : "", w);
+		json_counts(f, view, &s->worker[w], NULL);
+		fprintf(f, "}");
 	}
-	printf("]");
+	fprintf(f, "]");
 	if (view->ctl_refused)
-		printf(", \"ctl_refused\": %lu", ctl_refused(view));
+		fprintf(f, ", \"ctl_refused\": %lu", ctl_refused(view));
 	if (view->extra)
-		view->extra(view->extra_arg, true);
-	printf("}\n");
+		view->extra(view->extra_arg, f, true);
+	fprintf(f, "}\n");
 }
 
 static void print_table(const struct vz_counter_view *view,
@@ -139,8 +143,25 @@ static void print_table(const struct vz_counter_view *view,
 	if (view->ctl_refused && ctl_refused(view))
 		printf("  ctl refused %lu", ctl_refused(view));
 	if (view->extra)
-		view->extra(view->extra_arg, false);
+		view->extra(view->extra_arg, stdout, false);
 	printf("\n");
+}
+
+/* The same JSON line, whatever stdout shows, kept for the control socket. */
+static void publish(const struct vz_counter_view *view,
+		    const struct vz_snapshot *s, double t, double pps,
+		    double bps, bool summary)
+{
+	char *line = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&line, &len);
+
+	if (!f)
+		return;
+	print_json(f, view, s, t, pps, bps, summary);
+	if (!fclose(f))
+		vz_ctl_publish_counters(view->ctl, line, len);
+	free(line);
 }
 
 void vz_counters_print(const struct vz_counter_view *view,
@@ -158,8 +179,10 @@ void vz_counters_print(const struct vz_counter_view *view,
 		      8 / dt;
 	}
 	if (view->json)
-		print_json(view, now, t, pps, bps, summary);
+		print_json(stdout, view, now, t, pps, bps, summary);
 	else
 		print_table(view, now, t, pps, bps, summary);
 	fflush(stdout);
+	if (view->ctl)
+		publish(view, now, t, pps, bps, summary);
 }

@@ -8,6 +8,7 @@
 #define VZ_CLI_COUNTERS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include <veloz/abi.h>
 #include <veloz/maps.h>
@@ -44,11 +45,13 @@ struct vz_counter_view {
 	bool runtime; /* print rx and the runtime's error counts */
 	/* connections the control socket refused (not root or the group) */
 	const unsigned long *ctl_refused;
+	/* where each line is also kept, as JSON, for the "counters" request */
+	struct vz_ctl *ctl;
 	/*
 	 * More of the line, or NULL: JSON keys (each with a leading ", ")
 	 * before the closing brace, or table columns before the newline.
 	 */
-	void (*extra)(const void *arg, bool json);
+	void (*extra)(const void *arg, FILE *f, bool json);
 	const void *extra_arg;
 };
 

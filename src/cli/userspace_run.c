@@ -440,6 +440,7 @@ static void print_counters(struct vz_us_run *run, const struct vz_snapshot *s,
 		.json = run->json,
 		.runtime = true,
 		.ctl_refused = &run->ctl.refused,
+		.ctl = &run->ctl,
 	};
 	int p;
 

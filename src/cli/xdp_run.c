@@ -148,7 +148,7 @@ static void take_snapshot(struct runner *r, struct vz_snapshot *s)
  * The dispatch stage's part of a counters line: frames sent to each CPU,
  * the active CPUs, flows and buckets moved (all counts since the start).
  */
-static void print_dispatch(const void *arg, bool json)
+static void print_dispatch(const void *arg, FILE *f, bool json)
 {
 	const struct runner *r = arg;
 	const struct vz_xdp_dispatch_stats *d = &r->dsp_stats;
@@ -156,52 +156,55 @@ static void print_dispatch(const void *arg, bool json)
 	unsigned int i;
 
 	if (!json) {
-		printf("  cpus");
+		fprintf(f, "  cpus");
 		for (i = 0; i < d->workers; i++)
-			printf(" %u:%llu", i,
-			       (unsigned long long)d->cpu_packets[i]);
-		printf("  active %u/%u  moved %llu", d->nactive, d->workers,
-		       (unsigned long long)(d->policy == VZ_DSP_BUCKETS_POLICY
-						    ? d->counter
-							      [VZ_DSP_BUCKETS_MOVED]
-						    : d->counter
-							      [VZ_DSP_FLOWS_MOVED]));
+			fprintf(f, " %u:%llu", i,
+				(unsigned long long)d->cpu_packets[i]);
+		fprintf(f, "  active %u/%u  moved %llu", d->nactive, d->workers,
+			(unsigned long long)(d->policy == VZ_DSP_BUCKETS_POLICY
+						     ? d->counter
+							       [VZ_DSP_BUCKETS_MOVED]
+						     : d->counter
+							       [VZ_DSP_FLOWS_MOVED]));
 		if (r->alloc)
-			printf("  reallocations %llu",
-			       (unsigned long long)(as->grows + as->shrinks));
+			fprintf(f, "  reallocations %llu",
+				(unsigned long long)(as->grows + as->shrinks));
 		return;
 	}
-	printf(", \"dispatch\": {\"policy\": \"%s\", \"workers\": %u, "
-	       "\"active\": [",
-	       vz_xdp_dispatch_policy_name(d->policy), d->workers);
+	fprintf(f,
+		", \"dispatch\": {\"policy\": \"%s\", \"workers\": %u, "
+		"\"active\": [",
+		vz_xdp_dispatch_policy_name(d->policy), d->workers);
 	for (i = 0; i < d->nactive; i++)
-		printf("%s%u", i ? ", " : "", d->active[i]);
-	printf("], \"cpu_packets\": [");
+		fprintf(f, "%s%u", i ? ", " : "", d->active[i]);
+	fprintf(f, "], \"cpu_packets\": [");
 	for (i = 0; i < d->workers; i++)
-		printf("%s%llu", i ? ", " : "",
-		       (unsigned long long)d->cpu_packets[i]);
-	printf("], \"flows_new\": %llu, \"flows_moved\": %llu, "
-	       "\"flows_aged\": %llu, \"flows\": %llu, "
-	       "\"buckets_moved\": %llu, \"bucket_moves_requested\": %llu, "
-	       "\"rebalances\": %llu, \"no_cpu\": %llu",
-	       (unsigned long long)d->counter[VZ_DSP_FLOWS_NEW],
-	       (unsigned long long)d->counter[VZ_DSP_FLOWS_MOVED],
-	       (unsigned long long)d->counter[VZ_DSP_FLOWS_AGED],
-	       (unsigned long long)d->flows,
-	       (unsigned long long)d->counter[VZ_DSP_BUCKETS_MOVED],
-	       (unsigned long long)d->buckets_requested,
-	       (unsigned long long)d->rebalances,
-	       (unsigned long long)d->counter[VZ_DSP_NO_CPU]);
+		fprintf(f, "%s%llu", i ? ", " : "",
+			(unsigned long long)d->cpu_packets[i]);
+	fprintf(f,
+		"], \"flows_new\": %llu, \"flows_moved\": %llu, "
+		"\"flows_aged\": %llu, \"flows\": %llu, "
+		"\"buckets_moved\": %llu, \"bucket_moves_requested\": %llu, "
+		"\"rebalances\": %llu, \"no_cpu\": %llu",
+		(unsigned long long)d->counter[VZ_DSP_FLOWS_NEW],
+		(unsigned long long)d->counter[VZ_DSP_FLOWS_MOVED],
+		(unsigned long long)d->counter[VZ_DSP_FLOWS_AGED],
+		(unsigned long long)d->flows,
+		(unsigned long long)d->counter[VZ_DSP_BUCKETS_MOVED],
+		(unsigned long long)d->buckets_requested,
+		(unsigned long long)d->rebalances,
+		(unsigned long long)d->counter[VZ_DSP_NO_CPU]);
 	if (r->alloc)
-		printf(", \"alloc\": {\"mean_active\": %.3f, "
-		       "\"reallocations\": %llu, \"grows\": %llu, "
-		       "\"shrinks\": %llu, \"written_off\": %llu}",
-		       vz_xdp_alloc_mean_active(&r->xa),
-		       (unsigned long long)(as->grows + as->shrinks),
-		       (unsigned long long)as->grows,
-		       (unsigned long long)as->shrinks,
-		       (unsigned long long)vz_xdp_alloc_written_off(&r->xa));
-	printf("}");
+		fprintf(f,
+			", \"alloc\": {\"mean_active\": %.3f, "
+			"\"reallocations\": %llu, \"grows\": %llu, "
+			"\"shrinks\": %llu, \"written_off\": %llu}",
+			vz_xdp_alloc_mean_active(&r->xa),
+			(unsigned long long)(as->grows + as->shrinks),
+			(unsigned long long)as->grows,
+			(unsigned long long)as->shrinks,
+			(unsigned long long)vz_xdp_alloc_written_off(&r->xa));
+	fprintf(f, "}");
 }
 
 static void print_stats(struct runner *r, const struct vz_snapshot *s,
@@ -215,6 +218,7 @@ static void print_stats(struct runner *r, const struct vz_snapshot *s,
 		.nports = r->nports,
 		.json = r->json,
 		.ctl_refused = &r->ctl.refused,
+		.ctl = &r->ctl,
 	};
 	int p;
 

@@ -134,6 +134,7 @@ void vz_ctl_init_bpf(struct vz_ctl *ctl, struct bpf_object *obj, const char *nf,
 
 	memset(ctl, 0, sizeof(*ctl));
 	ctl->listen_fd = -1;
+	pthread_mutex_init(&ctl->counters_lock, NULL);
 	ctl->nf = nf;
 	ctl->backend = backend;
 	bpf_object__for_each_map (map, obj) {
@@ -161,6 +162,7 @@ void vz_ctl_init_native(struct vz_ctl *ctl, const struct vz_native_nf *nf,
 
 	memset(ctl, 0, sizeof(*ctl));
 	ctl->listen_fd = -1;
+	pthread_mutex_init(&ctl->counters_lock, NULL);
 	ctl->nf = nf->desc->name;
 	ctl->backend = backend;
 	for (ref = nf->desc->maps;
@@ -799,6 +801,21 @@ static void do_dump(struct session *s, char *name, struct buf *out)
 	free(rows.data);
 }
 
+/* "ok 1" and the latest counters line, or "ok 0" before the first one */
+static void do_counters(struct vz_ctl *ctl, struct buf *out)
+{
+	pthread_mutex_lock(&ctl->counters_lock);
+	if (!ctl->counters) {
+		buf_printf(out, "ok 0\n");
+	} else if (!buf_reserve(out, ctl->counters_len + 8)) {
+		buf_printf(out, "ok 1\n");
+		memcpy(out->data + out->len, ctl->counters, ctl->counters_len);
+		out->len += ctl->counters_len;
+		buf_printf(out, "\n");
+	}
+	pthread_mutex_unlock(&ctl->counters_lock);
+}
+
 static void execute(struct session *s, char *line, struct buf *out)
 {
 	char *save = NULL, *verb = strtok_r(line, " \t\r", &save);
@@ -858,6 +875,8 @@ static void execute(struct session *s, char *line, struct buf *out)
 			buf_printf(out, "%d %s\n", i, s->ctl->ports[i]);
 	} else if (!strcmp(verb, "info")) {
 		buf_printf(out, "ok %s %s\n", s->ctl->nf, s->ctl->backend);
+	} else if (!strcmp(verb, "counters")) {
+		do_counters(s->ctl, out);
 	} else {
 		reply_error(s, out, "unknown request '%.40s'", verb);
 	}
@@ -1161,6 +1180,26 @@ int vz_ctl_listen(struct vz_ctl *ctl, gid_t gid, char *err, size_t errlen)
 	return 0;
 }
 
+void vz_ctl_publish_counters(struct vz_ctl *ctl, const char *line, size_t len)
+{
+	char *copy;
+
+	if (ctl->listen_fd < 0)
+		return;
+	while (len && line[len - 1] == '\n')
+		len--;
+	copy = malloc(len + 1);
+	if (!copy)
+		return; /* the reader sees the line before: stale, not wrong */
+	memcpy(copy, line, len);
+	copy[len] = '\0';
+	pthread_mutex_lock(&ctl->counters_lock);
+	free(ctl->counters);
+	ctl->counters = copy;
+	ctl->counters_len = len;
+	pthread_mutex_unlock(&ctl->counters_lock);
+}
+
 void vz_ctl_close(struct vz_ctl *ctl)
 {
 	ctl->stop = 1;
@@ -1173,4 +1212,9 @@ void vz_ctl_close(struct vz_ctl *ctl)
 	if (ctl->path[0])
 		unlink(ctl->path);
 	ctl->path[0] = '\0';
+	pthread_mutex_lock(&ctl->counters_lock);
+	free(ctl->counters);
+	ctl->counters = NULL;
+	ctl->counters_len = 0;
+	pthread_mutex_unlock(&ctl->counters_lock);
 }

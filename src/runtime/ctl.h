@@ -47,6 +47,14 @@ struct vz_ctl {
 	pthread_t thread;
 	bool serving;
 	volatile int stop;
+	/*
+	 * The runner's latest counters line (JSON, no newline) for the
+	 * "counters" request: `veloz status` and `--metrics` read it here
+	 * rather than parsing the runner's stdout, which is the user's.
+	 */
+	pthread_mutex_t counters_lock;
+	char *counters;
+	size_t counters_len;
 };
 
 /* The NF's maps in a BPF object, loaded or not (an ops file applied before
@@ -77,6 +85,13 @@ int vz_ctl_run_text(struct vz_ctl *ctl, const char *text, size_t len,
  * who connects is refused, whatever the file's mode, and counted.
  */
 int vz_ctl_listen(struct vz_ctl *ctl, gid_t gid, char *err, size_t errlen);
+/*
+ * Keep a copy of line (len bytes, one JSON object) as the reply to the
+ * "counters" request. The main loop calls it, the server thread reads it.
+ * Nothing is kept while the socket is not listening.
+ */
+void vz_ctl_publish_counters(struct vz_ctl *ctl, const char *line,
+			     size_t len);
 /* Stop serving, remove the socket. Safe to call when not listening. */
 void vz_ctl_close(struct vz_ctl *ctl);
 

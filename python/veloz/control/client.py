@@ -18,6 +18,9 @@ The protocol is lines of text, one reply line per request line; a reply of
     maps                            -> ok N, then "NAME TYPE KEYSIZE VALUESIZE MAX COPIES"
     ports                           -> ok N, then "PORT IFNAME"
     info                            -> ok NF BACKEND
+    counters                        -> ok 1, then the runner's latest counters
+                                       line (the JSON `veloz run --json`
+                                       prints), or ok 0 before the first
     begin / commit                  -> a transaction: if any operation between
                                        them fails, commit undoes the others
                                        and replies "error ...".
@@ -25,6 +28,7 @@ The protocol is lines of text, one reply line per request line; a reply of
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import struct
@@ -184,6 +188,24 @@ class Ctl:
 
     def ports(self) -> list[str]:
         return [line.split()[1] for line in self._listing("ports")]
+
+    def counters(self) -> dict | None:
+        """The runner's latest counters line, or None before the first."""
+        lines = self._listing("counters")
+        if not lines:
+            return None
+        try:
+            value = json.loads(lines[0])
+        except ValueError:
+            raise CtlError("the running NF sent a counters line that is not JSON") from None
+        if not isinstance(value, dict):
+            raise CtlError("the running NF sent a counters line that is not an object")
+        return value
+
+    def peer_pid(self) -> int:
+        """The pid of the process serving this socket (SO_PEERCRED)."""
+        creds = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", creds)[0]
 
     def info(self) -> tuple[str, str]:
         nf, backend = self.request("info").split()

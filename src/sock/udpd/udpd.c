@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -46,6 +47,8 @@
 
 struct opts {
 	const char *ifname, *socket_path;
+	const char
+		*stats_file; /* the latest stats line, for status and metrics */
 	struct vz_stack_config stack;
 	struct vz_sock_server_config server;
 	bool skb_mode, copy, replace, json, mac_set;
@@ -87,7 +90,7 @@ static const char usage[] =
 	"  [--rcvbuf BYTES] [--sndbuf BYTES] [--max-apps N] [--max-sockets N]\n"
 	"  [--arp-timeout-ms N] [--reasm-timeout-ms N] [--reasm-max-bytes N]\n"
 	"  [--cpu N] [--busy-poll-us N] [--skb-mode] [--copy] [--replace]\n"
-	"  [--interval-ms N] [--json]\n";
+	"  [--interval-ms N] [--json] [--stats-file PATH]\n";
 
 static int parse_mac(const char *text, __u8 mac[6])
 {
@@ -243,6 +246,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		O_INTERVAL,
 		O_BUSY,
 		O_JSON,
+		O_STATS_FILE,
 		O_HELP,
 		O_IP6,
 		O_GW6,
@@ -273,6 +277,7 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		{ "replace", no_argument, NULL, O_REPLACE },
 		{ "interval-ms", required_argument, NULL, O_INTERVAL },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "stats-file", required_argument, NULL, O_STATS_FILE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -386,6 +391,9 @@ static int parse_args(struct opts *o, int argc, char **argv)
 		case O_JSON:
 			o->json = true;
 			break;
+		case O_STATS_FILE:
+			o->stats_file = optarg;
+			break;
 		case O_HELP:
 			fputs(usage, stdout);
 			exit(0);
@@ -447,8 +455,8 @@ static void on_frame(void *opaque, const void *frame, size_t len)
 	vz_stack_input(u->stack, frame, len, u->now);
 }
 
-static void print_stats(const struct udpd *u, const char *event, bool json,
-			double t)
+static void print_stats(const struct udpd *u, FILE *f, const char *event,
+			bool json, double t)
 {
 	const struct vz_stack_stats *s = vz_stack_get_stats(u->stack);
 	const struct vz_sock_server_stats *v =
@@ -458,82 +466,109 @@ static void print_stats(const struct udpd *u, const char *event, bool json,
 	vz_udpd_port_get_stats(u->port, &p);
 #define F(x) (unsigned long long)(x)
 	if (!json) {
-		printf("%8.1fs rx %llu delivered %llu tx %llu | arp in %llu "
-		       "out %llu | icmp echo %llu | frags %llu reasm %llu | "
-		       "drops: ip %llu udp %llu no-port %llu ring-full %llu "
-		       "| apps %llu sockets %llu\n",
-		       t, F(s->rx_frames), F(s->rx_delivered), F(s->tx_frames),
-		       F(s->arp_requests_in), F(s->arp_replies_out),
-		       F(s->icmp_echo_out), F(s->frag_in),
-		       F(s->frag_reassembled),
-		       F(s->ip_bad_header + s->ip_bad_csum),
-		       F(s->udp_bad_len + s->udp_bad_csum), F(s->udp_no_port),
-		       F(v->rx_ring_full), F(v->apps), F(v->sockets));
-		fflush(stdout);
+		fprintf(f,
+			"%8.1fs rx %llu delivered %llu tx %llu | arp in %llu "
+			"out %llu | icmp echo %llu | frags %llu reasm %llu | "
+			"drops: ip %llu udp %llu no-port %llu ring-full %llu "
+			"| apps %llu sockets %llu\n",
+			t, F(s->rx_frames), F(s->rx_delivered), F(s->tx_frames),
+			F(s->arp_requests_in), F(s->arp_replies_out),
+			F(s->icmp_echo_out), F(s->frag_in),
+			F(s->frag_reassembled),
+			F(s->ip_bad_header + s->ip_bad_csum),
+			F(s->udp_bad_len + s->udp_bad_csum), F(s->udp_no_port),
+			F(v->rx_ring_full), F(v->apps), F(v->sockets));
+		fflush(f);
 		return;
 	}
-	printf("{\"event\": \"%s\", %s\"t\": %.3f, \"stack\": {"
-	       "\"rx_frames\": %llu, \"rx_delivered\": %llu, "
-	       "\"rx_not_for_us\": %llu, \"rx_bad_eth\": %llu, "
-	       "\"arp_requests_in\": %llu, \"arp_replies_out\": %llu, "
-	       "\"arp_replies_in\": %llu, \"arp_requests_out\": %llu, "
-	       "\"arp_probes_out\": %llu, "
-	       "\"arp_bad\": %llu, \"arp_unresolved_drops\": %llu, "
-	       "\"ip_bad_header\": %llu, \"ip_bad_csum\": %llu, "
-	       "\"ip_ttl_zero\": %llu, \"frag_in\": %llu, "
-	       "\"frag_reassembled\": %llu, \"frag_overlap\": %llu, "
-	       "\"frag_timeout\": %llu, \"frag_no_memory\": %llu, "
-	       "\"frag_evicted\": %llu, "
-	       "\"frag_bad\": %llu, \"icmp_echo_in\": %llu, "
-	       "\"icmp_echo_out\": %llu, \"icmp_bad\": %llu, "
-	       "\"icmp_unreach_out\": %llu, \"udp_bad_len\": %llu, "
-	       "\"udp_bad_csum\": %llu, \"udp_no_port\": %llu, "
-	       "\"tx_frames\": %llu, \"tx_full\": %llu, "
-	       "\"tx_fragments\": %llu}, ",
-	       event, strcmp(event, "summary") ? "" : "\"summary\": true, ", t,
-	       F(s->rx_frames), F(s->rx_delivered), F(s->rx_not_for_us),
-	       F(s->rx_bad_eth), F(s->arp_requests_in), F(s->arp_replies_out),
-	       F(s->arp_replies_in), F(s->arp_requests_out),
-	       F(s->arp_probes_out), F(s->arp_bad), F(s->arp_unresolved_drops),
-	       F(s->ip_bad_header), F(s->ip_bad_csum), F(s->ip_ttl_zero),
-	       F(s->frag_in), F(s->frag_reassembled), F(s->frag_overlap),
-	       F(s->frag_timeout), F(s->frag_no_memory), F(s->frag_evicted),
-	       F(s->frag_bad), F(s->icmp_echo_in), F(s->icmp_echo_out),
-	       F(s->icmp_bad), F(s->icmp_unreach_out), F(s->udp_bad_len),
-	       F(s->udp_bad_csum), F(s->udp_no_port), F(s->tx_frames),
-	       F(s->tx_full), F(s->tx_fragments));
-	printf("\"stack6\": {\"ip6_bad_header\": %llu, \"nd_solicits_in\": %llu, "
-	       "\"nd_adverts_in\": %llu, \"nd_bad\": %llu, "
-	       "\"nd_adverts_out\": %llu, \"nd_solicits_out\": %llu, "
-	       "\"nd_probes_out\": %llu, \"nd_unresolved_drops\": %llu, "
-	       "\"icmp6_echo_in\": %llu, \"icmp6_echo_out\": %llu, "
-	       "\"icmp6_bad\": %llu, \"icmp6_other\": %llu, "
-	       "\"icmp6_unreach_out\": %llu}, ",
-	       F(s->ip6_bad_header), F(s->nd_solicits_in), F(s->nd_adverts_in),
-	       F(s->nd_bad), F(s->nd_adverts_out), F(s->nd_solicits_out),
-	       F(s->nd_probes_out), F(s->nd_unresolved_drops),
-	       F(s->icmp6_echo_in), F(s->icmp6_echo_out), F(s->icmp6_bad),
-	       F(s->icmp6_other), F(s->icmp6_unreach_out));
-	printf("\"sockets\": {\"apps\": %llu, \"apps_total\": %llu, "
-	       "\"apps_refused\": %llu, \"apps_died\": %llu, "
-	       "\"sockets\": %llu, \"rx_queued\": %llu, "
-	       "\"rx_ring_full\": %llu, \"tx_sent\": %llu, "
-	       "\"tx_errors\": %llu, \"bad_requests\": %llu}, ",
-	       F(v->apps), F(v->apps_total), F(v->apps_refused),
-	       F(v->apps_died), F(v->sockets), F(v->rx_queued),
-	       F(v->rx_ring_full), F(v->tx_sent), F(v->tx_errors),
-	       F(v->bad_requests));
-	printf("\"poller\": {\"sleeps\": %llu}, ", F(u->sleeps));
-	printf("\"port\": {\"rx_frames\": %llu, \"rx_invalid\": %llu, "
-	       "\"tx_frames\": %llu, \"tx_full\": %llu, "
-	       "\"tx_kicks\": %llu, \"tx_kick_stalls\": %llu, "
-	       "\"xsk_rx_dropped\": %llu, \"xsk_rx_ring_full\": %llu, "
-	       "\"xsk_fill_empty\": %llu}}\n",
-	       F(p.rx_frames), F(p.rx_invalid), F(p.tx_frames), F(p.tx_full),
-	       F(p.tx_kicks), F(p.tx_kick_stalls), F(p.xsk_rx_dropped),
-	       F(p.xsk_rx_ring_full), F(p.xsk_fill_empty));
+	fprintf(f,
+		"{\"event\": \"%s\", %s\"t\": %.3f, \"stack\": {"
+		"\"rx_frames\": %llu, \"rx_delivered\": %llu, "
+		"\"rx_not_for_us\": %llu, \"rx_bad_eth\": %llu, "
+		"\"arp_requests_in\": %llu, \"arp_replies_out\": %llu, "
+		"\"arp_replies_in\": %llu, \"arp_requests_out\": %llu, "
+		"\"arp_probes_out\": %llu, "
+		"\"arp_bad\": %llu, \"arp_unresolved_drops\": %llu, "
+		"\"ip_bad_header\": %llu, \"ip_bad_csum\": %llu, "
+		"\"ip_ttl_zero\": %llu, \"frag_in\": %llu, "
+		"\"frag_reassembled\": %llu, \"frag_overlap\": %llu, "
+		"\"frag_timeout\": %llu, \"frag_no_memory\": %llu, "
+		"\"frag_evicted\": %llu, "
+		"\"frag_bad\": %llu, \"icmp_echo_in\": %llu, "
+		"\"icmp_echo_out\": %llu, \"icmp_bad\": %llu, "
+		"\"icmp_unreach_out\": %llu, \"udp_bad_len\": %llu, "
+		"\"udp_bad_csum\": %llu, \"udp_no_port\": %llu, "
+		"\"tx_frames\": %llu, \"tx_full\": %llu, "
+		"\"tx_fragments\": %llu}, ",
+		event, strcmp(event, "summary") ? "" : "\"summary\": true, ", t,
+		F(s->rx_frames), F(s->rx_delivered), F(s->rx_not_for_us),
+		F(s->rx_bad_eth), F(s->arp_requests_in), F(s->arp_replies_out),
+		F(s->arp_replies_in), F(s->arp_requests_out),
+		F(s->arp_probes_out), F(s->arp_bad), F(s->arp_unresolved_drops),
+		F(s->ip_bad_header), F(s->ip_bad_csum), F(s->ip_ttl_zero),
+		F(s->frag_in), F(s->frag_reassembled), F(s->frag_overlap),
+		F(s->frag_timeout), F(s->frag_no_memory), F(s->frag_evicted),
+		F(s->frag_bad), F(s->icmp_echo_in), F(s->icmp_echo_out),
+		F(s->icmp_bad), F(s->icmp_unreach_out), F(s->udp_bad_len),
+		F(s->udp_bad_csum), F(s->udp_no_port), F(s->tx_frames),
+		F(s->tx_full), F(s->tx_fragments));
+	fprintf(f,
+		"\"stack6\": {\"ip6_bad_header\": %llu, \"nd_solicits_in\": %llu, "
+		"\"nd_adverts_in\": %llu, \"nd_bad\": %llu, "
+		"\"nd_adverts_out\": %llu, \"nd_solicits_out\": %llu, "
+		"\"nd_probes_out\": %llu, \"nd_unresolved_drops\": %llu, "
+		"\"icmp6_echo_in\": %llu, \"icmp6_echo_out\": %llu, "
+		"\"icmp6_bad\": %llu, \"icmp6_other\": %llu, "
+		"\"icmp6_unreach_out\": %llu}, ",
+		F(s->ip6_bad_header), F(s->nd_solicits_in), F(s->nd_adverts_in),
+		F(s->nd_bad), F(s->nd_adverts_out), F(s->nd_solicits_out),
+		F(s->nd_probes_out), F(s->nd_unresolved_drops),
+		F(s->icmp6_echo_in), F(s->icmp6_echo_out), F(s->icmp6_bad),
+		F(s->icmp6_other), F(s->icmp6_unreach_out));
+	fprintf(f,
+		"\"sockets\": {\"apps\": %llu, \"apps_total\": %llu, "
+		"\"apps_refused\": %llu, \"apps_died\": %llu, "
+		"\"sockets\": %llu, \"rx_queued\": %llu, "
+		"\"rx_ring_full\": %llu, \"tx_sent\": %llu, "
+		"\"tx_errors\": %llu, \"bad_requests\": %llu}, ",
+		F(v->apps), F(v->apps_total), F(v->apps_refused),
+		F(v->apps_died), F(v->sockets), F(v->rx_queued),
+		F(v->rx_ring_full), F(v->tx_sent), F(v->tx_errors),
+		F(v->bad_requests));
+	fprintf(f, "\"poller\": {\"sleeps\": %llu}, ", F(u->sleeps));
+	fprintf(f,
+		"\"port\": {\"rx_frames\": %llu, \"rx_invalid\": %llu, "
+		"\"tx_frames\": %llu, \"tx_full\": %llu, "
+		"\"tx_kicks\": %llu, \"tx_kick_stalls\": %llu, "
+		"\"xsk_rx_dropped\": %llu, \"xsk_rx_ring_full\": %llu, "
+		"\"xsk_fill_empty\": %llu}}\n",
+		F(p.rx_frames), F(p.rx_invalid), F(p.tx_frames), F(p.tx_full),
+		F(p.tx_kicks), F(p.tx_kick_stalls), F(p.xsk_rx_dropped),
+		F(p.xsk_rx_ring_full), F(p.xsk_fill_empty));
 #undef F
-	fflush(stdout);
+	fflush(f);
+}
+
+/*
+ * The same JSON line into o->stats_file, whole or not at all (a reader
+ * never sees half a line): `veloz status` and `veloz udpd --metrics` read
+ * it, as stdout is the user's.
+ */
+static void write_stats_file(const struct opts *o, const struct udpd *u,
+			     double t)
+{
+	char tmp[PATH_MAX];
+	FILE *f;
+
+	if (!o->stats_file || snprintf(tmp, sizeof(tmp), "%s.tmp",
+				       o->stats_file) >= (int)sizeof(tmp))
+		return;
+	f = fopen(tmp, "we");
+	if (!f)
+		return;
+	print_stats(u, f, "stats", true, t);
+	if (fclose(f) || rename(tmp, o->stats_file))
+		unlink(tmp);
 }
 
 static void print_ready(const struct opts *o, const struct udpd *u)
@@ -616,8 +651,9 @@ static int run(const struct opts *o, struct udpd *u)
 			next_check = u->now + 100000000;
 		}
 		if (u->now >= next_stats) {
-			print_stats(u, "stats", o->json,
+			print_stats(u, stdout, "stats", o->json,
 				    (double)(u->now - start) / 1e9);
+			write_stats_file(o, u, (double)(u->now - start) / 1e9);
 			next_stats = u->now + (__u64)(o->interval_s * 1e9);
 		}
 		/* Nothing to do: let an application sharing the CPU run;
@@ -648,7 +684,10 @@ static int run(const struct opts *o, struct udpd *u)
 		work = vz_sock_server_poll(u->server, send_dgram, u, TX_BUDGET);
 		vz_udpd_port_flush(u->port);
 	}
-	print_stats(u, "summary", o->json, (double)(now_ns() - start) / 1e9);
+	print_stats(u, stdout, "summary", o->json,
+		    (double)(now_ns() - start) / 1e9);
+	if (o->stats_file)
+		unlink(o->stats_file); /* nothing left in /run */
 	if (ret)
 		vz_err("%s disappeared while running; stopped", o->ifname);
 	return ret;
