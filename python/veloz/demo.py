@@ -214,8 +214,9 @@ def print_cost(rows: list[dict], settings: dict) -> None:
         )
     _console().print(table)
     print(
-        "cost: the machine's busy CPU minus the generator into a null XDP sink at the same rate\n"
-        "(medians), so what a backend costs beyond taking a frame into XDP; ns/packet = cores /\n"
-        "frames done per second. afxdp and dpdk busy-poll a whole core at any load. (!): more\n"
+        "cost: softirq + the NF process's CPU, minus the same for the generator into a null XDP\n"
+        "sink at that rate (medians): what a backend costs beyond taking a frame into XDP;\n"
+        "ns/packet = cores / frames done per second. afxdp and dpdk busy-poll a core at any\n"
+        "load. (!): more\n"
         f"than {headline_cost.COST_MAX_LOSS:.1%} lost, the rate was not sustained."
     )

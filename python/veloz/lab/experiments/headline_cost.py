@@ -7,12 +7,15 @@ at a rate everyone sustains does not. Per trial, the drop NF runs on every
 backend at `cost_rate` (the smallest frame size), and the generator runs
 into a sink that only counts at the same rate (backend 'generator').
 
-The DUT's cores: the machine's busy CPU (/proc/stat, every kind) minus the
-median of the generator-into-a-sink runs at that rate, as the cpu
-experiment does: on veth the receiving side runs in the sender's context,
-so no one counter holds the DUT's share. The floor's sink is itself an XDP
-program, so the figure is what a backend costs beyond taking a frame into
-XDP and counting it; it is clamped at 0 (a backend cheaper than the noise).
+The DUT's cores: the CPU where the DUT's work is done, softirq time (the
+veth's NAPI, where XDP, AF_XDP's copy and netfilter run; /proc/stat) plus
+the NF process's own time (the userspace backends' workers), minus the
+median of the same for the generator into a sink at that rate. Not the
+machine's whole busy CPU, as the cpu experiment takes: this machine is
+shared, and other work's user time would be counted as the DUT's. The
+floor's sink is itself an XDP program, so the figure is what a backend
+costs beyond taking a frame into XDP and counting it; it is clamped at 0
+(a backend cheaper than the noise).
 ns per packet = the DUT's cores / frames done per second. Busy-polling
 backends (afxdp, dpdk) hold a core whatever the load, and pay it here.
 
@@ -29,6 +32,7 @@ from veloz.lab import stats, summary
 COST_RATE = 500_000  # pps: below every backend's peak on the testbed (linux drop ~1.8 Mpps)
 COST_MAX_LOSS = 0.005
 COST_NF = "drop"
+CPU = "cpu_dut"  # softirq + the NF process, in cores (trial.measure)
 
 
 def cost_size(s: dict) -> int:
@@ -41,10 +45,10 @@ def cost_rate(s: dict) -> int:
 
 def derive(records: list[dict]) -> list[dict]:
     """The cost records, each with cpu_dut_cores and ns_per_packet filled in
-    (against the generator's median busy CPU at the same rate and size)."""
+    (against the generator's median at the same rate and size)."""
     cost = [r for r in records if r.get("kind") == "cost"]
     floor = {
-        (rate, size): statistics.median(r["cpu_busy"] for r in recs)
+        (rate, size): statistics.median(r[CPU] for r in recs)
         for (rate, size, backend), recs in summary.group(
             cost, "target_pps", "size", "backend"
         ).items()
@@ -55,7 +59,7 @@ def derive(records: list[dict]) -> list[dict]:
         if base is None or r["backend"] == "generator":
             r["cpu_dut_cores"] = r["ns_per_packet"] = None
             continue
-        cores = max(0.0, r["cpu_busy"] - base)
+        cores = max(0.0, r[CPU] - base)
         r["cpu_dut_cores"] = cores
         r["ns_per_packet"] = cores * 1e9 / r["rate_pps"] if r["rate_pps"] else None
     return [r for r in cost if r["backend"] != "generator"]
