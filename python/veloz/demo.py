@@ -217,6 +217,5 @@ def print_cost(rows: list[dict], settings: dict) -> None:
         "cost: softirq + the NF process's CPU, minus the same for the generator into a null XDP\n"
         "sink at that rate (medians): what a backend costs beyond taking a frame into XDP;\n"
         "ns/packet = cores / frames done per second. afxdp and dpdk busy-poll a core at any\n"
-        "load. (!): more\n"
-        f"than {headline_cost.COST_MAX_LOSS:.1%} lost, the rate was not sustained."
+        f"load. (!): more than {headline_cost.COST_MAX_LOSS:.1%} lost: the rate was not sustained."
     )
