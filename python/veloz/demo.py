@@ -10,7 +10,7 @@
    testbed can offer. Prints each backend's median rate with its 95% CI and
    its ratio to linux, and writes the results and an HTML report.
 4. Cost, in the same trials: the drop NF at a fixed offered rate below
-   every backend's peak (--cost-rate, 500 kpps), and the generator into a
+   every backend's peak (--cost-rate, 200 kpps), and the generator into a
    null sink at that rate. Prints the DUT's CPU cores and ns per packet
    with 95% CIs, and the ratio of ns per packet to linux with its CI: where
    the generator caps the peak, the cost still shows the difference.
@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sizes", default="64,1500", help="headline frame sizes")
     p.add_argument(
         "--cost-rate",
-        default="500k",
+        default="200k",
         help="offered pps of the cost phase, below every backend's peak",
     )
     p.add_argument("--out", metavar="DIR", help="results and report (default ./veloz-results/…)")
@@ -214,8 +214,9 @@ def print_cost(rows: list[dict], settings: dict) -> None:
         )
     _console().print(table)
     print(
-        "cost: softirq + the NF process's CPU, minus the same for the generator into a null XDP\n"
-        "sink at that rate (medians): what a backend costs beyond taking a frame into XDP;\n"
+        "cost: the generator's and the NF's CPU (on veth the receiver runs in the sender's\n"
+        "system call) and softirq, minus the same for the generator into a null XDP sink at\n"
+        "that rate (medians): what a backend costs beyond taking a frame into XDP;\n"
         "ns/packet = cores / frames done per second. afxdp and dpdk busy-poll a core at any\n"
         f"load. (!): more than {headline_cost.COST_MAX_LOSS:.1%} lost: the rate was not sustained."
     )

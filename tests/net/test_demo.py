@@ -39,8 +39,10 @@ def test_demo_counts_every_frame_then_compares_every_backend_with_linux(testbed,
         for m in (r["ns_per_packet"], r["cores"]):
             assert m["median"] is not None and m["median"] >= 0
             assert m["low"] <= m["median"] <= m["high"]
-        assert r["vs_linux"]["ratio"] is not None and r["vs_linux"]["ratio"] >= 0
-    assert out["cost"][-1]["vs_linux"]["ratio"] == 1.0
+        ratio = r["vs_linux"]
+        # one trial: linux's cost may be within the noise (0, and then no ratio)
+        assert ratio["ratio"] is None or ratio["low"] <= ratio["ratio"] <= ratio["high"]
+    assert out["cost"][-1]["vs_linux"]["ratio"] in (1.0, None)
     # the summary at the top of the report: each backend's peak per NF and its cost
     figures = {(row[0], row[1]) for row in out["summary"]["rows"]}
     for b in BACKENDS:

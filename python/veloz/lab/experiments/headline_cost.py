@@ -7,16 +7,18 @@ at a rate everyone sustains does not. Per trial, the drop NF runs on every
 backend at `cost_rate` (the smallest frame size), and the generator runs
 into a sink that only counts at the same rate (backend 'generator').
 
-The DUT's cores: the CPU where the DUT's work is done, softirq time (the
-veth's NAPI, where XDP, AF_XDP's copy and netfilter run; /proc/stat) plus
-the NF process's own time (the userspace backends' workers), minus the
-median of the same for the generator into a sink at that rate. Not the
-machine's whole busy CPU, as the cpu experiment takes: this machine is
-shared, and other work's user time would be counted as the DUT's. The
-floor's sink is itself an XDP program, so the figure is what a backend
-costs beyond taking a frame into XDP and counting it; it is clamped at 0
-(a backend cheaper than the noise).
-ns per packet = the DUT's cores / frames done per second. Busy-polling
+The DUT's cores: the CPU time of the processes that do the DUT's work,
+the generator's and the NF's (trial.measure: cpu_gen_process and
+cpu_nf_process), and the machine's softirq time, minus the median of the
+same for the generator into a sink at that rate. On veth the receiving
+side runs in the sender's context: the DUT's XDP program, the skb it
+builds and netfilter run in the generator's system call, as its time (on
+this kernel /proc/stat shows no softirq time at all). Not the machine's
+whole busy CPU, as the cpu experiment takes: on a shared machine other
+work's time would count as the DUT's. The floor's sink is itself an XDP
+program, so the figure is what a backend costs beyond taking a frame into
+XDP and counting it; it is clamped at 0 (a backend cheaper than the
+noise). ns per packet = the DUT's cores / frames done per second. Busy-polling
 backends (afxdp, dpdk) hold a core whatever the load, and pay it here.
 
 A backend that lost more than COST_MAX_LOSS of the offered frames did not
@@ -29,10 +31,13 @@ import statistics
 
 from veloz.lab import stats, summary
 
-COST_RATE = 500_000  # pps: below every backend's peak on the testbed (linux drop ~1.8 Mpps)
+# pps: below every backend's peak on the testbed (afxdp's and dpdk's copy mode
+# drop 0.25-1.8 Mpps on this shared machine, linux 2-3)
+COST_RATE = 200_000
 COST_MAX_LOSS = 0.005
 COST_NF = "drop"
-CPU = "cpu_dut"  # softirq + the NF process, in cores (trial.measure)
+# Of trial.measure's record, in cores: where the DUT's work is counted.
+CPU = ("cpu_gen_process", "cpu_nf_process", "cpu_softirq")
 
 
 def cost_size(s: dict) -> int:
@@ -43,12 +48,16 @@ def cost_rate(s: dict) -> int:
     return int(s.get("cost_rate") or COST_RATE)
 
 
+def _cores(r: dict) -> float:
+    return sum(r[k] for k in CPU)
+
+
 def derive(records: list[dict]) -> list[dict]:
     """The cost records, each with cpu_dut_cores and ns_per_packet filled in
     (against the generator's median at the same rate and size)."""
     cost = [r for r in records if r.get("kind") == "cost"]
     floor = {
-        (rate, size): statistics.median(r[CPU] for r in recs)
+        (rate, size): statistics.median(_cores(r) for r in recs)
         for (rate, size, backend), recs in summary.group(
             cost, "target_pps", "size", "backend"
         ).items()
@@ -59,7 +68,7 @@ def derive(records: list[dict]) -> list[dict]:
         if base is None or r["backend"] == "generator":
             r["cpu_dut_cores"] = r["ns_per_packet"] = None
             continue
-        cores = max(0.0, r[CPU] - base)
+        cores = max(0.0, _cores(r) - base)
         r["cpu_dut_cores"] = cores
         r["ns_per_packet"] = cores * 1e9 / r["rate_pps"] if r["rate_pps"] else None
     return [r for r in cost if r["backend"] != "generator"]
