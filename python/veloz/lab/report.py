@@ -143,7 +143,8 @@ def _p(p: float | None) -> str:
 def _box_strip(ax, s: dict, cats: list, offset: float, width: float, color: str) -> None:
     """Every trial of each category: a box-and-whisker plot (whiskers at min
     and max, so no point is an outlier twice), the points themselves spread
-    sideways in trial order, and the median's CI as a black bar."""
+    sideways in trial order, and the median with its CI as a red bar beside
+    the box."""
     pos, data, med, below, above = [], [], [], [], []
     for x, vals, y, lo, hi in zip(s["x"], s["points"], s["y"], s.get("low") or s["y"],
                                   s.get("high") or s["y"], strict=False):  # fmt: skip
@@ -170,8 +171,10 @@ def _box_strip(ax, s: dict, cats: list, offset: float, width: float, color: str)
         ax.scatter(xs, vals, s=14, color=color, edgecolors="black", linewidths=0.4, zorder=3,
                    label=s["label"] if i == 0 else None)  # fmt: skip
     if med:
-        ax.errorbar([m[0] for m in med], [m[1] for m in med], yerr=[below, above], fmt="none",
-                    ecolor="black", elinewidth=1.2, capsize=4, zorder=4)  # fmt: skip
+        # beside the box, in red: not to be read as its whiskers
+        ax.errorbar([m[0] + width * 0.42 for m in med], [m[1] for m in med],
+                    yerr=[below, above], fmt="D", markersize=3, color="tab:red",
+                    elinewidth=1.2, capsize=3, zorder=4)  # fmt: skip
 
 
 def plot_png(plot: dict, title: str) -> str | None:
