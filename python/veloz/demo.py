@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         print_exact(exact)
         print_headline(result["records"], settings)
         print_cost(cost, settings)
+        print_side_by_side(result["records"], cost, settings)
         print(f"took {took['total_s']:.0f} s: peak runs {took['peak_s']:.0f} s, cost runs "
               f"{took['cost_s']:.0f} s, the rest (testbed, exact phase, report) "
               f"{took['total_s'] - took['peak_s'] - took['cost_s']:.0f} s")  # fmt: skip
@@ -220,3 +221,36 @@ def print_cost(rows: list[dict], settings: dict) -> None:
         "ns/packet = cores / frames done per second. afxdp and dpdk busy-poll a core at any\n"
         f"load. (!): more than {headline_cost.COST_MAX_LOSS:.1%} lost: the rate was not sustained."
     )
+
+
+def print_side_by_side(records: list[dict], cost: list[dict], settings: dict) -> None:
+    """The headline in one table: each backend's peak ratio to linux (drop,
+    the smallest size) beside its cost ratio, both with their CIs."""
+    from veloz.lab import stats, summary
+    from veloz.lab.experiments import headline_cost
+
+    size, rate = headline_cost.cost_size(settings), headline_cost.cost_rate(settings)
+    peak = [r for r in records if r.get("kind") == "peak" and r["size"] == size
+            and r["nf"] == headline_cost.COST_NF]  # fmt: skip
+    base = summary.values([r for r in peak if r["backend"] == "linux"], "rate_pps")
+    by_cost = {r["backend"]: r for r in cost}
+    table = Table(title=f"headline: {headline_cost.COST_NF}, {size} B, against linux: the peak "
+                        f"rate, and the cost per packet at {rate / 1e6:g} Mpps")  # fmt: skip
+    for col in ("backend", "peak vs linux", "95% CI", "cost vs linux", "95% CI "):
+        table.add_column(col, justify="left" if col == "backend" else "right")
+
+    def fmt(r: dict | None) -> tuple[str, str]:
+        if not r or r.get("ratio") is None:
+            return "–", "–"
+        return f"{r['ratio']:.3g}x", f"{r['low']:.3g}–{r['high']:.3g}"
+
+    for (backend,), recs in summary.group(peak, "backend").items():
+        xs = summary.values(recs, "rate_pps")
+        p = stats.ratio_of_medians(xs, base) if base and xs else None
+        c = by_cost.get(backend)
+        cost_ratio = fmt(c["vs_linux"]) if c else ("–", "–")
+        if c and not c["sustained"]:
+            cost_ratio = (cost_ratio[0] + " (!)", cost_ratio[1])
+        name = "generator (ceiling)" if backend == "generator" else backend
+        table.add_row(name, *fmt(p), *cost_ratio)
+    _console().print(table)
