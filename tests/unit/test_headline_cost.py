@@ -173,3 +173,20 @@ def test_plots_with_trial_points_draw_boxes_and_dots():
         assert len(drawn["ax"].patches) == len(sec["plot"]["series"][0]["x"])  # bars
     finally:
         plt.subplots = real
+
+
+def test_demo_prints_the_cost_and_the_peak_beside_it(capsys):
+    from veloz import demo
+
+    recs = records(afxdp_lost=100_000)
+    cost = headline_cost.table(recs)
+    demo.print_cost(cost, SETTINGS)
+    demo.print_side_by_side(recs, cost, SETTINGS)
+    out = capsys.readouterr().out
+    assert "cost: drop, 64 B at 0.5 Mpps offered" in out
+    assert "headline: drop, 64 B, against linux" in out
+    lines = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
+    assert "0.04x" in lines["xdp"] and "2.89x" in lines["xdp"]  # cost beside peak
+    assert "(!)" in lines["afxdp"] and "(!)" not in lines["xdp"]
+    assert "–" in lines["generator (ceiling)"]  # a ceiling, no cost of its own
+    assert "1x" in lines["linux"] or "1.000x" in lines["linux"]
