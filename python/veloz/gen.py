@@ -17,6 +17,8 @@ _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
 # Past any link (a 1.6 Tbit/s port carries 2.4 G minimum-size frames per
 # second): a typo, and beyond it float digits overflow to infinity.
 MAX_RATE = 10**10
+# live frames per kernel batch (vz-gen --batch); the kernel's own default
+BATCH = 64
 
 
 def parse_rate(text: str, size: int, option: str = "--rate") -> int:
@@ -74,6 +76,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--afxdp", action="store_true", help="send through an AF_XDP socket, not live frames"
     )
     p.add_argument("--queue", type=int, default=0, help="the AF_XDP socket's queue")
+    p.add_argument("--batch", type=int, default=BATCH,
+                   help=f"live frames per kernel batch, 1-256 (default {BATCH})")  # fmt: skip
     stop = p.add_mutually_exclusive_group()
     stop.add_argument("--count", type=int, help="packets to send")
     stop.add_argument("--duration", type=float, default=None, help="seconds to send")
@@ -104,6 +108,10 @@ def command(args: argparse.Namespace) -> list[str]:
         raise VelozError("--generic, --replace and --count-only go with --sink")
     if args.queue != 0 and not args.afxdp:
         raise VelozError("--queue goes with --afxdp (live frames have no queue to choose)")
+    if not 1 <= args.batch <= 256:
+        raise VelozError("--batch must be between 1 and 256 (the kernel's most)")
+    if args.batch != BATCH and args.afxdp:
+        raise VelozError("--batch is for live frames, not --afxdp")
     if not 60 <= args.size <= 3520:
         raise VelozError("--size must be between 60 and 3520 bytes")
     if args.flows < 1 or args.flows > 64511:
@@ -154,6 +162,8 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd += ["--dst-range", args.dst_range] if args.dst_range else []
     if args.afxdp:
         cmd += ["--afxdp", "--queue", str(args.queue)]
+    if args.batch != BATCH:
+        cmd += ["--batch", str(args.batch)]
     if args.count is not None:
         cmd += ["--count", str(args.count)]
     else:
@@ -170,7 +180,8 @@ def sink_command(args: argparse.Namespace) -> list[str]:
                           ("--rate", args.rate != "100k"), ("--flows", args.flows != 1),
                           ("--dsts", args.dsts != 1), ("--tcp", args.tcp),
                           ("--ipv6", args.ipv6), ("--afxdp", args.afxdp),
-                          ("--queue", args.queue != 0)):  # fmt: skip
+                          ("--queue", args.queue != 0),
+                          ("--batch", args.batch != BATCH)):  # fmt: skip
         if given:
             raise VelozError(f"{option}: a sending option, not one of --sink")
     given = [f"--{a.replace('_', '-')}" for a in sending if getattr(args, a) is not None]

@@ -50,6 +50,13 @@
 #define GEN_DST_PORT 9 /* discard: the default, and the sink's */
 #define GEN_BASE_PORT 1024
 #define GEN_MAX_CHUNK 65536
+/*
+ * Frames per live-frames batch: the kernel transmits and flushes (waking
+ * the receiver's NAPI) once a batch. 64 is the kernel's default
+ * (NAPI_POLL_WEIGHT), 256 its most (TEST_XDP_MAX_BATCH).
+ */
+#define GEN_DEFAULT_BATCH 64
+#define GEN_MAX_BATCH 256
 
 struct gen {
 	const char *ifname;
@@ -68,6 +75,7 @@ struct gen {
 	bool ipv6, tcp;
 	bool afxdp; /* through an AF_XDP socket, not live frames */
 	__u32 queue;
+	__u32 batch; /* live frames per kernel batch */
 	struct in_addr src_ip, dst_ip;
 	struct in6_addr src_ip6, dst_ip6;
 	bool json;
@@ -242,7 +250,7 @@ static void usage(FILE *out)
 		"              [--count N | --duration S] [--tcp] [--json]"
 		" [--bpf gen.bpf.o]\n"
 		"              [--afxdp [--queue Q]] [--dsts N --dst-range CIDR]\n"
-		"              [--dst-port N]\n"
+		"              [--dst-port N] [--batch 1..256]\n"
 		"  addresses are IPv4 or IPv6 (both the same family)\n");
 }
 
@@ -267,6 +275,7 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		{ "dsts", required_argument, NULL, 'n' },
 		{ "dst-range", required_argument, NULL, 'R' },
 		{ "dst-port", required_argument, NULL, 'P' },
+		{ "batch", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -368,6 +377,12 @@ static int parse_args(struct gen *g, int argc, char **argv)
 				return 2;
 			g->dst_port = (__u16)n;
 			break;
+		case 'B':
+			if (vz_parse_u64("--batch", optarg, 1, GEN_MAX_BATCH,
+					 &n))
+				return 2;
+			g->batch = (__u32)n;
+			break;
 		case 'q':
 			if (vz_parse_u64("--queue", optarg, 0, 4095, &n))
 				return 2;
@@ -413,6 +428,10 @@ static int parse_args(struct gen *g, int argc, char **argv)
 	}
 	if (g->dsts < 1 || g->dsts > 65536) {
 		vz_err("--dsts must be between 1 and 65536");
+		return 2;
+	}
+	if (g->batch != GEN_DEFAULT_BATCH && g->afxdp) {
+		vz_err("--batch is for live frames, not --afxdp");
 		return 2;
 	}
 	if (g->dsts > 1 && (g->ipv6 || g->afxdp || !g->have_dst_range)) {
@@ -495,7 +514,8 @@ static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = g->frame,
 		    .data_size_in = g->size, .ctx_in = &ctx,
 		    .ctx_size_in = sizeof(ctx),
-		    .flags = BPF_F_TEST_XDP_LIVE_FRAMES);
+		    .flags = BPF_F_TEST_XDP_LIVE_FRAMES,
+		    .batch_size = g->batch);
 	__u64 sent = 0, chunk;
 	double start = vz_now_s(), due, t, shown = start;
 	bool progress = isatty(STDERR_FILENO);
@@ -555,10 +575,10 @@ static void report(const struct gen *g, __u64 sent, double secs,
 
 	if (g->json) {
 		printf("{\"iface\": \"%s\", \"size\": %u, \"flows\": %u, "
-		       "\"dsts\": %u, "
+		       "\"dsts\": %u, \"batch\": %u, "
 		       "\"target_pps\": %llu, \"sent\": %llu, \"seconds\": "
 		       "%.6f, \"pps\": %.0f, \"bps\": %.0f",
-		       g->ifname, g->size, g->flows, g->dsts,
+		       g->ifname, g->size, g->flows, g->dsts, g->batch,
 		       (unsigned long long)g->rate, (unsigned long long)sent,
 		       secs, pps, pps * g->size * 8);
 		if (known)
@@ -616,6 +636,7 @@ int main(int argc, char **argv)
 			 .rate = 100000,
 			 .flows = 1,
 			 .dsts = 1,
+			 .batch = GEN_DEFAULT_BATCH,
 			 .dst_port = GEN_DST_PORT };
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct vz_iface_lock lo_lock = { .fd = -1 };

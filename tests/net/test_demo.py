@@ -18,7 +18,8 @@ BACKENDS = ["xdp", "xdp-generic", "afxdp", "dpdk", "linux"]
 def test_demo_counts_every_frame_then_compares_every_backend_with_linux(testbed, tmp_path):
     done = subprocess.run(
         veloz_argv("demo", "--count", "20000", "--rate", "200k", "--trials", "1", "--seconds",
-                   "0.3", "--sizes", "64", "--keep-testbed", "--json", "--out", str(tmp_path)),
+                   "0.3", "--sizes", "64", "--cost-rate", "100k", "--keep-testbed", "--json",
+                   "--out", str(tmp_path)),
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -28,8 +29,36 @@ def test_demo_counts_every_frame_then_compares_every_backend_with_linux(testbed,
         assert r["sent"] == r["counted"] == 20000
         assert r["errors"]["rx_missed"] in (0, None)
     titles = [s["title"] for s in out["headline"]]
-    assert titles == ["drop, 64 B: peak rate against linux", "tx, 64 B: peak rate against linux"]
-    for section in out["headline"]:
+    assert titles == ["drop, 64 B: peak rate against linux", "tx, 64 B: peak rate against linux",
+                      "Cost: drop, 64 B at 0.1 Mpps offered: ns per packet",
+                      "Cost: drop, 64 B at 0.1 Mpps offered: the DUT's CPU cores"]  # fmt: skip
+    # the cost at a fixed rate: every backend, ns/packet and cores with CIs, ratio to linux
+    assert [r["backend"] for r in out["cost"]] == BACKENDS
+    for r in out["cost"]:
+        assert r["trials"] == 1 and r["sustained"], r
+        for m in (r["ns_per_packet"], r["cores"]):
+            assert m["median"] is not None and m["median"] >= 0
+            assert m["low"] <= m["median"] <= m["high"]
+        ratio = r["vs_linux"]
+        # one trial: linux's cost may be within the noise (0, and then no ratio)
+        assert ratio["ratio"] is None or ratio["low"] <= ratio["ratio"] <= ratio["high"]
+    assert out["cost"][-1]["vs_linux"]["ratio"] in (1.0, None)
+    # the summary at the top of the report: each backend's peak per NF and its cost
+    figures = {(row[0], row[1]) for row in out["summary"]["rows"]}
+    for b in BACKENDS:
+        assert {
+            ("drop 64 B peak", b),
+            ("tx 64 B peak", b),
+            ("drop 64 B cost at 0.1 Mpps", b),
+        } <= figures
+    assert ("drop 64 B peak", "generator") in figures
+    assert out["timing"]["peak_s"] > 0 and out["timing"]["cost_s"] > 0
+    assert out["timing"]["total_s"] > out["timing"]["peak_s"] + out["timing"]["cost_s"]
+    html = open(out["report"]).read()
+    assert html.index('class="summary"') < html.index("<h2>Headline")
+    for section in out["headline"][:2]:
+        # every trial is in the plot beside its median
+        assert all(len(p) == 1 for s in section["plot"]["series"] for p in s["points"])
         rows = section["table"]["rows"]
         assert [row[0] for row in rows] == ["generator", *BACKENDS]
         linux = rows[-1]

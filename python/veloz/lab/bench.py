@@ -255,6 +255,8 @@ def run_experiment(settings: dict, out: Path, console: Console | None = None) ->
         "records": ctx.records,
         "sections": exp.sections(ctx.records, settings),
     }
+    if hasattr(exp, "summary"):  # the figures the report puts at the top of its page
+        result["summary"] = exp.summary(ctx.records, settings)
     path = out / f"{exp.name}.json"
     safeio.write_text(path, json.dumps(result, indent=1) + "\n", "--out")  # checked, not assumed
     return path

@@ -2,8 +2,12 @@
 
 Every `*.json` in DIR written by `veloz bench` becomes a part of the report:
 its environment and settings, then each section (text, plot, table, tests).
-Plots are drawn with matplotlib and embedded as PNG data, so the file opens
-in any browser with nothing else beside it.
+A result with a `summary` (the headline's figures) has it at the top of the
+page. Plots show every trial: categories as box-and-whisker plots (CSIT's
+style: the box holds the middle half, whiskers reach min and max) with each
+trial's point and the median's 95% CI, curves as the median's line and band
+with each trial's point. They are drawn with matplotlib and embedded as PNG
+data, so the file opens in any browser with nothing else beside it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,14 @@ p.text { white-space: pre-line; }
 <body>
 <h1>veloz lab report</h1>
 <p>Generated {{ generated }} from {{ directory }}.</p>
+{% for r in results if r.summary %}
+<section class="summary" id="summary-{{ r.experiment }}">
+<h2>Summary: {{ r.summary.title }}</h2>
+{% if r.summary.text %}<p class="text">{{ r.summary.text }}</p>{% endif %}
+<table><tr>{% for c in r.summary.columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for row in r.summary.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
+{% endfor %}</table></section>
+{% endfor %}
 {% for r in results %}
 <h2>{{ r.title }}</h2>
 <p>Experiment <code>{{ r.experiment }}</code>, {{ r.started }} – {{ r.finished }};
@@ -128,6 +140,43 @@ def _p(p: float | None) -> str:
     return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3g}"
 
 
+def _box_strip(ax, s: dict, cats: list, offset: float, width: float, color: str) -> None:
+    """Every trial of each category: a box-and-whisker plot (whiskers at min
+    and max, so no point is an outlier twice), the points themselves spread
+    sideways in trial order, and the median with its CI as a red bar beside
+    the box."""
+    pos, data, med, below, above = [], [], [], [], []
+    for x, vals, y, lo, hi in zip(s["x"], s["points"], s["y"], s.get("low") or s["y"],
+                                  s.get("high") or s["y"], strict=False):  # fmt: skip
+        vals = [v for v in vals or [] if v is not None]
+        if not vals:
+            continue
+        pos.append(cats.index(x) + offset)
+        data.append(vals)
+        if y is not None:
+            med.append((pos[-1], y))
+            below.append(max(0.0, y - (lo if lo is not None else y)))
+            above.append(max(0.0, (hi if hi is not None else y) - y))
+    if not data:
+        return
+    box = ax.boxplot(data, positions=pos, widths=width * 0.7, whis=(0, 100), showfliers=False,
+                     patch_artist=True, manage_ticks=False,
+                     medianprops={"color": "black"})  # fmt: skip
+    for b in box["boxes"]:
+        b.set_facecolor(color)
+        b.set_alpha(0.35)
+    for i, (p, vals) in enumerate(zip(pos, data, strict=True)):
+        step = width * 0.6 / max(len(vals), 1)
+        xs = [p + (k - (len(vals) - 1) / 2) * step for k in range(len(vals))]
+        ax.scatter(xs, vals, s=14, color=color, edgecolors="black", linewidths=0.4, zorder=3,
+                   label=s["label"] if i == 0 else None)  # fmt: skip
+    if med:
+        # beside the box, in red: not to be read as its whiskers
+        ax.errorbar([m[0] + width * 0.42 for m in med], [m[1] for m in med],
+                    yerr=[below, above], fmt="D", markersize=3, color="tab:red",
+                    elinewidth=1.2, capsize=3, zorder=4)  # fmt: skip
+
+
 def plot_png(plot: dict, title: str) -> str | None:
     """The section's plot as base64 PNG, or None if it has nothing to draw."""
     import matplotlib
@@ -138,33 +187,49 @@ def plot_png(plot: dict, title: str) -> str | None:
     series = [s for s in plot.get("series", []) if any(y is not None for y in s.get("y", []))]
     if not series:
         return None
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, ax = plt.subplots(figsize=(7, 3.8), dpi=110)
     try:
         if plot["kind"] == "bar":
             cats = list(dict.fromkeys(x for s in series for x in s["x"]))
             width = 0.8 / len(series)
             for i, s in enumerate(series):
+                offset = -0.4 + width * (i + 0.5)
+                if s.get("points") and len(s["points"]) == len(s["x"]):
+                    # every trial: box, whiskers, points, the median's CI
+                    _box_strip(ax, s, cats, offset, width, colors[i % len(colors)])
+                    continue
                 pts = [(cats.index(x), y, lo, hi) for x, y, lo, hi in
                        zip(s["x"], s["y"], s.get("low") or s["y"], s.get("high") or s["y"],
                            strict=False) if y is not None]  # fmt: skip
-                xs = [p[0] - 0.4 + width * (i + 0.5) for p in pts]
+                xs = [p[0] + offset for p in pts]
                 ys = [p[1] for p in pts]
                 below = [max(0, p[1] - (p[2] if p[2] is not None else p[1])) for p in pts]
                 above = [max(0, (p[3] if p[3] is not None else p[1]) - p[1]) for p in pts]
                 # Error bars only where the series has a CI: zero-length caps are noise.
                 err = [below, above] if s.get("low") or s.get("high") else None
-                ax.bar(xs, ys, width, yerr=err, capsize=3, label=s["label"])
+                ax.bar(xs, ys, width, yerr=err, capsize=3, label=s["label"],
+                       color=colors[i % len(colors)])  # fmt: skip
             ax.set_xticks(range(len(cats)), cats, rotation=20)
+            ax.set_xlim(-0.6, len(cats) - 0.4)
+            if plot.get("yscale", "linear") == "linear":
+                ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))  # ratios read off the heights
         else:
-            for s in series:
+            for i, s in enumerate(series):
+                color = colors[i % len(colors)]
                 pts = [(x, y, lo, hi) for x, y, lo, hi in
                        zip(s["x"], s["y"], s.get("low") or s["y"], s.get("high") or s["y"],
                            strict=False) if y is not None]  # fmt: skip
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s["label"])
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s["label"],
+                        color=color)  # fmt: skip
                 band = [p for p in pts if p[2] is not None and p[3] is not None]
                 if band:
                     ax.fill_between([p[0] for p in band], [p[2] for p in band],
-                                    [p[3] for p in band], alpha=0.2)  # fmt: skip
+                                    [p[3] for p in band], alpha=0.2, color=color)  # fmt: skip
+                trials = [p for p in s.get("points") or [] if p[1] is not None]
+                if trials:  # every trial, as small dots around the median's line
+                    ax.scatter([p[0] for p in trials], [p[1] for p in trials], s=8,
+                               color=color, alpha=0.6, zorder=3)  # fmt: skip
             ax.set_xscale(plot.get("xscale", "linear"))
         ax.set_yscale(plot.get("yscale", "linear"))
         ax.set_xlabel(plot.get("xlabel", ""))
@@ -211,9 +276,16 @@ def _part(r: dict) -> dict:
     columns = list(dict.fromkeys(k for rec in records for k in rec if k not in HIDDEN_FIELDS))
     context = [(f"environment: {k}", fmt(v)) for k, v in r.get("environment", {}).items()]
     context += [(f"setting: {k}", fmt(v)) for k, v in r.get("settings", {}).items()]
+    summary = r.get("summary")
     return {
         "title": r.get("title") or r["experiment"],
         "experiment": r["experiment"],
+        "summary": {
+            "title": summary.get("title", ""),
+            "text": summary.get("text", ""),
+            "columns": summary["columns"],
+            "rows": [[fmt(c) for c in row] for row in summary["rows"]],
+        } if summary else None,
         "started": r.get("started", "?"),
         "finished": r.get("finished", "?"),
         "file": r["_file"],

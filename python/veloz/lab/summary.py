@@ -40,7 +40,9 @@ def rate_section(
     """Median and 95% CI of `metric` per category (and per series, if given),
     each category's ratio to the baseline's, and the rank tests: each
     category against the baseline (Mann-Whitney U), all together
-    (Kruskal-Wallis). A grouped bar plot with CI error bars."""
+    (Kruskal-Wallis). A plot of every trial's value per category (the
+    report draws box-and-whisker plots with the points and the median's CI,
+    as CSIT does), from which the medians are read."""
     cats = list(group(records, category))
     sers = list(group(records, series)) if series else [(None,)]
     rows, plot_series, tests = [], [], []
@@ -48,7 +50,7 @@ def rate_section(
         sub = [r for r in records if series is None or r.get(series) == s]
         by_cat = {c: values(g, metric) for (c,), g in group(sub, category).items()}
         base = by_cat.get(baseline) if baseline else None
-        ys, lows, highs = [], [], []
+        ys, lows, highs, points = [], [], [], []
         for (c,) in cats:
             xs = by_cat.get(c, [])
             m = stats.summarize(xs)
@@ -67,11 +69,12 @@ def rate_section(
             ys.append(_scaled(m["median"], unit))
             lows.append(_scaled(m["low"], unit))
             highs.append(_scaled(m["high"], unit))
+            points.append([_scaled(v, unit) for v in xs])  # every trial, for the strip
             if base and c != baseline and xs:
                 tests.append(stats.mann_whitney(xs, base) | {"groups": _names(s, c, baseline)})
         label = str(s) if series else unit_name
         plot_series.append({"label": label, "x": [str(c) for (c,) in cats], "y": ys,
-                            "low": lows, "high": highs})  # fmt: skip
+                            "low": lows, "high": highs, "points": points})  # fmt: skip
         if len([v for v in by_cat.values() if v]) > 2:
             kw = stats.kruskal_wallis([v for v in by_cat.values() if v])
             tests.append(kw | {"groups": [f"{s}: all" if series else "all"]})
@@ -110,7 +113,8 @@ def curve_section(
     x_scale: float = 1.0,
 ) -> dict:
     """y against x per series: the median of the trials at each x and its CI
-    (a line with a band), and a table of the same."""
+    (a line with a band), every trial as a point, and a table of the
+    medians."""
     rows, plot_series = [], []
     for (s,), sub in group(records, series).items():
         by_x: dict[float, list[float]] = {}
@@ -120,9 +124,11 @@ def curve_section(
                 continue
             by_x.setdefault(xv, []).append(r[y])
         xs = sorted(by_x)
-        line = {"label": str(s), "x": [], "y": [], "low": [], "high": []}
+        line = {"label": str(s), "x": [], "y": [], "low": [], "high": [], "points": []}
         for xv in xs:
             m = stats.summarize(by_x[xv])
+            # every trial, [x, y], drawn as dots around the median's line
+            line["points"] += [[xv / x_scale, _scaled(v, y_scale)] for v in by_x[xv]]
             line["x"].append(xv / x_scale)
             line["y"].append(_scaled(m["median"], y_scale))
             line["low"].append(_scaled(m["low"], y_scale))

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from veloz.lab import summary, trial
+from veloz.lab.experiments import headline_cost
 
 SPEED_NOTE = (
     "Testbed figures: the generator, the DUT and the veth pairs share this machine's CPUs, "
@@ -34,7 +36,10 @@ def _peak_backends(settings: dict) -> list[str]:
 
 
 def _measure(ctx, label: str, nf: str, backend: str, size: int, rate: int, **tags) -> dict:
+    t0 = time.monotonic()
     rec = trial.measure(nf, backend, size=size, rate=rate, seconds=ctx.settings["seconds"])
+    # the run's wall time with the NF's start and stop: what a phase costs the demo
+    rec["wall_s"] = time.monotonic() - t0
     return ctx.record(label, rec, **tags)
 
 
@@ -233,7 +238,8 @@ class Noisy(Throughput):
 
 
 class Headline(Throughput):
-    """The README's main job: drop and tx, 64 and 1500 B, every backend, vs linux."""
+    """The README's main job: drop and tx, 64 and 1500 B, every backend, vs linux;
+    and the cost of each backend per packet at a fixed rate (headline_cost)."""
 
     def __init__(self) -> None:
         super().__init__("drop")
@@ -241,10 +247,12 @@ class Headline(Throughput):
         self.title = "Headline: drop and tx on every backend against the Linux kernel"
 
     def count(self, s: dict) -> int:
-        return s["trials"] * len(s["sizes"]) * (len(s["nfs"]) * len(s["backends"]) + 1)
+        peaks = s["trials"] * len(s["sizes"]) * (len(s["nfs"]) * len(s["backends"]) + 1)
+        return peaks + s["trials"] * len(_peak_backends(s))  # + the cost phase
 
     def run(self, ctx) -> None:
         s = ctx.settings
+        rate, size_c = headline_cost.cost_rate(s), headline_cost.cost_size(s)
         for t in range(s["trials"]):
             for size in s["sizes"]:
                 _measure(ctx, f"generator {size} B", "drop", "generator", size, 0, kind="peak",
@@ -253,13 +261,20 @@ class Headline(Throughput):
                     for backend in s["backends"]:
                         _measure(ctx, f"{nf} {backend} {size} B", nf, backend, size, 0,
                                  kind="peak", trial=t, experiment=self.name)  # fmt: skip
+            # in the same trial, so drift spreads over peaks and costs alike
+            for backend in _peak_backends(s):
+                nf = headline_cost.COST_NF
+                _measure(ctx, f"cost: {nf} {backend} {size_c} B at {rate / 1e6:g} Mpps", nf,
+                         backend, size_c, rate, kind="cost", trial=t,
+                         experiment=self.name)  # fmt: skip
 
     def sections(self, records: list[dict], s: dict) -> list[dict]:
         out = []
+        peaks = [r for r in records if r.get("kind", "peak") == "peak"]
         for size in s["sizes"]:
-            gen = [r for r in records if r["size"] == size and r["backend"] == "generator"]
+            gen = [r for r in peaks if r["size"] == size and r["backend"] == "generator"]
             for nf in s["nfs"]:
-                at = [r for r in records if r["size"] == size and r["nf"] == nf
+                at = [r for r in peaks if r["size"] == size and r["nf"] == nf
                       and r["backend"] != "generator"]  # fmt: skip
                 out.append(summary.rate_section(
                     gen + at, f"{nf}, {size} B: peak rate against linux",
@@ -268,7 +283,10 @@ class Headline(Throughput):
                           "tx: frames that came back to vz-gen (linux: IP forwarding out of the "
                           "same port). ") + SPEED_NOTE,
                 ))  # fmt: skip
-        return out
+        return out + headline_cost.sections(records, s)
+
+    def summary(self, records: list[dict], s: dict) -> dict:
+        return headline_cost.headline_summary(records, s)
 
 
 DROP, TX, REDIRECT = Throughput("drop"), Throughput("tx"), Throughput("redirect")

@@ -1,0 +1,49 @@
+"""`veloz gen --batch`: live frames per kernel batch, handed to vz-gen and
+checked on both sides (no root, nothing sent)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from veloz import cli, gen, paths
+from veloz.errors import VelozError
+
+
+def command(*argv: str) -> list[str]:
+    args = cli.build_parser().parse_args(["gen", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01",
+                                          "--src-ip", "127.0.0.1", "--dst-ip", "127.0.0.2",
+                                          *argv])  # fmt: skip
+    return gen.command(args)
+
+
+def test_batch_reaches_vz_gen_only_when_given():
+    assert "--batch" not in command("--rate", "0")
+    cmd = command("--rate", "0", "--batch", "256")
+    assert cmd[cmd.index("--batch") + 1] == "256"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--batch", "0"], "--batch must be between 1 and 256"),
+     (["--batch", "257"], "--batch must be between 1 and 256"),
+     (["--batch", "128", "--afxdp"], "--batch is for live frames, not --afxdp")],
+)  # fmt: skip
+def test_bad_batches_are_refused(argv, message):
+    with pytest.raises(VelozError, match=message):
+        command(*argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--batch", "300"], "--batch must be a whole number from 1 to 256, not '300'"),
+     (["--batch", "64x"], "--batch"),
+     (["--batch", "8", "--afxdp"], "--batch is for live frames, not --afxdp")],
+)  # fmt: skip
+def test_vz_gen_refuses_bad_batches_itself(argv, message):
+    argv = [str(paths.tool("vz-gen")), "--iface", "lo", "--dst-mac", "02:00:00:00:00:01",
+            "--src-ip", "198.18.0.1", "--dst-ip", "198.18.0.2", *argv]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2, done
+    assert message in done.stderr and done.stderr.count("\n") == 1, done.stderr
