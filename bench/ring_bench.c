@@ -107,27 +107,27 @@ static unsigned int deq(struct rings *r, int lib, void **objs, unsigned int n,
  * its own straight loop (as ring_perf_autotest's, whose burst size is a
  * constant per call).
  */
-#define SINGLE_LOOP(fn, lib, burst)                                           \
-	static double fn(struct rings *r, __u64 iters)                        \
-	{                                                                     \
-		void *objs[MAX_BURST];                                        \
-		__u64 i, t0, got = 0;                                         \
-		unsigned int k;                                               \
-                                                                              \
-		for (k = 0; k < MAX_BURST; k++)                               \
-			objs[k] = (void *)(unsigned long)(k + 1);             \
-		t0 = tsc();                                                   \
-		for (i = 0; i < iters; i++) {                                 \
-			got += enq(r, lib, objs, burst, burst);               \
-			got -= deq(r, lib, objs, burst, burst);               \
-		}                                                             \
-		t0 = tsc() - t0;                                              \
-		if (got) {                                                    \
-			printf("MISMATCH %s burst %u: %llu left\n",           \
+#define SINGLE_LOOP(fn, lib, burst)                                            \
+	static double fn(struct rings *r, __u64 iters)                         \
+	{                                                                      \
+		void *objs[MAX_BURST];                                         \
+		__u64 i, t0, got = 0;                                          \
+		unsigned int k;                                                \
+                                                                               \
+		for (k = 0; k < MAX_BURST; k++)                                \
+			objs[k] = (void *)(unsigned long)(k + 1);              \
+		t0 = tsc();                                                    \
+		for (i = 0; i < iters; i++) {                                  \
+			got += enq(r, lib, objs, burst, burst);                \
+			got -= deq(r, lib, objs, burst, burst);                \
+		}                                                              \
+		t0 = tsc() - t0;                                               \
+		if (got) {                                                     \
+			printf("MISMATCH %s burst %u: %llu left\n",            \
 			       lib_name[lib], burst, (unsigned long long)got); \
-			wrong = 1;                                            \
-		}                                                             \
-		return (double)t0 / (double)(iters * burst);                  \
+			wrong = 1;                                             \
+		}                                                              \
+		return (double)t0 / (double)(iters * burst);                   \
 	}
 SINGLE_LOOP(single_vz_1, LIB_VZ, 1)
 SINGLE_LOOP(single_vz_32, LIB_VZ, 32)
@@ -302,7 +302,8 @@ int main(int argc, char **argv)
 		r.rte = mem;
 		if (rte_ring_init(r.rte, "vz-ring-bench", RING_SIZE,
 				  RING_F_SP_ENQ | RING_F_SC_DEQ)) {
-			fprintf(stderr, "vz-ring-bench: rte_ring_init failed\n");
+			fprintf(stderr,
+				"vz-ring-bench: rte_ring_init failed\n");
 			return 1;
 		}
 	}

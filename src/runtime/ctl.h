@@ -90,8 +90,7 @@ int vz_ctl_listen(struct vz_ctl *ctl, gid_t gid, char *err, size_t errlen);
  * "counters" request. The main loop calls it, the server thread reads it.
  * Nothing is kept while the socket is not listening.
  */
-void vz_ctl_publish_counters(struct vz_ctl *ctl, const char *line,
-			     size_t len);
+void vz_ctl_publish_counters(struct vz_ctl *ctl, const char *line, size_t len);
 /* Stop serving, remove the socket. Safe to call when not listening. */
 void vz_ctl_close(struct vz_ctl *ctl);
 

@@ -100,9 +100,9 @@ static inline void vz__spsc_words(unsigned char *dst, const unsigned char *src,
 	}
 }
 
-static inline void vz__spsc_copy_burst(const struct vz_spsc *r,
-				       unsigned int at, unsigned char *buf,
-				       unsigned int n, bool in)
+static inline void vz__spsc_copy_burst(const struct vz_spsc *r, unsigned int at,
+				       unsigned char *buf, unsigned int n,
+				       bool in)
 {
 	unsigned int idx = at & r->mask, first = r->mask + 1 - idx;
 	unsigned char *ring = r->slots + (size_t)idx * r->size;
@@ -119,12 +119,10 @@ static inline void vz__spsc_copy_burst(const struct vz_spsc *r,
 				vz__spsc_words(buf, ring, n);
 		} else if (in) {
 			vz__spsc_words(ring, buf, first);
-			vz__spsc_words(r->slots, buf + first * w,
-				       n - first);
+			vz__spsc_words(r->slots, buf + first * w, n - first);
 		} else {
 			vz__spsc_words(buf, ring, first);
-			vz__spsc_words(buf + first * w, r->slots,
-				       n - first);
+			vz__spsc_words(buf + first * w, r->slots, n - first);
 		}
 		return;
 	}
@@ -143,9 +141,8 @@ static inline void vz__spsc_copy_burst(const struct vz_spsc *r,
  * Producer: up to n entries from `entries` (contiguous, size bytes each),
  * one index store for all of them; how many went in (0 when full).
  */
-static inline unsigned int vz_spsc_push_burst(struct vz_spsc *r,
-					      const void *entries,
-					      unsigned int n)
+static inline unsigned int
+vz_spsc_push_burst(struct vz_spsc *r, const void *entries, unsigned int n)
 {
 	unsigned int head = r->head, room;
 

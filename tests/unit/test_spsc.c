@@ -13,15 +13,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                       \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, \
-				__LINE__);                     \
-			fprintf(stderr, __VA_ARGS__);          \
-			fputc('\n', stderr);                   \
-			failures++;                            \
-		}                                              \
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fputc('\n', stderr);                                 \
+			failures++;                                          \
+		}                                                            \
 	} while (0)
 
 struct odd {
@@ -57,8 +56,8 @@ static void bursts_words(void)
 			in[k] = next + k;
 		room = CAP - vz_spsc_count(&r);
 		put = vz_spsc_push_burst(&r, in, n);
-		CHECK(put == (n < room ? n : room), "push_burst %u of %u, room %u",
-		      put, n, room);
+		CHECK(put == (n < room ? n : room),
+		      "push_burst %u of %u, room %u", put, n, room);
 		CHECK(vz_spsc_count(&r) <= CAP, "count %u over capacity",
 		      vz_spsc_count(&r));
 		next += put;
@@ -106,8 +105,8 @@ static void mixed_odd(void)
 		}
 		if (round % 3 == 0) {
 			if (vz_spsc_pop(&r, &one)) {
-				CHECK(odd_get(&one) == expect, "odd %u, want %u",
-				      odd_get(&one), expect);
+				CHECK(odd_get(&one) == expect,
+				      "odd %u, want %u", odd_get(&one), expect);
 				CHECK(one.b[11] == (unsigned char)expect,
 				      "odd tail byte");
 				expect++;
@@ -118,7 +117,8 @@ static void mixed_odd(void)
 				CHECK(odd_get(&out[k]) == expect + k,
 				      "odd %u, want %u", odd_get(&out[k]),
 				      expect + k);
-				CHECK(out[k].b[11] == (unsigned char)(expect + k),
+				CHECK(out[k].b[11] ==
+					      (unsigned char)(expect + k),
 				      "odd tail byte");
 			}
 			expect += got;
@@ -160,7 +160,8 @@ static void two_threads(void)
 	CHECK(vz_spsc_init(&r, 64, sizeof(buf[0])) == 0, "init");
 	CHECK(pthread_create(&p, NULL, producer, &r) == 0, "thread");
 	while (expect < SEQ) {
-		got = vz_spsc_pop_burst(&r, buf, (unsigned int)(expect % 31) + 1);
+		got = vz_spsc_pop_burst(&r, buf,
+					(unsigned int)(expect % 31) + 1);
 		for (k = 0; k < got; k++)
 			bad += buf[k] != expect + k;
 		expect += got;
