@@ -331,7 +331,7 @@ r, w = os.pipe()
 ep = select.epoll()
 ep.register(s.fileno(), select.EPOLLIN | select.EPOLLET)
 ep.register(r, select.EPOLLIN)
-echoed = wakeups = 0
+echoed = wakeups = empty = 0
 print("ready", flush=True)
 while True:
     events = ep.poll(5)
@@ -339,9 +339,10 @@ while True:
         sys.exit("epoll_wait timed out")
     for fd, ev in events:
         if fd == r:
-            print(f"echoed {echoed} wakeups {wakeups}", flush=True)
+            print(f"echoed {echoed} wakeups {wakeups} empty {empty}", flush=True)
             sys.exit(0)
         wakeups += 1
+        got = 0
         while True:
             try:
                 d, peer = s.recvfrom(65535)
@@ -349,8 +350,10 @@ while True:
                 break
             s.sendto(d, peer)
             echoed += 1
+            got += 1
             if echoed == int(sys.argv[3]):
                 os.write(w, b"x")
+        empty += got == 0
 """
 
 
@@ -367,11 +370,16 @@ def test_epoll_echo_server_under_the_shim(udpd):
         out, err = proc.communicate(timeout=30)
     finally:
         stop(proc)
-    # only veloz's socket could bind 198.18.0.3; every datagram woke the
-    # loop (the client waits for each echo) and the pipe ended it
+    # only veloz's socket could bind 198.18.0.3. The client waits for each
+    # echo, so a lost edge would stall it: epoll_wait would time out and the
+    # server exit non-zero. A datagram that lands while the loop still drains
+    # the one before is read in that drain (its edge may then wake the loop
+    # to find nothing): so between 1 and 20 wakeups found datagrams.
     assert got == {"ok": 20, "bad": 0, "lost": 0}
     assert proc.returncode == 0, err
-    assert out.split() == ["echoed", "20", "wakeups", "20"], out
+    words = out.split()
+    assert words[:2] == ["echoed", "20"] and words[2] == "wakeups" and words[4] == "empty", out
+    assert 1 <= int(words[3]) - int(words[5]) <= 20, out
     assert udpd.stop()["stack"]["rx_delivered"] >= 20
 
 
