@@ -59,11 +59,12 @@
 #include <veloz/abi.h>
 #include <veloz/maps.h>
 
+#include "bench_stats.h"
 #include "lpm_nf.h"
 
 #define KEYS (1u << 20) /* lookup keys made up front, then cycled */
 #define BURST 32
-#define MAX_TRIALS 64
+#define MAX_TRIALS BENCH_MAX_TRIALS
 /* What rte_lpm and rte_lpm6, as configured here, take: with fewer 2 MiB
  * pages free DPDK runs --no-huge, on 4 KiB pages (said in the output). */
 #define HUGEPAGES_NEEDED 448
@@ -111,22 +112,6 @@ static long status_kib(const char *file, const char *field)
 static long rss_kib(void)
 {
 	return status_kib("/proc/self/status", "VmRSS:");
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n)
-{
-	double s[MAX_TRIALS];
-
-	memcpy(s, v, sizeof(*v) * (size_t)n);
-	qsort(s, (size_t)n, sizeof(*s), cmp_double);
-	return n & 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 /* ---- tables ----------------------------------------------------------------
@@ -824,12 +809,12 @@ int main(int argc, char **argv)
 		static const char *const mix[] = { "uniform", "routed" };
 		static const char *const what[] = { "lookup", "+ read route" };
 		__u32 f = i / 4, x = i / 2 % 2, rd = i % 2;
-		double v = median(res[LOOKUP(f, x, V_VZ + 3 * rd)],
-				  (int)trials),
-		       r = median(res[LOOKUP(f, x, V_RTE + 3 * rd)],
-				  (int)trials),
-		       b = median(res[LOOKUP(f, x, V_RTEB + 3 * rd)],
-				  (int)trials);
+		double v = bench_median(res[LOOKUP(f, x, V_VZ + 3 * rd)],
+					(int)trials),
+		       r = bench_median(res[LOOKUP(f, x, V_RTE + 3 * rd)],
+					(int)trials),
+		       b = bench_median(res[LOOKUP(f, x, V_RTEB + 3 * rd)],
+					(int)trials);
 		char name[64];
 
 		snprintf(name, sizeof(name), "%s %s, %s", fam[f], mix[x],
@@ -844,27 +829,27 @@ int main(int argc, char **argv)
 	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv4 first load",
 	       n4 / load[0] / 1e3, n4 / load[1] / 1e3, load[1] / load[0]);
 	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv4 delete",
-	       median(res[DEL4_VZ], (int)trials),
-	       median(res[DEL4_RTE], (int)trials),
-	       median(res[DEL4_VZ], (int)trials) /
-		       median(res[DEL4_RTE], (int)trials));
+	       bench_median(res[DEL4_VZ], (int)trials),
+	       bench_median(res[DEL4_RTE], (int)trials),
+	       bench_median(res[DEL4_VZ], (int)trials) /
+		       bench_median(res[DEL4_RTE], (int)trials));
 	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv4 add",
-	       median(res[ADD4_VZ], (int)trials),
-	       median(res[ADD4_RTE], (int)trials),
-	       median(res[ADD4_VZ], (int)trials) /
-		       median(res[ADD4_RTE], (int)trials));
+	       bench_median(res[ADD4_VZ], (int)trials),
+	       bench_median(res[ADD4_RTE], (int)trials),
+	       bench_median(res[ADD4_VZ], (int)trials) /
+		       bench_median(res[ADD4_RTE], (int)trials));
 	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv6 first load",
 	       n6 / load[2] / 1e3, n6 / load[3] / 1e3, load[3] / load[2]);
 	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv6 delete",
-	       median(res[DEL6_VZ], (int)trials),
-	       median(res[DEL6_RTE], (int)trials),
-	       median(res[DEL6_VZ], (int)trials) /
-		       median(res[DEL6_RTE], (int)trials));
+	       bench_median(res[DEL6_VZ], (int)trials),
+	       bench_median(res[DEL6_RTE], (int)trials),
+	       bench_median(res[DEL6_VZ], (int)trials) /
+		       bench_median(res[DEL6_RTE], (int)trials));
 	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv6 add",
-	       median(res[ADD6_VZ], (int)trials),
-	       median(res[ADD6_RTE], (int)trials),
-	       median(res[ADD6_VZ], (int)trials) /
-		       median(res[ADD6_RTE], (int)trials));
+	       bench_median(res[ADD6_VZ], (int)trials),
+	       bench_median(res[ADD6_RTE], (int)trials),
+	       bench_median(res[ADD6_VZ], (int)trials) /
+		       bench_median(res[ADD6_RTE], (int)trials));
 	printf("\nmemory, MiB grown while the table was built: RSS, plus the "
 	       "huge pages DPDK took\n(veloz: trie and the map's rules, "
 	       "%u IPv4 / %u IPv6 max_entries; rte: its tables as configured)\n",

@@ -38,10 +38,11 @@
 
 #include <rte_ring.h>
 
+#include "bench_stats.h"
 #include "spsc.h"
 
 #define RING_SIZE 4096
-#define MAX_TRIALS 64
+#define MAX_TRIALS BENCH_MAX_TRIALS
 #define MAX_BURST 32
 
 enum { LIB_VZ, LIB_RTE, NLIBS };
@@ -57,22 +58,6 @@ static int wrong;
 static __u64 tsc(void)
 {
 	return __rdtsc();
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n)
-{
-	double s[MAX_TRIALS];
-
-	memcpy(s, v, sizeof(*v) * (size_t)n);
-	qsort(s, (size_t)n, sizeof(*s), cmp_double);
-	return n & 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 /* Up to n entries in/out, through one library's burst-`burst` calls. */
@@ -336,8 +321,9 @@ int main(int argc, char **argv)
 	printf("%-22s %9s %9s %10s\n", "", "veloz", "rte", "veloz/rte");
 	for (m = 0; m < 2; m++)
 		for (b = 0; b < 2; b++) {
-			double v = median(res[m][b][LIB_VZ], (int)trials),
-			       x = median(res[m][b][LIB_RTE], (int)trials);
+			double v = bench_median(res[m][b][LIB_VZ], (int)trials),
+			       x = bench_median(res[m][b][LIB_RTE],
+						(int)trials);
 			char name[64];
 
 			snprintf(name, sizeof(name), "%s, burst %u",

@@ -33,20 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from test_ctl import CONFIG  # the router's config, as test_ctl runs it
 
 from veloz.control import dir24, router
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
 
-SINK_MAC = "02:00:c6:12:01:02"  # vz-sink's sink-dut
-CONFIG = f"""
-[[route]]
-prefix = "198.18.128.0/17"
-via = "198.18.1.2"
-port = 1
-[[neighbour]]
-address = "198.18.1.2"
-mac = "{SINK_MAC}"
-"""
 CLIENTS = 4
 COMMANDS = 4  # per client
 # Each client owns one /24 inside the traffic's range: 198.18.(140+i).0/24

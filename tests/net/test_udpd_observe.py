@@ -4,7 +4,6 @@ killed with -9, whose printed removal commands leave nothing behind."""
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from test_status import ours, status
 from test_udpd import CONFIG, SOCKET, echo_from_gen, start_veloz_echo, stop
 from wire import xdp_attached
 
@@ -40,20 +40,6 @@ def scrape() -> dict[str, float]:
                 assert s.name.endswith("_total"), s.name
             out[s.name] = s.value
     return out
-
-
-def ours(stale: list[dict]) -> list[dict]:
-    """The stale items in vz-dut: status sees the whole machine, where other
-    tests may leave or make their own meanwhile."""
-    ino = os.stat("/run/netns/vz-dut").st_ino
-    return [s for s in stale if "vz-dut" in s["what"] or f"xdp-{ino}-" in s["what"]
-            or "/run/veloz/udpd/test-udpd" in s["what"]]  # fmt: skip
-
-
-def status() -> dict:
-    done = subprocess.run(veloz_argv("status", "--json"), capture_output=True, text=True,
-                          timeout=60, check=True)  # fmt: skip
-    return json.loads(done.stdout)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from scapy.all import rdpcap
 
 from veloz.control.cli import stats
 from veloz.control.client import CTL_DIR, Ctl
-from veloz.proc import Runner, in_netns, veloz_argv
+from veloz.proc import Runner, in_netns, run_json, veloz_argv
 
 # Every backend that runs an NF (linux is a baseline, tested on its own).
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk")
@@ -53,6 +53,18 @@ def settle_nf(expect: int, netns: str = "vz-dut", iface: str = "dut-gen") -> int
     """Wait until the running NF has run `expect` frames (or its count stops
     moving: a userspace port may have missed some, counted on stop)."""
     return wait_until(lambda: nf_packets(netns, iface), lambda n: n >= expect)
+
+
+def drop_counts_every_frame(runner: Runner, count: int = 1000) -> None:
+    """A running drop NF on dut-gen counts each of `count` frames from vz-gen
+    (run, or missed by a userspace port), then stops cleanly."""
+    sent = run_json(in_netns("vz-gen", veloz_argv(
+        "gen", "--iface", "gen-dut", "--count", str(count), "--rate", "50k", "--json")),
+        timeout=60)  # fmt: skip
+    settle_nf(count)
+    summary = runner.stop()
+    assert sent["xmit"] == count
+    assert summary["drop"] + (summary["errors"]["rx_missed"] or 0) == count, summary
 
 
 def nft_rx_packets(netns: str = "vz-dut", table: str = "vz_dut_gen") -> int:
