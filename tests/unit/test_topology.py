@@ -160,7 +160,11 @@ def test_local_host_runs_spawns_reads_and_writes(tmp_path):
     path = tmp_path / "f"
     host.write_file(str(path), "hello\n")
     assert host.read_file(str(path)) == "hello\n"
-    proc = host.spawn([sys.executable, "-c", "import signal,sys\nprint('up', flush=True)\n"
+    # SIGINT blocked before "up": sent between the print and sigwait, it would
+    # otherwise raise KeyboardInterrupt there, and the child exits without "bye"
+    proc = host.spawn([sys.executable, "-c", "import signal\n"
+                       "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\n"
+                       "print('up', flush=True)\n"
                        "signal.sigwait([signal.SIGINT])\nprint('bye')"])  # fmt: skip
     assert proc.stdout.readline() == "up\n"
     proc.send_signal(signal.SIGINT)
