@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * libveloz-sock's internals shared between client.c (sockets, poll) and
+ * libveloz-sock's internals shared between poll.c (poll, select) and
  * epoll.c: a socket's readiness and wake-up words, so epoll asks the very
  * same questions poll does. Hidden: not part of the library's ABI.
  */

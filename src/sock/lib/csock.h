@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * libveloz-sock's application side, shared by the files that implement
+ * it (hidden, not part of the library's ABI):
+ *
+ *   client.c    the library's state, the descriptor table, the control
+ *               connection to the poller (proto.h), init and exit
+ *   socket.c    socket, close, dup, fcntl, bind, connect and the names
+ *   datagram.c  the data path: sendto and recvfrom on the socket's rings
+ *               (ring.h), and waiting for them
+ *   sockopt.c   setsockopt, getsockopt
+ *   poll.c      poll and select (and what epoll.c asks, client.h)
+ *
+ * What the data path calls on every datagram is here as static inline
+ * (the descriptor lookup, addresses, errors, time), so splitting the
+ * files costs it no call.
+ */
+#ifndef VZ_SOCK_LIB_CSOCK_H
+#define VZ_SOCK_LIB_CSOCK_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "sock/lib/client.h"
+#include "sock/lib/ring.h"
+
+/* Direct mode (VZ_MODE=direct, src/sock/direct): each call goes there
+ * when the process runs the stack itself. Calls test it before sock_get():
+ * a direct descriptor is not in the table, and a miss there costs an
+ * fcntl() system call (3% of a sending loop's time). */
+#ifdef VZ_SOCK_DIRECT
+#include "sock/direct/direct.h"
+#define VZ_DIRECT_MODE() vz_direct_enabled()
+#define VZ_DIRECT(fd, call)           \
+	do {                          \
+		if (vz_direct_fd(fd)) \
+			return call;  \
+	} while (0)
+#else
+#define VZ_DIRECT_MODE() false
+#define VZ_DIRECT(fd, call) \
+	do {                \
+	} while (0)
+#define vz_direct_init() 0
+#define vz_direct_socket(d, t, p) (-1)
+#define vz_direct_poll(f, n, t) (-1)
+#define vz_direct_fd(fd) false
+#endif
+
+#define VZ_FD_CHUNK 1024
+#define VZ_FD_CHUNKS 1024 /* descriptors up to 1M */
+
+struct vz_csock {
+	int fd; /* the eventfd: a veloz descriptor of it (dup() makes more) */
+	int refs; /* descriptors naming it; the last close() closes it */
+	__u32 id;
+	__u64 link; /* the control connection it lives on */
+	bool nonblock, reuseaddr, reuseport;
+	struct vz_sock_shm *shm;
+	size_t shm_len;
+	struct vz_ring rx; /* we consume */
+	struct vz_ring tx; /* we produce */
+	__be32 ip, peer_ip;
+	__be16 port, peer_port; /* 0: unbound, unconnected */
+	struct timeval rcvtimeo, sndtimeo;
+	__u32 busy_us; /* SO_BUSY_POLL: spin this long before sleeping */
+	/* AF_INET6: ip6 and peer_ip6 hold its addresses, ip and peer_ip 0;
+	 * its datagrams carry the peer's address in front (VZ_RING_F_V6). */
+	bool v6;
+	__u8 ip6[16], peer_ip6[16];
+};
+
+/* A peer or local address of either family, as the socket's own. */
+struct vz_addr {
+	__be32 ip;
+	__u8 ip6[16];
+	__be16 port;
+};
+
+/*
+ * The LD_PRELOAD shim shadows socket(), connect(), sendmsg(), recvmsg(),
+ * close(), poll(), read(), write() and fcntl(): the library's own uses of
+ * them go through these, resolved with dlsym(RTLD_NEXT) (client.c).
+ */
+struct vz_client_libc {
+	int (*socket)(int, int, int);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	int (*close)(int);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*write)(int, const void *, size_t);
+	int (*fcntl)(int, int, ...);
+	int (*dup3)(int, int, int);
+};
+
+/* client.c's state. */
+VZ_HIDDEN extern struct vz_client_libc vz_client_libc;
+/* Serialises control requests and every change of the table. */
+VZ_HIDDEN extern pthread_mutex_t vz_client_lock;
+/* The poller's doorbell (WELCOME's eventfd): written after queueing a
+ * datagram when the poller said it sleeps. -1: an old poller sent none. */
+VZ_HIDDEN extern int vz_client_doorbell;
+/* The stack's addresses, from WELCOME (ip6 zero: none). */
+VZ_HIDDEN extern __be32 vz_client_ip4;
+VZ_HIDDEN extern __u8 vz_client_ip6[16];
+/* fd -> socket, two levels so lookups need no lock (chunks never go). */
+VZ_HIDDEN extern struct vz_csock **vz_client_table[VZ_FD_CHUNKS];
+
+/* Resolve vz_client_libc, once. */
+VZ_HIDDEN void vz_client_libc_init(void);
+
+/* The descriptor table (client.c), under vz_client_lock. */
+VZ_HIDDEN int vz_client_table_set(int fd, struct vz_csock *s);
+/* Descriptor fd stops naming s, closed unless `keep`; true when it was
+ * the last (the caller tells the poller, then vz_client_destroy()). */
+VZ_HIDDEN bool vz_client_release(int fd, struct vz_csock *s, bool keep);
+VZ_HIDDEN void vz_client_destroy(struct vz_csock *s);
+VZ_HIDDEN void vz_client_unmap(struct vz_csock *s);
+/* Map the rings' memfd a reply carried: 0 or -errno. */
+VZ_HIDDEN int vz_client_map(struct vz_csock *s, int memfd, __u32 rx, __u32 tx);
+
+/* The control connection (client.c): one request and its reply, 0 or
+ * -errno for the link; about socket s, 0 or -1 with errno. */
+struct vz_ctl_msg;
+VZ_HIDDEN int vz_client_ctl_call(struct vz_ctl_msg *req, int fd_out,
+				 struct vz_ctl_msg *rep, int *fd_in,
+				 __u64 *link);
+VZ_HIDDEN int vz_client_call(struct vz_csock *s, struct vz_ctl_msg *req,
+			     struct vz_ctl_msg *rep, int *fd_in);
+
+/* Bind an unbound socket to an ephemeral port, as the kernel does on the
+ * first send (socket.c): 0 or -1 with errno. */
+VZ_HIDDEN int vz_client_autobind(struct vz_csock *s);
+
+static inline int fail(int rc)
+{
+	errno = -rc;
+	return -1;
+}
+
+static inline struct vz_csock *lookup(int fd)
+{
+	struct vz_csock **chunk;
+
+	if (fd < 0 || fd >= VZ_FD_CHUNK * VZ_FD_CHUNKS)
+		return NULL;
+	chunk = __atomic_load_n(&vz_client_table[fd / VZ_FD_CHUNK],
+				__ATOMIC_ACQUIRE);
+	if (!chunk)
+		return NULL;
+	return __atomic_load_n(&chunk[fd % VZ_FD_CHUNK], __ATOMIC_ACQUIRE);
+}
+
+/* The socket behind fd, or NULL with errno EBADF (not open) or ENOTSOCK
+ * (a kernel descriptor). */
+static inline struct vz_csock *sock_get(int fd)
+{
+	struct vz_csock *s = lookup(fd);
+
+	if (!s) {
+		vz_client_libc_init();
+		errno = vz_client_libc.fcntl(fd, F_GETFD) < 0 ? EBADF
+							      : ENOTSOCK;
+	}
+	return s;
+}
+
+static inline __s64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Milliseconds left (rounded up) for poll(), -1 for none. */
+static inline int ms_left(__s64 until)
+{
+	__s64 left;
+
+	if (until < 0)
+		return -1;
+	left = until - now_ns();
+	if (left <= 0)
+		return 0;
+	left = (left + 999999) / 1000000;
+	return left > 1000000 ? 1000000 : (int)left;
+}
+
+static inline void eventfd_drain(int fd)
+{
+	__u64 v;
+
+	if (vz_client_libc.read(fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing pending. */
+	}
+}
+
+/* SO_ERROR: take the pending error (0 if none). */
+static inline int take_error(struct vz_csock *s)
+{
+	return (int)__atomic_exchange_n(&s->shm->so_error, 0, __ATOMIC_ACQ_REL);
+}
+
+/* An address of the socket's family from the caller: 0 or -errno. An
+ * AF_INET6 one may be RFC 2133's, without sin6_scope_id, as Linux takes. */
+static inline int addr_get(const struct vz_csock *s, const struct sockaddr *sa,
+			   socklen_t len, struct vz_addr *a)
+{
+	struct sockaddr_in6 sin6 = { 0 };
+	struct sockaddr_in sin;
+
+	memset(a, 0, sizeof(*a));
+	if (!sa)
+		return -EFAULT;
+	if (s->v6) {
+		if (len < 24)
+			return -EINVAL;
+		memcpy(&sin6, sa, len < sizeof(sin6) ? len : sizeof(sin6));
+		if (sin6.sin6_family != AF_INET6)
+			return -EAFNOSUPPORT;
+		memcpy(a->ip6, &sin6.sin6_addr, 16);
+		a->port = sin6.sin6_port;
+		return 0;
+	}
+	if (len < sizeof(sin))
+		return -EINVAL;
+	memcpy(&sin, sa, sizeof(sin));
+	a->ip = sin.sin_addr.s_addr;
+	a->port = sin.sin_port;
+	return sin.sin_family == AF_INET ? 0 : -EAFNOSUPPORT;
+}
+
+/* Copy an address out as the kernel does: truncated to *len, *len set to
+ * the full size. ip6: the AF_INET6 socket's address. */
+static inline int addr_put(const struct vz_csock *s, struct sockaddr *sa,
+			   socklen_t *len, __be32 ip, const __u8 *ip6,
+			   __be16 port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = ip,
+				   .sin_port = port };
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6,
+				     .sin6_port = port };
+	const void *from = &sin;
+	socklen_t full = sizeof(sin);
+
+	if (!sa || !len)
+		return -EFAULT;
+	if (s->v6) {
+		memcpy(&sin6.sin6_addr, ip6, 16);
+		from = &sin6;
+		full = sizeof(sin6);
+	}
+	memcpy(sa, from, *len < full ? *len : full);
+	*len = full;
+	return 0;
+}
+
+#endif
