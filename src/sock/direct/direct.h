@@ -12,8 +12,9 @@
  * a millisecond, so ARP and ICMP echo are answered while the application
  * does something else.
  *
- * The same vz_ calls (and so the LD_PRELOAD shim) work: client.c hands
- * them here when vz_direct_enabled(). Configuration, from the environment:
+ * The same vz_ calls (and so the LD_PRELOAD shim) work: libveloz-sock hands
+ * them here (lib/csock.h, VZ_DIRECT) when vz_direct_enabled(). Configuration,
+ * from the environment:
  *   VZ_DIRECT_IFACE   the interface (required)
  *   VZ_DIRECT_ADDR    A.B.C.D/LEN, the stack's address (required)
  *   VZ_DIRECT_GATEWAY A.B.C.D for off-link destinations
