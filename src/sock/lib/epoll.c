@@ -297,12 +297,113 @@ static int check_set(int epfd, int efd)
 	return -errno;
 }
 
+/* Linux's order: the event, the descriptors, then the operation. 0 or
+ * -errno. */
+static int ctl_check(int epfd, int op, const struct vz_csock *s,
+		     const struct epoll_event *ev)
+{
+	int rc;
+
+	if (op != EPOLL_CTL_DEL && !ev)
+		return -EFAULT;
+	rc = check_set(epfd, vz_client_efd(s));
+	if (rc) {
+		vz_epoll_forget(epfd); /* not a set (any more) */
+		return rc;
+	}
+	if (op != EPOLL_CTL_DEL && (ev->events & EPOLLEXCLUSIVE) &&
+	    (op == EPOLL_CTL_MOD || (ev->events & ~VZ_EP_EXCL_OK)))
+		return -EINVAL;
+	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL)
+		return -EINVAL;
+	return 0;
+}
+
+/* Under ep_lock: a new entry at the end of the set, NULL without memory. */
+static struct vz_ep_entry *entry_add(struct vz_ep *ep, int fd,
+				     struct vz_csock *s)
+{
+	struct vz_ep_entry *e;
+
+	if (ep->n == ep->cap) {
+		size_t cap = ep->cap ? ep->cap * 2 : 8;
+		void *p = realloc(ep->v, cap * sizeof(*ep->v));
+
+		if (!p)
+			return NULL;
+		ep->v = p;
+		ep->cap = cap;
+	}
+	e = &ep->v[ep->n++];
+	e->fd = fd;
+	e->s = s;
+	return e;
+}
+
+/* Under ep_lock: what an added or modified entry waits for. */
+static void entry_set(struct vz_ep_entry *e, const struct epoll_event *ev)
+{
+	e->events = ev->events;
+	e->data = ev->data;
+	e->armed = true;
+	e->pending = true; /* Linux checks it at once, as a wake-up */
+	e->slot = -1;
+	vz_client_marks(e->s, e->mark);
+}
+
+/* Under ep_lock: ADD, MOD or DEL socket s's entry of the set: 0 or
+ * -errno. */
+static int ctl_apply(struct vz_ep *ep, int op, int fd, struct vz_csock *s,
+		     const struct epoll_event *ev)
+{
+	struct vz_ep_entry *e = ep_entry(ep, fd, s);
+
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (e)
+			return -EEXIST;
+		e = entry_add(ep, fd, s);
+		if (!e)
+			return -ENOMEM;
+		break;
+	case EPOLL_CTL_MOD:
+		if (!e)
+			return -ENOENT;
+		if (e->events & EPOLLEXCLUSIVE)
+			return -EINVAL;
+		break;
+	default: /* EPOLL_CTL_DEL, as ctl_check let through */
+		if (!e)
+			return -ENOENT;
+		ep_remove(ep, e);
+		return 0;
+	}
+	entry_set(e, ev);
+	return 0;
+}
+
+/* Under ep_lock: vz_epoll_ctl on the set, once the call is checked. */
+static int ctl_locked(int epfd, int op, int fd, struct vz_csock *s,
+		      const struct epoll_event *ev)
+{
+	struct vz_ep *ep;
+
+	/* The socket may have been closed since the lookup: gone entries are
+	 * purged under this lock, so check again under it. */
+	if (vz_client_lookup(fd) != s)
+		return -EBADF;
+	ep = ep_find(epfd);
+	if (!ep && op == EPOLL_CTL_ADD)
+		ep = ep_make(epfd, -1);
+	if (!ep)
+		return op == EPOLL_CTL_ADD ? -ENOMEM : -ENOENT;
+	return ctl_apply(ep, op, fd, s, ev);
+}
+
 int vz_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct vz_csock *s = vz_client_lookup(fd);
-	struct vz_ep_entry *e;
-	struct vz_ep *ep;
-	int rc = 0;
+	int rc;
 
 	sys_init();
 	/* A direct-mode socket's descriptor is an eventfd nobody writes: in a
@@ -312,79 +413,11 @@ int vz_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return fail(EOPNOTSUPP);
 	if (!s)
 		return ctl_kernel(epfd, op, fd, ev);
-	/* Linux's order: the event, the descriptors, then the operation. */
-	if (op != EPOLL_CTL_DEL && !ev)
-		return fail(EFAULT);
-	rc = check_set(epfd, vz_client_efd(s));
-	if (rc) {
-		vz_epoll_forget(epfd); /* not a set (any more) */
+	rc = ctl_check(epfd, op, s, ev);
+	if (rc)
 		return fail(-rc);
-	}
-	if (op != EPOLL_CTL_DEL && (ev->events & EPOLLEXCLUSIVE) &&
-	    (op == EPOLL_CTL_MOD || (ev->events & ~VZ_EP_EXCL_OK)))
-		return fail(EINVAL);
-	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL)
-		return fail(EINVAL);
 	pthread_mutex_lock(&ep_lock);
-	/* The socket may have been closed since the lookup: gone entries are
-	 * purged under this lock, so check again under it. */
-	if (vz_client_lookup(fd) != s) {
-		rc = -EBADF;
-		goto out;
-	}
-	ep = ep_find(epfd);
-	if (!ep && op == EPOLL_CTL_ADD)
-		ep = ep_make(epfd, -1);
-	if (!ep) {
-		rc = op == EPOLL_CTL_ADD ? -ENOMEM : -ENOENT;
-		goto out;
-	}
-	e = ep_entry(ep, fd, s);
-	switch (op) {
-	case EPOLL_CTL_ADD:
-		if (e) {
-			rc = -EEXIST;
-			break;
-		}
-		if (ep->n == ep->cap) {
-			size_t cap = ep->cap ? ep->cap * 2 : 8;
-			void *p = realloc(ep->v, cap * sizeof(*ep->v));
-
-			if (!p) {
-				rc = -ENOMEM;
-				break;
-			}
-			ep->v = p;
-			ep->cap = cap;
-		}
-		e = &ep->v[ep->n++];
-		e->fd = fd;
-		e->s = s;
-		/* fall through */
-	case EPOLL_CTL_MOD:
-		if (!e) {
-			rc = -ENOENT;
-			break;
-		}
-		if (op == EPOLL_CTL_MOD && (e->events & EPOLLEXCLUSIVE)) {
-			rc = -EINVAL;
-			break;
-		}
-		e->events = ev->events;
-		e->data = ev->data;
-		e->armed = true;
-		e->pending = true; /* Linux checks it at once, as a wake-up */
-		e->slot = -1;
-		vz_client_marks(s, e->mark);
-		break;
-	case EPOLL_CTL_DEL:
-		if (!e)
-			rc = -ENOENT;
-		else
-			ep_remove(ep, e);
-		break;
-	}
-out:
+	rc = ctl_locked(epfd, op, fd, s, ev);
 	pthread_mutex_unlock(&ep_lock);
 	return rc ? fail(-rc) : 0;
 }
@@ -581,6 +614,51 @@ static int ms_left(__s64 until)
 	return left > INT_MAX ? INT_MAX : (int)left;
 }
 
+/* The set epfd with veloz members, held (ep_put) for a wait; NULL when
+ * the kernel alone can answer. */
+static struct vz_ep *ep_hold(int epfd)
+{
+	struct vz_ep *ep;
+
+	if (!__atomic_load_n(&eps_live, __ATOMIC_RELAXED))
+		return NULL;
+	pthread_mutex_lock(&ep_lock);
+	ep = ep_find(epfd);
+	if (ep && !ep->n)
+		ep = NULL; /* kernel members only: the kernel's call */
+	if (ep)
+		ep->users++;
+	pthread_mutex_unlock(&ep_lock);
+	return ep;
+}
+
+/* Collect, spin once (SO_BUSY_POLL), sleep, until something is ready or
+ * the deadline: the number of events, 0, or -errno. */
+static int ep_wait_loop(struct vz_ep *ep, struct epoll_event *events,
+			int maxevents, __s64 until)
+{
+	int rc;
+
+	for (bool spun = false;; spun = true) {
+		struct spin_arg a = { ep, events, maxevents, 0 };
+		__u32 us;
+		int ms;
+
+		rc = collect(ep, events, maxevents);
+		if (rc)
+			return rc;
+		ms = ms_left(until);
+		if (!ms)
+			return 0;
+		us = spun ? 0 : spin_us(ep);
+		if (us && vz_busy_spin(spin_ready, &a, us, until))
+			return a.rc;
+		rc = sleep_on(ep, events, maxevents, ms);
+		if (rc)
+			return rc;
+	}
+}
+
 static int ep_wait(int epfd, struct epoll_event *events, int maxevents,
 		   int timeout_ms, const sigset_t *mask)
 {
@@ -595,41 +673,13 @@ static int ep_wait(int epfd, struct epoll_event *events, int maxevents,
 		return fail(EINVAL);
 	if (!events)
 		return fail(EFAULT);
-	ep = NULL;
-	if (__atomic_load_n(&eps_live, __ATOMIC_RELAXED)) {
-		pthread_mutex_lock(&ep_lock);
-		ep = ep_find(epfd);
-		if (ep && !ep->n)
-			ep = NULL; /* kernel members only: the kernel's call */
-		if (ep)
-			ep->users++;
-		pthread_mutex_unlock(&ep_lock);
-	}
+	ep = ep_hold(epfd);
 	if (!ep)
 		return sys.epoll_pwait(epfd, events, maxevents, timeout_ms,
 				       mask);
 	if (mask)
 		pthread_sigmask(SIG_SETMASK, mask, &old);
-	for (bool spun = false;; spun = true) {
-		struct spin_arg a = { ep, events, maxevents, 0 };
-		__u32 us;
-		int ms;
-
-		rc = collect(ep, events, maxevents);
-		if (rc)
-			break;
-		ms = ms_left(until);
-		if (!ms)
-			break;
-		us = spun ? 0 : spin_us(ep);
-		if (us && vz_busy_spin(spin_ready, &a, us, until)) {
-			rc = a.rc;
-			break;
-		}
-		rc = sleep_on(ep, events, maxevents, ms);
-		if (rc)
-			break;
-	}
+	rc = ep_wait_loop(ep, events, maxevents, until);
 	if (mask)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_mutex_lock(&ep_lock);
