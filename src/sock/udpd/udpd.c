@@ -37,6 +37,7 @@
 #include "sock/lib/server.h"
 #include "sock/stack/stack.h"
 #include "sock/udpd/port.h"
+#include "sock/udpd/stats.h"
 #include "sock/udpd/steer6.h"
 
 #define RX_BUDGET 256
@@ -458,95 +459,10 @@ static void on_frame(void *opaque, const void *frame, size_t len)
 static void print_stats(const struct udpd *u, FILE *f, const char *event,
 			bool json, double t)
 {
-	const struct vz_stack_stats *s = vz_stack_get_stats(u->stack);
-	const struct vz_sock_server_stats *v =
-		vz_sock_server_get_stats(u->server);
-	struct vz_udpd_port_stats p;
+	const struct vz_udpd_counters c = { u->stack, u->server, u->port,
+					    u->sleeps };
 
-	vz_udpd_port_get_stats(u->port, &p);
-#define F(x) (unsigned long long)(x)
-	if (!json) {
-		fprintf(f,
-			"%8.1fs rx %llu delivered %llu tx %llu | arp in %llu "
-			"out %llu | icmp echo %llu | frags %llu reasm %llu | "
-			"drops: ip %llu udp %llu no-port %llu ring-full %llu "
-			"| apps %llu sockets %llu\n",
-			t, F(s->rx_frames), F(s->rx_delivered), F(s->tx_frames),
-			F(s->arp_requests_in), F(s->arp_replies_out),
-			F(s->icmp_echo_out), F(s->frag_in),
-			F(s->frag_reassembled),
-			F(s->ip_bad_header + s->ip_bad_csum),
-			F(s->udp_bad_len + s->udp_bad_csum), F(s->udp_no_port),
-			F(v->rx_ring_full), F(v->apps), F(v->sockets));
-		fflush(f);
-		return;
-	}
-	fprintf(f,
-		"{\"event\": \"%s\", %s\"t\": %.3f, \"stack\": {"
-		"\"rx_frames\": %llu, \"rx_delivered\": %llu, "
-		"\"rx_not_for_us\": %llu, \"rx_bad_eth\": %llu, "
-		"\"arp_requests_in\": %llu, \"arp_replies_out\": %llu, "
-		"\"arp_replies_in\": %llu, \"arp_requests_out\": %llu, "
-		"\"arp_probes_out\": %llu, "
-		"\"arp_bad\": %llu, \"arp_unresolved_drops\": %llu, "
-		"\"ip_bad_header\": %llu, \"ip_bad_csum\": %llu, "
-		"\"ip_ttl_zero\": %llu, \"frag_in\": %llu, "
-		"\"frag_reassembled\": %llu, \"frag_overlap\": %llu, "
-		"\"frag_timeout\": %llu, \"frag_no_memory\": %llu, "
-		"\"frag_evicted\": %llu, "
-		"\"frag_bad\": %llu, \"icmp_echo_in\": %llu, "
-		"\"icmp_echo_out\": %llu, \"icmp_bad\": %llu, "
-		"\"icmp_unreach_out\": %llu, \"udp_bad_len\": %llu, "
-		"\"udp_bad_csum\": %llu, \"udp_no_port\": %llu, "
-		"\"tx_frames\": %llu, \"tx_full\": %llu, "
-		"\"tx_fragments\": %llu}, ",
-		event, strcmp(event, "summary") ? "" : "\"summary\": true, ", t,
-		F(s->rx_frames), F(s->rx_delivered), F(s->rx_not_for_us),
-		F(s->rx_bad_eth), F(s->arp_requests_in), F(s->arp_replies_out),
-		F(s->arp_replies_in), F(s->arp_requests_out),
-		F(s->arp_probes_out), F(s->arp_bad), F(s->arp_unresolved_drops),
-		F(s->ip_bad_header), F(s->ip_bad_csum), F(s->ip_ttl_zero),
-		F(s->frag_in), F(s->frag_reassembled), F(s->frag_overlap),
-		F(s->frag_timeout), F(s->frag_no_memory), F(s->frag_evicted),
-		F(s->frag_bad), F(s->icmp_echo_in), F(s->icmp_echo_out),
-		F(s->icmp_bad), F(s->icmp_unreach_out), F(s->udp_bad_len),
-		F(s->udp_bad_csum), F(s->udp_no_port), F(s->tx_frames),
-		F(s->tx_full), F(s->tx_fragments));
-	fprintf(f,
-		"\"stack6\": {\"ip6_bad_header\": %llu, \"nd_solicits_in\": %llu, "
-		"\"nd_adverts_in\": %llu, \"nd_bad\": %llu, "
-		"\"nd_adverts_out\": %llu, \"nd_solicits_out\": %llu, "
-		"\"nd_probes_out\": %llu, \"nd_unresolved_drops\": %llu, "
-		"\"icmp6_echo_in\": %llu, \"icmp6_echo_out\": %llu, "
-		"\"icmp6_bad\": %llu, \"icmp6_other\": %llu, "
-		"\"icmp6_unreach_out\": %llu}, ",
-		F(s->ip6_bad_header), F(s->nd_solicits_in), F(s->nd_adverts_in),
-		F(s->nd_bad), F(s->nd_adverts_out), F(s->nd_solicits_out),
-		F(s->nd_probes_out), F(s->nd_unresolved_drops),
-		F(s->icmp6_echo_in), F(s->icmp6_echo_out), F(s->icmp6_bad),
-		F(s->icmp6_other), F(s->icmp6_unreach_out));
-	fprintf(f,
-		"\"sockets\": {\"apps\": %llu, \"apps_total\": %llu, "
-		"\"apps_refused\": %llu, \"apps_died\": %llu, "
-		"\"sockets\": %llu, \"rx_queued\": %llu, "
-		"\"rx_ring_full\": %llu, \"tx_sent\": %llu, "
-		"\"tx_errors\": %llu, \"bad_requests\": %llu}, ",
-		F(v->apps), F(v->apps_total), F(v->apps_refused),
-		F(v->apps_died), F(v->sockets), F(v->rx_queued),
-		F(v->rx_ring_full), F(v->tx_sent), F(v->tx_errors),
-		F(v->bad_requests));
-	fprintf(f, "\"poller\": {\"sleeps\": %llu}, ", F(u->sleeps));
-	fprintf(f,
-		"\"port\": {\"rx_frames\": %llu, \"rx_invalid\": %llu, "
-		"\"tx_frames\": %llu, \"tx_full\": %llu, "
-		"\"tx_kicks\": %llu, \"tx_kick_stalls\": %llu, "
-		"\"xsk_rx_dropped\": %llu, \"xsk_rx_ring_full\": %llu, "
-		"\"xsk_fill_empty\": %llu}}\n",
-		F(p.rx_frames), F(p.rx_invalid), F(p.tx_frames), F(p.tx_full),
-		F(p.tx_kicks), F(p.tx_kick_stalls), F(p.xsk_rx_dropped),
-		F(p.xsk_rx_ring_full), F(p.xsk_fill_empty));
-#undef F
-	fflush(f);
+	vz_udpd_print_stats(&c, f, event, json, t);
 }
 
 /*
@@ -622,65 +538,91 @@ static void idle_sleep(struct udpd *u, int ms)
 	vz_sock_server_sleep_done(u->server);
 }
 
+/* When the loop does what it does not do every round (ns, CLOCK_MONOTONIC). */
+struct loop_clock {
+	__u64 start, next_tick, next_check, next_stats, last_work;
+	unsigned int idle; /* rounds without work in a row */
+};
+
+/* The stack's timers each millisecond, the interface's presence each
+ * 100 ms, the counters each interval: -ENODEV when the interface went
+ * away, else 0. */
+static int loop_timers(const struct opts *o, struct udpd *u,
+		       struct loop_clock *c)
+{
+	if (u->now >= c->next_tick) {
+		vz_stack_tick(u->stack, u->now);
+		c->next_tick = u->now + 1000000;
+	}
+	/* An interface deleted under AF_XDP delivers nothing more and gives
+	 * no error: look for it, as `veloz run` does. */
+	if (u->now >= c->next_check) {
+		if (!vz_udpd_port_present(u->port))
+			return -ENODEV;
+		c->next_check = u->now + 100000000;
+	}
+	if (u->now >= c->next_stats) {
+		print_stats(u, stdout, "stats", o->json,
+			    (double)(u->now - c->start) / 1e9);
+		write_stats_file(o, u, (double)(u->now - c->start) / 1e9);
+		c->next_stats = u->now + (__u64)(o->interval_s * 1e9);
+	}
+	return 0;
+}
+
+/* Milliseconds until `wake` (rounded up), at most SLEEP_MAX_MS. */
+static int sleep_ms(__u64 wake, __u64 now)
+{
+	__u64 ms = (wake - now) / 1000000;
+
+	return ms < SLEEP_MAX_MS ? (int)ms + 1 : SLEEP_MAX_MS;
+}
+
+/* Nothing to do: let an application sharing the CPU run; nothing for
+ * long (the busy-poll time): sleep until something comes or a timer. */
+static void loop_idle(const struct opts *o, struct udpd *u,
+		      struct loop_clock *c, unsigned int work)
+{
+	__u64 wake;
+
+	if (work) {
+		c->idle = 0;
+		c->last_work = u->now;
+		return;
+	}
+	if (++c->idle % IDLE_SPINS)
+		return;
+	wake = c->next_check < c->next_stats ? c->next_check : c->next_stats;
+	if (u->now - c->last_work >= o->busy_poll_us * 1000ull && wake > u->now)
+		idle_sleep(u, sleep_ms(wake, u->now));
+	else
+		sched_yield();
+}
+
 /* 0 when stopped by a signal, -ENODEV when the interface went away. */
 static int run(const struct opts *o, struct udpd *u)
 {
-	__u64 start = now_ns(), next_tick = start, next_check = start,
-	      next_stats, last_work = start;
-	unsigned int idle = 0, work;
+	__u64 start = now_ns();
+	struct loop_clock c = { start, start, start, 0, start, 0 };
+	unsigned int work, round;
 	int ret = 0;
 
-	next_stats = start + (__u64)(o->interval_s * 1e9);
+	c.next_stats = start + (__u64)(o->interval_s * 1e9);
 	while (!stop) {
 		u->now = now_ns();
 		work = vz_udpd_port_rx(u->port, on_frame, u, RX_BUDGET);
 		work += vz_sock_server_poll(u->server, send_dgram, u,
 					    TX_BUDGET);
 		vz_udpd_port_flush(u->port);
-		if (u->now >= next_tick) {
-			vz_stack_tick(u->stack, u->now);
-			next_tick = u->now + 1000000;
-		}
-		/* An interface deleted under AF_XDP delivers nothing more and
-		 * gives no error: look for it, as `veloz run` does. */
-		if (u->now >= next_check) {
-			if (!vz_udpd_port_present(u->port)) {
-				ret = -ENODEV;
-				break;
-			}
-			next_check = u->now + 100000000;
-		}
-		if (u->now >= next_stats) {
-			print_stats(u, stdout, "stats", o->json,
-				    (double)(u->now - start) / 1e9);
-			write_stats_file(o, u, (double)(u->now - start) / 1e9);
-			next_stats = u->now + (__u64)(o->interval_s * 1e9);
-		}
-		/* Nothing to do: let an application sharing the CPU run;
-		 * nothing for long: sleep until something comes. */
-		if (work) {
-			idle = 0;
-			last_work = u->now;
-		} else if (++idle % IDLE_SPINS == 0) {
-			__u64 wake = next_check < next_stats ? next_check
-							     : next_stats;
-
-			if (u->now - last_work >= o->busy_poll_us * 1000ull &&
-			    wake > u->now)
-				idle_sleep(u, (wake - u->now) / 1000000 <
-							      SLEEP_MAX_MS
-						      ? (int)((wake - u->now) /
-							      1000000) +
-								1
-						      : SLEEP_MAX_MS);
-			else
-				sched_yield();
-		}
+		ret = loop_timers(o, u, &c);
+		if (ret)
+			break;
+		loop_idle(o, u, &c, work);
 	}
 	/* What applications did before the stop (a close, an exit) is in
 	 * the kernel already: take it in, so the summary is the state at the
 	 * end. Bounded: one that keeps sending cannot hold the stop up. */
-	for (work = !ret, idle = 0; work && idle < 64; idle++) {
+	for (work = !ret, round = 0; work && round < 64; round++) {
 		work = vz_sock_server_poll(u->server, send_dgram, u, TX_BUDGET);
 		vz_udpd_port_flush(u->port);
 	}
