@@ -132,13 +132,48 @@ static int send_dest(const struct vz_csock *s, const struct sockaddr *to,
 	return a->port ? 0 : -EINVAL;
 }
 
+/* What is refused before the ring is looked at: 0 or -errno. a: the
+ * IPv6 address in front of the datagram (0 for AF_INET). */
+static inline int send_check(const struct vz_csock *s, const void *buf,
+			     size_t len, int flags, size_t a)
+{
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+	if (len > VZ_STACK_MAX_UDP || vz_ring_need(a + len) > s->tx.size)
+		return -EMSGSIZE;
+	if (len && !buf)
+		return -EFAULT;
+	return 0;
+}
+
+/* Room for a record of `need` bytes on the transmit ring, waiting as the
+ * socket allows: the record, or NULL with *rc a -errno. */
+static inline struct vz_ring_rec *send_reserve(struct vz_csock *s, size_t need,
+					       int flags, int *rc)
+{
+	struct vz_ring_rec *rec;
+	__s64 until = -2;
+
+	while (!(rec = vz_ring_reserve(&s->tx, need))) {
+		if (s->nonblock || (flags & MSG_DONTWAIT)) {
+			*rc = -EAGAIN;
+			return NULL;
+		}
+		if (until == -2)
+			until = deadline(&s->sndtimeo);
+		*rc = wait_ring(s, &s->shm->tx, tx_ready, need, until);
+		if (*rc)
+			return NULL;
+	}
+	return rec;
+}
+
 ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
 		  const struct sockaddr *to, socklen_t tolen)
 {
 	struct vz_csock *s;
 	struct vz_ring_rec *rec;
 	struct vz_addr sin;
-	__s64 until = -2;
 	size_t a; /* the IPv6 address in front of the datagram */
 	int rc;
 	VZ_DIRECT(fd, vz_direct_sendto(fd, buf, len, flags, to, tolen));
@@ -147,29 +182,18 @@ ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
 	if (!s)
 		return -1;
 	a = s->v6 ? VZ_RING_ADDR6 : 0;
-	if (flags & MSG_OOB)
-		return fail(-EOPNOTSUPP);
-	if (len > VZ_STACK_MAX_UDP || vz_ring_need(a + len) > s->tx.size)
-		return fail(-EMSGSIZE);
-	if (len && !buf)
-		return fail(-EFAULT);
-	rc = send_dest(s, to, tolen, &sin);
+	rc = send_check(s, buf, len, flags, a);
+	if (!rc)
+		rc = send_dest(s, to, tolen, &sin);
+	if (!rc)
+		rc = -take_error(s);
 	if (rc)
 		return fail(rc);
-	rc = take_error(s);
-	if (rc)
-		return fail(-rc);
 	if (!s->port && vz_client_autobind(s))
 		return -1;
-	while (!(rec = vz_ring_reserve(&s->tx, a + len))) {
-		if (s->nonblock || (flags & MSG_DONTWAIT))
-			return fail(-EAGAIN);
-		if (until == -2)
-			until = deadline(&s->sndtimeo);
-		rc = wait_ring(s, &s->shm->tx, tx_ready, a + len, until);
-		if (rc)
-			return fail(rc);
-	}
+	rec = send_reserve(s, a + len, flags, &rc);
+	if (!rec)
+		return fail(rc);
 	rec->len = (__u32)(a + len);
 	rec->flags = a ? VZ_RING_F_V6 : 0;
 	rec->addr = sin.ip;

@@ -119,14 +119,47 @@ ssize_t vz_sendmsg(int fd, const struct msghdr *m, int flags)
 	return vz_sendto(fd, buf, total, flags, m->msg_name, m->msg_namelen);
 }
 
+/* Where a datagram for m lands: its one iovec directly, else the
+ * thread's bounce buffer (NULL with errno without memory). */
+static char *recv_buf(struct msghdr *m, char *none, size_t *cap)
+{
+	*cap = 0;
+	if (m->msg_iovlen > 1) {
+		*cap = VZ_STACK_MAX_UDP + 1;
+		return bounce_get();
+	}
+	if (m->msg_iovlen && m->msg_iov[0].iov_base) {
+		*cap = m->msg_iov[0].iov_len;
+		return m->msg_iov[0].iov_base;
+	}
+	return none; /* no iovec: 0 bytes, to a valid address */
+}
+
+/* Scatter n bytes of the bounce buffer over m's iovec: the bytes that
+ * fit. */
+static size_t scatter(struct msghdr *m, const char *buf, size_t n)
+{
+	size_t off = 0, i;
+
+	for (i = 0; i < m->msg_iovlen && off < n; i++) {
+		size_t k = m->msg_iov[i].iov_len;
+
+		if (k > n - off)
+			k = n - off;
+		if (k)
+			memcpy(m->msg_iov[i].iov_base, buf + off, k);
+		off += k;
+	}
+	return off;
+}
+
 /* MSG_TRUNC from the library gives the datagram's whole length, so
  * truncation shows even when one iovec takes the bytes directly. */
 ssize_t vz_recvmsg(int fd, struct msghdr *m, int flags)
 {
 	socklen_t namelen;
-	char none, *buf = &none; /* no iovec: 0 bytes, to a valid address */
-	size_t total, cap = 0, off = 0, i;
-	bool direct;
+	char none, *buf;
+	size_t total, cap, off;
 	ssize_t n;
 	int rc;
 
@@ -136,36 +169,18 @@ ssize_t vz_recvmsg(int fd, struct msghdr *m, int flags)
 	if (rc)
 		return fail(rc);
 	namelen = m->msg_namelen;
-	direct = m->msg_iovlen <= 1;
-	if (direct) {
-		if (m->msg_iovlen && m->msg_iov[0].iov_base) {
-			buf = m->msg_iov[0].iov_base;
-			cap = m->msg_iov[0].iov_len;
-		}
-	} else {
-		buf = bounce_get();
-		cap = VZ_STACK_MAX_UDP + 1;
-		if (!buf)
-			return -1;
-	}
+	buf = recv_buf(m, &none, &cap);
+	if (!buf)
+		return -1;
 	n = vz_recvfrom(fd, buf, cap, flags | MSG_TRUNC,
 			m->msg_name ? m->msg_name : NULL,
 			m->msg_name ? &namelen : NULL);
 	if (n < 0)
 		return -1;
-	if (direct) {
+	if (m->msg_iovlen <= 1)
 		off = (size_t)n < cap ? (size_t)n : cap;
-	} else {
-		for (i = 0; i < m->msg_iovlen && off < (size_t)n; i++) {
-			size_t k = m->msg_iov[i].iov_len;
-
-			if (k > (size_t)n - off)
-				k = (size_t)n - off;
-			if (k)
-				memcpy(m->msg_iov[i].iov_base, buf + off, k);
-			off += k;
-		}
-	}
+	else
+		off = scatter(m, buf, (size_t)n);
 	m->msg_namelen = m->msg_name ? namelen : 0;
 	m->msg_controllen = 0;
 	m->msg_flags = off < (size_t)n ? MSG_TRUNC : 0;
@@ -214,6 +229,18 @@ static __s64 mono_ns(void)
 	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* recvmmsg's timeout as a CLOCK_MONOTONIC deadline: 0, or -EINVAL for
+ * one out of range. */
+static int timeout_end(const struct timespec *timeout, __s64 *end)
+{
+	if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+	    timeout->tv_nsec >= 1000000000)
+		return -EINVAL;
+	*end = mono_ns() + (__s64)timeout->tv_sec * 1000000000 +
+	       timeout->tv_nsec;
+	return 0;
+}
+
 /*
  * As Linux's: without MSG_WAITFORONE each datagram is waited for as the
  * flags say; with it, only the first, the rest taken if already queued.
@@ -230,13 +257,8 @@ int vz_recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
 
 	if (!vz_is_socket(fd))
 		return (int)vz_recvfrom(fd, NULL, 0, flags, NULL, NULL);
-	if (timeout) {
-		if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
-		    timeout->tv_nsec >= 1000000000)
-			return (int)fail(-EINVAL);
-		end = mono_ns() + (__s64)timeout->tv_sec * 1000000000 +
-		      timeout->tv_nsec;
-	}
+	if (timeout && timeout_end(timeout, &end))
+		return (int)fail(-EINVAL);
 	if (vlen > UIO_MAXIOV)
 		vlen = UIO_MAXIOV;
 	if (!vlen)
