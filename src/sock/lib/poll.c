@@ -114,6 +114,45 @@ void vz_client_marks(const struct vz_csock *s, __u32 mark[3])
 	mark[2] = __atomic_load_n(&s->shm->so_error, __ATOMIC_ACQUIRE);
 }
 
+/* The kernel's entries: fds as they are, a veloz entry's eventfd asked
+ * for POLLIN, or left out (fd -1) when the call only looks (no sleep). */
+static void kernel_entries(const struct pollfd *fds, nfds_t n,
+			   struct vz_csock **socks, struct pollfd *k,
+			   bool sleep)
+{
+	nfds_t i;
+
+	for (i = 0; i < n; i++) {
+		k[i] = fds[i];
+		k[i].revents = 0;
+		if (socks[i])
+			k[i].events = POLLIN;
+		if (socks[i] && !sleep)
+			k[i].fd = -1; /* ignored by the kernel */
+	}
+}
+
+/* The kernel's answers into fds (veloz entries' eventfds emptied): the
+ * number of ready kernel entries. */
+static int kernel_answers(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
+			  const struct pollfd *k)
+{
+	int ready = 0;
+	nfds_t i;
+
+	for (i = 0; i < n; i++) {
+		if (socks[i]) {
+			if (k[i].revents & POLLIN)
+				eventfd_drain(k[i].fd);
+			continue;
+		}
+		fds[i].revents = k[i].revents;
+		if (fds[i].revents)
+			ready++;
+	}
+	return ready;
+}
+
 /*
  * One kernel poll() over the kernel descriptors and the veloz ones'
  * eventfds, then recompute: the number of ready entries, 0 on timeout,
@@ -126,37 +165,19 @@ static int poll_kernel(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
 {
 	int rc, ready = poll_veloz(fds, n, socks);
 	bool sleep = !ready;
-	nfds_t i;
 
 	for (;;) {
 		if (sleep) {
 			set_waiting(fds, n, socks, 1);
 			ready = poll_veloz(fds, n, socks);
 		}
-		for (i = 0; i < n; i++) {
-			k[i] = fds[i];
-			k[i].revents = 0;
-			if (socks[i])
-				k[i].events = POLLIN;
-			if (socks[i] && !sleep)
-				k[i].fd = -1; /* ignored by the kernel */
-		}
+		kernel_entries(fds, n, socks, k, sleep);
 		rc = vz_client_libc.poll(k, n, ready ? 0 : ms_left(until));
 		if (sleep)
 			set_waiting(fds, n, socks, 0);
 		if (rc < 0)
 			return -errno;
-		ready = 0;
-		for (i = 0; i < n; i++) {
-			if (socks[i]) {
-				if (k[i].revents & POLLIN)
-					eventfd_drain(k[i].fd);
-				continue;
-			}
-			fds[i].revents = k[i].revents;
-			if (fds[i].revents)
-				ready++;
-		}
+		ready = kernel_answers(fds, n, socks, k);
 		ready += poll_veloz(fds, n, socks);
 		if (ready || !ms_left(until))
 			return ready;
@@ -242,24 +263,24 @@ out:
 	return rc < 0 ? fail(rc) : rc;
 }
 
-/* select() as poll(): the sets become entries and back. */
-int vz_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
-	      struct timeval *timeout)
+/* select()'s timeout in poll()'s milliseconds (-1: none): 0 or -EINVAL. */
+static int select_ms(const struct timeval *timeout, int *ms)
 {
-	struct pollfd *p;
-	int i, n = 0, rc, ms = -1;
+	*ms = -1;
+	if (!timeout)
+		return 0;
+	if (timeout->tv_sec < 0 || timeout->tv_usec < 0)
+		return -EINVAL;
+	*ms = (int)(timeout->tv_sec * 1000 + (timeout->tv_usec + 999) / 1000);
+	return 0;
+}
 
-	if (nfds < 0 || nfds > FD_SETSIZE)
-		return fail(-EINVAL);
-	if (timeout) {
-		if (timeout->tv_sec < 0 || timeout->tv_usec < 0)
-			return fail(-EINVAL);
-		ms = (int)(timeout->tv_sec * 1000 +
-			   (timeout->tv_usec + 999) / 1000);
-	}
-	p = calloc((size_t)nfds + 1, sizeof(*p));
-	if (!p)
-		return fail(-ENOMEM);
+/* The sets as poll entries: how many. */
+static int sets_to_poll(int nfds, const fd_set *rd, const fd_set *wr,
+			const fd_set *ex, struct pollfd *p)
+{
+	int i, n = 0;
+
 	for (i = 0; i < nfds; i++) {
 		short ev = (short)((rd && FD_ISSET(i, rd) ? POLLIN : 0) |
 				   (wr && FD_ISSET(i, wr) ? POLLOUT : 0) |
@@ -268,35 +289,62 @@ int vz_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		if (ev)
 			p[n++] = (struct pollfd){ .fd = i, .events = ev };
 	}
-	rc = vz_poll(p, (nfds_t)n, ms);
-	if (rc < 0)
-		goto out;
-	for (i = 0; i < n; i++) {
-		if (p[i].revents & POLLNVAL) {
-			rc = fail(-EBADF);
-			goto out;
-		}
-	}
+	return n;
+}
+
+/* fd into the set when its entry asked for `ask` and got any of `got`:
+ * 1 if so, as select counts. */
+static int set_if(fd_set *set, const struct pollfd *p, short ask, short got)
+{
+	if (!set || !(p->events & ask) || !(p->revents & got))
+		return 0;
+	FD_SET(p->fd, set);
+	return 1;
+}
+
+/* poll()'s answers back into the sets, as Linux's select counts them: one
+ * per set a descriptor is ready in. */
+static int poll_to_sets(const struct pollfd *p, int n, fd_set *rd, fd_set *wr,
+			fd_set *ex)
+{
+	int i, rc = 0;
+
 	if (rd)
 		FD_ZERO(rd);
 	if (wr)
 		FD_ZERO(wr);
 	if (ex)
 		FD_ZERO(ex);
-	rc = 0;
 	for (i = 0; i < n; i++) {
-		short r = p[i].revents;
-
-		if (rd && (p[i].events & POLLIN) &&
-		    (r & (POLLIN | POLLHUP | POLLERR)) && ++rc)
-			FD_SET(p[i].fd, rd);
-		if (wr && (p[i].events & POLLOUT) &&
-		    (r & (POLLOUT | POLLERR)) && ++rc)
-			FD_SET(p[i].fd, wr);
-		if (ex && (p[i].events & POLLPRI) && (r & POLLPRI) && ++rc)
-			FD_SET(p[i].fd, ex);
+		rc += set_if(rd, &p[i], POLLIN, POLLIN | POLLHUP | POLLERR);
+		rc += set_if(wr, &p[i], POLLOUT, POLLOUT | POLLERR);
+		rc += set_if(ex, &p[i], POLLPRI, POLLPRI);
 	}
-out:
+	return rc;
+}
+
+/* select() as poll(): the sets become entries and back. */
+int vz_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
+	      struct timeval *timeout)
+{
+	struct pollfd *p;
+	int i, n, rc, ms;
+
+	if (nfds < 0 || nfds > FD_SETSIZE)
+		return fail(-EINVAL);
+	rc = select_ms(timeout, &ms);
+	if (rc)
+		return fail(rc);
+	p = calloc((size_t)nfds + 1, sizeof(*p));
+	if (!p)
+		return fail(-ENOMEM);
+	n = sets_to_poll(nfds, rd, wr, ex, p);
+	rc = vz_poll(p, (nfds_t)n, ms);
+	for (i = 0; rc >= 0 && i < n; i++)
+		if (p[i].revents & POLLNVAL)
+			rc = fail(-EBADF);
+	if (rc >= 0)
+		rc = poll_to_sets(p, n, rd, wr, ex);
 	free(p);
 	return rc;
 }

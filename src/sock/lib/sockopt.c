@@ -53,38 +53,21 @@ static int set_timeout(struct timeval *tv, const void *val, socklen_t len)
 	return 0;
 }
 
-int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+/* IPV6_V6ONLY: AF_INET6 sockets here are IPv6-only; that cannot change. */
+static int set_v6only(const void *val, socklen_t len)
 {
-	struct vz_csock *s;
 	int v;
-	VZ_DIRECT(fd, vz_direct_setsockopt(fd, level, name, val, len));
-	s = sock_get(fd);
 
-	if (!s)
-		return -1;
-	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY) {
-		/* AF_INET6 sockets here are IPv6-only; that cannot change */
-		if (!val || len < sizeof(int))
-			return fail(!val ? -EFAULT : -EINVAL);
-		memcpy(&v, val, sizeof(v));
-		return v ? 0 : fail(-EOPNOTSUPP);
-	}
-	if (vz_pmtu_opt(s->v6, level, name)) {
-		int err = vz_pmtu_set(val, len);
-
-		return err ? fail(err) : 0;
-	}
-	if (level != SOL_SOCKET)
-		return fail(-ENOPROTOOPT);
-	if (!val)
-		return fail(-EFAULT);
-	if (name == SO_RCVTIMEO)
-		return set_timeout(&s->rcvtimeo, val, len);
-	if (name == SO_SNDTIMEO)
-		return set_timeout(&s->sndtimeo, val, len);
-	if (len < sizeof(int))
-		return fail(-EINVAL);
+	if (!val || len < sizeof(int))
+		return fail(!val ? -EFAULT : -EINVAL);
 	memcpy(&v, val, sizeof(v));
+	return v ? 0 : fail(-EOPNOTSUPP);
+}
+
+/* setsockopt(SOL_SOCKET) of an int: SO_BUSY_POLL here, the rest the
+ * poller's. */
+static int set_int(struct vz_csock *s, int name, int v)
+{
 	switch (name) {
 	case SO_BUSY_POLL:
 		/* Linux: negative is EINVAL; our bound keeps a spin sane */
@@ -109,6 +92,36 @@ int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 	}
 }
 
+int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	struct vz_csock *s;
+	int v;
+	VZ_DIRECT(fd, vz_direct_setsockopt(fd, level, name, val, len));
+	s = sock_get(fd);
+
+	if (!s)
+		return -1;
+	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
+		return set_v6only(val, len);
+	if (vz_pmtu_opt(s->v6, level, name)) {
+		int err = vz_pmtu_set(val, len);
+
+		return err ? fail(err) : 0;
+	}
+	if (level != SOL_SOCKET)
+		return fail(-ENOPROTOOPT);
+	if (!val)
+		return fail(-EFAULT);
+	if (name == SO_RCVTIMEO)
+		return set_timeout(&s->rcvtimeo, val, len);
+	if (name == SO_SNDTIMEO)
+		return set_timeout(&s->sndtimeo, val, len);
+	if (len < sizeof(int))
+		return fail(-EINVAL);
+	memcpy(&v, val, sizeof(v));
+	return set_int(s, name, v);
+}
+
 static int put_int(void *val, socklen_t *len, int v)
 {
 	if (*len < sizeof(int))
@@ -127,25 +140,11 @@ static int put_timeval(void *val, socklen_t *len, const struct timeval *tv)
 	return 0;
 }
 
-int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+/* getsockopt(SOL_SOCKET): from the socket; SO_ERROR takes the pending
+ * error. */
+static int get_sol_socket(struct vz_csock *s, int name, void *val,
+			  socklen_t *len)
 {
-	struct vz_csock *s;
-	VZ_DIRECT(fd, vz_direct_getsockopt(fd, level, name, val, len));
-	s = sock_get(fd);
-
-	if (!s)
-		return -1;
-	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
-		return !val || !len ? fail(-EFAULT) : put_int(val, len, 1);
-	if (vz_pmtu_opt(s->v6, level, name)) {
-		int err = vz_pmtu_get(val, len);
-
-		return err ? fail(err) : 0;
-	}
-	if (level != SOL_SOCKET)
-		return fail(-ENOPROTOOPT);
-	if (!val || !len)
-		return fail(-EFAULT);
 	switch (name) {
 	case SO_RCVBUF:
 		return put_int(val, len, (int)s->rx.size);
@@ -174,4 +173,26 @@ int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	default:
 		return fail(-ENOPROTOOPT);
 	}
+}
+
+int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct vz_csock *s;
+	VZ_DIRECT(fd, vz_direct_getsockopt(fd, level, name, val, len));
+	s = sock_get(fd);
+
+	if (!s)
+		return -1;
+	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
+		return !val || !len ? fail(-EFAULT) : put_int(val, len, 1);
+	if (vz_pmtu_opt(s->v6, level, name)) {
+		int err = vz_pmtu_get(val, len);
+
+		return err ? fail(err) : 0;
+	}
+	if (level != SOL_SOCKET)
+		return fail(-ENOPROTOOPT);
+	if (!val || !len)
+		return fail(-EFAULT);
+	return get_sol_socket(s, name, val, len);
 }
