@@ -269,6 +269,25 @@ static void arp_learn(struct vz_stack *s, const __u8 *ip, const __u8 *mac,
 		arp_flush(s, e);
 }
 
+/* An Ethernet/IPv4 ARP request or reply from a unicast sender, not a
+ * martian; a sender of 0.0.0.0 is a probe (RFC 5227): only a request. */
+static bool arp_valid(struct vz_stack *s, const __u8 *a, size_t len)
+{
+	const __u8 *sha = a + 8;
+	__be32 spa;
+	__u16 op;
+
+	if (len < VZ_ETH_HLEN + ARP_LEN || vz_get16(a) != 1 ||
+	    vz_get16(a + 2) != VZ_ETH_P_IP || a[4] != VZ_ETH_ALEN || a[5] != 4)
+		return false;
+	op = vz_get16(a + 6);
+	spa = vz_get_be32(a + 14);
+	if ((op != ARP_OP_REQUEST && op != ARP_OP_REPLY) ||
+	    vz_mac_is_multicast(sha) || vz_mac_is_zero(sha))
+		return false;
+	return spa ? !vz_ip4_martian(s, spa) : op == ARP_OP_REQUEST;
+}
+
 void vz_arp_input(struct vz_stack *s, const __u8 *frame, size_t len,
 		  __u64 now_ns)
 {
@@ -276,18 +295,13 @@ void vz_arp_input(struct vz_stack *s, const __u8 *frame, size_t len,
 	__be32 spa, tpa;
 	__u16 op;
 
-	if (len < VZ_ETH_HLEN + ARP_LEN || vz_get16(a) != 1 ||
-	    vz_get16(a + 2) != VZ_ETH_P_IP || a[4] != VZ_ETH_ALEN || a[5] != 4)
-		goto bad;
+	if (!arp_valid(s, a, len)) {
+		s->st.arp_bad++;
+		return;
+	}
 	op = vz_get16(a + 6);
 	spa = vz_get_be32(a + 14);
 	tpa = vz_get_be32(a + 24);
-	if ((op != ARP_OP_REQUEST && op != ARP_OP_REPLY) ||
-	    vz_mac_is_multicast(sha) || vz_mac_is_zero(sha))
-		goto bad;
-	/* A sender of 0.0.0.0 is a probe (RFC 5227): only a request. */
-	if (spa ? vz_ip4_martian(s, spa) : op != ARP_OP_REQUEST)
-		goto bad;
 	if (spa) {
 		__u8 key[16];
 
@@ -305,9 +319,6 @@ void vz_arp_input(struct vz_stack *s, const __u8 *frame, size_t len,
 	s->st.arp_requests_in++;
 	if (!arp_send(s, ARP_OP_REPLY, sha, sha, spa))
 		s->st.arp_replies_out++;
-	return;
-bad:
-	s->st.arp_bad++;
 }
 
 static int arp_enqueue(struct vz_stack *s, struct vz_arp_entry *e,

@@ -214,6 +214,27 @@ static struct vz_frag *frag_before(const struct vz_reasm *r, __u32 off)
 	return f;
 }
 
+/* Why fragment [off, end) cannot join r (the counter of the reason the
+ * datagram dies), NULL when it can; *prev and *next: its neighbours. */
+static __u64 *frag_refused(struct vz_stack *s, const struct vz_reasm *r,
+			   __u32 off, __u32 end, bool more, size_t need,
+			   struct vz_frag **prev, struct vz_frag **next)
+{
+	/* one last fragment, nothing past it */
+	if ((!more && r->seen_last) || (r->seen_last && end > r->total) ||
+	    (!more && r->tail && r->tail->off + r->tail->len > end))
+		return &s->st.frag_bad;
+	*prev = frag_before(r, off);
+	*next = *prev ? (*prev)->next : r->head;
+	if ((*prev && (*prev)->off + (*prev)->len > off) ||
+	    (*next && end > (*next)->off))
+		return &s->st.frag_overlap;
+	if (r->nfrags >= VZ_REASM_MAX_FRAGS ||
+	    s->reasm.bytes + need > s->cfg.reasm_max_bytes)
+		return &s->st.frag_no_memory;
+	return NULL;
+}
+
 /* Add one fragment: 0, or the counter of the reason the datagram dies. */
 static __u64 *reasm_add(struct vz_stack *s, struct vz_reasm *r, __u32 off,
 			const __u8 *data, __u32 len, bool more, const __u8 *iph,
@@ -222,18 +243,10 @@ static __u64 *reasm_add(struct vz_stack *s, struct vz_reasm *r, __u32 off,
 	__u32 end = off + len;
 	struct vz_frag *prev, *next, *f;
 	size_t need = sizeof(*f) + len;
+	__u64 *why = frag_refused(s, r, off, end, more, need, &prev, &next);
 
-	/* one last fragment, nothing past it */
-	if ((!more && r->seen_last) || (r->seen_last && end > r->total) ||
-	    (!more && r->tail && r->tail->off + r->tail->len > end))
-		return &s->st.frag_bad;
-	prev = frag_before(r, off);
-	next = prev ? prev->next : r->head;
-	if ((prev && prev->off + prev->len > off) || (next && end > next->off))
-		return &s->st.frag_overlap;
-	if (r->nfrags >= VZ_REASM_MAX_FRAGS ||
-	    s->reasm.bytes + need > s->cfg.reasm_max_bytes)
-		return &s->st.frag_no_memory;
+	if (why)
+		return why;
 	f = malloc(need);
 	if (!f)
 		return &s->st.frag_no_memory;
@@ -287,6 +300,42 @@ static __u8 *reasm_build(const struct vz_reasm *r, size_t *len)
 	return buf;
 }
 
+/* The datagram k's fragments go to: the one held, else a new one (a
+ * stale one, past its timer, freed first); NULL without memory. */
+static struct vz_reasm *reasm_find(struct vz_stack *s,
+				   const struct reasm_key *k, __u64 now_ns)
+{
+	struct vz_reasm **link = reasm_link(&s->reasm, k), *r = *link;
+
+	if (r && now_ns >= r->expires_ns) { /* the timer has not run yet */
+		s->st.frag_timeout++;
+		reasm_free(s, r);
+		r = NULL; /* *link now holds the next in the chain */
+	}
+	if (r)
+		return r;
+	if (reasm_make_room(s)) /* the eviction may have changed *link */
+		link = reasm_link(&s->reasm, k);
+	return reasm_new(s, link, k, now_ns);
+}
+
+/* The end of a datagram: complete (why NULL), built into *out, or dead
+ * (why, its reason's counter). Counted and freed. 1: reassembled, -1:
+ * refused. */
+static int reasm_finish(struct vz_stack *s, struct vz_reasm *r, __u64 *why,
+			__u8 **out, size_t *outlen)
+{
+	if (!why && (r->v6 ? 0 : r->hlen) + (size_t)r->total > VZ_IP_MAXLEN)
+		why = &s->st.frag_bad; /* the first header made it too long */
+	if (!why) {
+		*out = reasm_build(r, outlen);
+		why = *out ? &s->st.frag_reassembled : &s->st.frag_no_memory;
+	}
+	(*why)++;
+	reasm_free(s, r);
+	return why == &s->st.frag_reassembled ? 1 : -1;
+}
+
 /*
  * One fragment of a datagram for us (header checked), of key k: [off, off +
  * plen) of the payload, `more` the MF flag, hdr the header the whole will
@@ -299,7 +348,7 @@ static int reasm_input(struct vz_stack *s, const struct reasm_key *k, __u32 off,
 		       const __u8 *payload, size_t plen, size_t limit,
 		       __u64 now_ns, __u8 **out, size_t *outlen)
 {
-	struct vz_reasm **link, *r;
+	struct vz_reasm *r;
 	__u64 *why;
 
 	s->st.frag_in++;
@@ -309,17 +358,7 @@ static int reasm_input(struct vz_stack *s, const struct reasm_key *k, __u32 off,
 		s->st.frag_bad++;
 		return -1;
 	}
-	link = reasm_link(&s->reasm, k);
-	r = *link;
-	if (r && now_ns >= r->expires_ns) { /* the timer has not run yet */
-		s->st.frag_timeout++;
-		reasm_free(s, r);
-		r = NULL; /* *link now holds the next in the chain */
-	}
-	if (!r && reasm_make_room(s)) /* the eviction may have changed *link */
-		link = reasm_link(&s->reasm, k);
-	if (!r)
-		r = reasm_new(s, link, k, now_ns);
+	r = reasm_find(s, k, now_ns);
 	if (!r) {
 		s->st.frag_no_memory++;
 		return -1;
@@ -329,15 +368,7 @@ static int reasm_input(struct vz_stack *s, const struct reasm_key *k, __u32 off,
 		s->st.frag_held++;
 		return 0;
 	}
-	if (!why && (r->v6 ? 0 : r->hlen) + (size_t)r->total > VZ_IP_MAXLEN)
-		why = &s->st.frag_bad; /* the first header made it too long */
-	if (!why) {
-		*out = reasm_build(r, outlen);
-		why = *out ? &s->st.frag_reassembled : &s->st.frag_no_memory;
-	}
-	(*why)++;
-	reasm_free(s, r);
-	return why == &s->st.frag_reassembled ? 1 : -1;
+	return reasm_finish(s, r, why, out, outlen);
 }
 
 int vz_reasm_input(struct vz_stack *s, const __u8 *iph, size_t hlen,

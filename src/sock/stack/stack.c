@@ -151,6 +151,23 @@ static int check_config6(struct vz_stack *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* What a zero (unset) field of the configuration means. */
+static void config_defaults(struct vz_stack_config *c)
+{
+	if (!c->mtu)
+		c->mtu = 1500;
+	if (!c->arp_timeout_ms)
+		c->arp_timeout_ms = 60000;
+	if (!c->arp_retry_ms)
+		c->arp_retry_ms = 1000;
+	if (!c->reasm_timeout_ms)
+		c->reasm_timeout_ms = 30000;
+	if (!c->reasm_max_bytes)
+		c->reasm_max_bytes = 4u << 20;
+	if (!c->reasm_max_datagrams)
+		c->reasm_max_datagrams = 256;
+}
+
 static int check_config(struct vz_stack *s, char *err, size_t errlen)
 {
 	struct vz_stack_config *c = &s->cfg;
@@ -167,21 +184,10 @@ static int check_config(struct vz_stack *s, char *err, size_t errlen)
 			   ((c->gateway ^ c->ip4) & s->mask)))
 		return bad_config(err, errlen,
 				  "gateway: not another address on-link");
-	if (!c->mtu)
-		c->mtu = 1500;
+	config_defaults(c);
 	if (c->mtu < VZ_MTU_MIN || c->mtu > VZ_MTU_MAX)
 		return bad_config(err, errlen, "mtu %u: not in [%d, %d]",
 				  c->mtu, VZ_MTU_MIN, VZ_MTU_MAX);
-	if (!c->arp_timeout_ms)
-		c->arp_timeout_ms = 60000;
-	if (!c->arp_retry_ms)
-		c->arp_retry_ms = 1000;
-	if (!c->reasm_timeout_ms)
-		c->reasm_timeout_ms = 30000;
-	if (!c->reasm_max_bytes)
-		c->reasm_max_bytes = 4u << 20;
-	if (!c->reasm_max_datagrams)
-		c->reasm_max_datagrams = 256;
 	if (c->reasm_max_datagrams > VZ_REASM_MAX_DATAGRAMS)
 		return bad_config(err, errlen, "reasm_max_datagrams %u: max %d",
 				  c->reasm_max_datagrams,
