@@ -112,15 +112,54 @@ static int bpf_replay(int prog, const struct vz_policy_record *rec,
 	return opts.retval == XDP_TX ? 0 : -EPROTO;
 }
 
+/* What the traces covered, and how many records went through each replay. */
+struct tally {
+	unsigned long long total, bpf_checked, kinds[2], events[4];
+};
+
+/* Every record of one trace, replayed natively and (with prog >= 0) through
+ * BPF: both must answer as the recording did. -1 after too many failures. */
+static int replay_trace(const struct trace *t, int prog, int policy,
+			unsigned int size, struct tally *n)
+{
+	const char *name = vz_dispatch_policy_name((unsigned)policy);
+	struct vz_policy_record native, bpf;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < t->n; i++) {
+		native = question(&t->rec[i]);
+		vz_policy_replay(&native);
+		CHECK(same_answer(&native, &t->rec[i]),
+		      "native replay differs: %s on %u, record %u", name, size,
+		      i);
+		n->kinds[t->rec[i].kind & 1]++;
+		n->events[t->rec[i].out_event & 3]++;
+		n->total++;
+		if (prog < 0)
+			continue;
+		ret = bpf_replay(prog, &t->rec[i], &bpf);
+		CHECK(!ret, "BPF_PROG_TEST_RUN: %s", strerror(-ret));
+		CHECK(!ret && same_answer(&bpf, &t->rec[i]),
+		      "BPF differs: %s on %u, record %u: "
+		      "worker %u vs %u, event %u vs %u",
+		      name, size, i, bpf.out_worker, t->rec[i].out_worker,
+		      bpf.out_event, t->rec[i].out_event);
+		n->bpf_checked++;
+		if (failures > 20)
+			return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const unsigned int sizes[] = { 2, 8, 16, 64 };
 	const char *obj_path = argc > 1 ? argv[1] : "policy_replay.bpf.o";
 	struct trace t = { .rec = calloc(MAX_RECORDS, sizeof(*t.rec)) };
-	unsigned long long total = 0, bpf_checked = 0, kinds[2] = { 0 };
-	unsigned long long events[4] = { 0 };
+	struct tally n = { 0 };
 	struct bpf_object *obj = NULL;
-	int prog = -1, policy, ret;
+	int prog = -1, policy;
 	unsigned int s, i, gap;
 
 	if (!t.rec)
@@ -143,52 +182,21 @@ int main(int argc, char **argv)
 				CHECK(t.n > 1000, "%s on %u: %zu decisions",
 				      vz_dispatch_policy_name((unsigned)policy),
 				      sizes[s], t.n);
-				for (i = 0; i < t.n; i++) {
-					struct vz_policy_record
-						native = question(&t.rec[i]),
-						bpf;
-
-					vz_policy_replay(&native);
-					CHECK(same_answer(&native, &t.rec[i]),
-					      "native replay differs: %s on %u, "
-					      "record %u",
-					      vz_dispatch_policy_name(
-						      (unsigned)policy),
-					      sizes[s], i);
-					kinds[t.rec[i].kind & 1]++;
-					events[t.rec[i].out_event & 3]++;
-					total++;
-					if (prog < 0)
-						continue;
-					ret = bpf_replay(prog, &t.rec[i], &bpf);
-					CHECK(!ret, "BPF_PROG_TEST_RUN: %s",
-					      strerror(-ret));
-					CHECK(!ret && same_answer(&bpf,
-								  &t.rec[i]),
-					      "BPF differs: %s on %u, record %u: "
-					      "worker %u vs %u, event %u vs %u",
-					      vz_dispatch_policy_name(
-						      (unsigned)policy),
-					      sizes[s], i, bpf.out_worker,
-					      t.rec[i].out_worker,
-					      bpf.out_event,
-					      t.rec[i].out_event);
-					bpf_checked++;
-					if (failures > 20)
-						return 1;
-				}
+				if (replay_trace(&t, prog, policy, sizes[s],
+						 &n))
+					return 1;
 			}
 		}
 	}
 	/* The traces must exercise every kind of decision and outcome. */
-	CHECK(kinds[0] && kinds[1], "flow and bucket decisions recorded");
+	CHECK(n.kinds[0] && n.kinds[1], "flow and bucket decisions recorded");
 	for (i = 0; i < 4; i++)
-		CHECK(events[i] > 0, "event %u never happened", i);
+		CHECK(n.events[i] > 0, "event %u never happened", i);
 	printf("%llu decisions (%llu flow, %llu bucket; stayed %llu, placed "
 	       "%llu, moved %llu, forced %llu): native replay identical, "
 	       "%llu through BPF identical\n",
-	       total, kinds[0], kinds[1], events[0], events[1], events[2],
-	       events[3], bpf_checked);
+	       n.total, n.kinds[0], n.kinds[1], n.events[0], n.events[1],
+	       n.events[2], n.events[3], n.bpf_checked);
 	bpf_object__close(obj);
 	free(t.rec);
 	if (failures)

@@ -216,43 +216,129 @@ static void test_busy_poll(void)
 
 #define BURST 40
 
-static void test_mmsg(void)
-{
-	struct sockaddr_in to = sin_of(LOCAL_IP, 6021), from[BURST];
-	int a = bound(6021), b = bound(6022), i, n, bad = 0;
+/* A burst of BURST datagrams, each sent from two iovecs (the gather path)
+ * and received into two (the scatter path). */
+struct burst {
+	struct sockaddr_in to, from[BURST];
 	struct mmsghdr v[BURST], r[BURST];
 	struct iovec iov[BURST][2], riov[BURST][2];
 	char data[BURST][48], got[BURST][2][24];
+};
+
+static void burst_init(struct burst *t)
+{
+	int i;
+
+	memset(t, 0, sizeof(*t));
+	t->to = sin_of(LOCAL_IP, 6021);
+	for (i = 0; i < BURST; i++) {
+		memset(t->data[i], 'a' + i % 26, sizeof(t->data[i]));
+		t->data[i][0] = (char)i;
+		t->iov[i][0] = (struct iovec){ t->data[i], 10 };
+		t->iov[i][1] = (struct iovec){ t->data[i] + 10, 38 };
+		t->v[i].msg_hdr = (struct msghdr){ .msg_name = &t->to,
+						   .msg_namelen = sizeof(t->to),
+						   .msg_iov = t->iov[i],
+						   .msg_iovlen = 2 };
+		t->riov[i][0] = (struct iovec){ t->got[i][0], 24 };
+		t->riov[i][1] = (struct iovec){ t->got[i][1], 24 };
+		t->r[i].msg_hdr =
+			(struct msghdr){ .msg_name = &t->from[i],
+					 .msg_namelen = sizeof(t->from[i]),
+					 .msg_iov = t->riov[i],
+					 .msg_iovlen = 2 };
+	}
+}
+
+/* Hostile vectors: an errno each, never a crash. */
+static void check_hostile_vectors(int a, int b, struct burst *t)
+{
 	struct timespec ts = { 0, -1 };
 
-	memset(v, 0, sizeof(v));
-	for (i = 0; i < BURST; i++) {
-		memset(data[i], 'a' + i % 26, sizeof(data[i]));
-		data[i][0] = (char)i;
-		/* two parts: the gather path */
-		iov[i][0] = (struct iovec){ data[i], 10 };
-		iov[i][1] = (struct iovec){ data[i] + 10, 38 };
-		v[i].msg_hdr = (struct msghdr){ .msg_name = &to,
-						.msg_namelen = sizeof(to),
-						.msg_iov = iov[i],
-						.msg_iovlen = 2 };
-	}
-	n = vz_sendmmsg(b, v, BURST, 0);
+	errno = 0;
+	CHECK(vz_sendmmsg(b, NULL, 4, 0) < 0 && errno == EFAULT,
+	      "NULL vector: EFAULT (%s)", strerror(errno));
+	CHECK(vz_recvmmsg(a, NULL, 4, MSG_DONTWAIT, NULL) < 0 &&
+		      errno == EFAULT,
+	      "NULL receive vector: EFAULT");
+	CHECK(vz_sendmmsg(b, t->v, 0, 0) == 0, "vlen 0 sends nothing");
+	CHECK(vz_recvmmsg(a, t->r, 0, 0, NULL) == 0, "vlen 0 receives nothing");
+	t->v[0].msg_hdr.msg_iovlen = 5000;
+	errno = 0;
+	CHECK(vz_sendmmsg(b, t->v, 1, 0) < 0 && errno == EMSGSIZE,
+	      "iovlen over UIO_MAXIOV: EMSGSIZE (%s)", strerror(errno));
+	t->v[0].msg_hdr.msg_iovlen = 2;
+	t->v[0].msg_hdr.msg_iov = NULL;
+	errno = 0;
+	CHECK(vz_sendmmsg(b, t->v, 1, 0) < 0 && errno == EFAULT,
+	      "NULL iovec: EFAULT");
+	t->v[0].msg_hdr.msg_iov = t->iov[0];
+	t->iov[0][1].iov_base = NULL;
+	errno = 0;
+	CHECK(vz_sendmmsg(b, t->v, 1, 0) < 0 && errno == EFAULT,
+	      "NULL iov_base: EFAULT");
+	t->iov[0][1] = (struct iovec){ t->data[0], SIZE_MAX - 4 };
+	errno = 0;
+	CHECK(vz_sendmmsg(b, t->v, 1, 0) < 0 && errno == EINVAL,
+	      "iov_len overflow: EINVAL (%s)", strerror(errno));
+	t->iov[0][1] = (struct iovec){ t->data[0], 70000 };
+	errno = 0;
+	CHECK(vz_sendmmsg(b, t->v, 1, 0) < 0 && errno == EMSGSIZE,
+	      "70000 bytes: EMSGSIZE (%s)", strerror(errno));
+	t->iov[0][1] = (struct iovec){ t->data[0] + 10, 38 };
+	/* A bad second entry: the first is sent and counted. */
+	t->v[1].msg_hdr.msg_iov = NULL;
+	CHECK(vz_sendmmsg(b, t->v, 2, 0) == 1, "stops at the bad entry");
+	t->v[1].msg_hdr.msg_iov = t->iov[1];
+	CHECK(vz_recvmmsg(a, t->r, BURST, 0, &ts) < 0 && errno == EINVAL,
+	      "bad timeout: EINVAL");
+	t->r[0].msg_hdr.msg_iovlen = 5000;
+	errno = 0;
+	CHECK(vz_recvmmsg(a, t->r, 1, 0, NULL) < 0 && errno == EMSGSIZE,
+	      "receive iovlen over UIO_MAXIOV: EMSGSIZE");
+	t->r[0].msg_hdr.msg_iovlen = 2;
+	CHECK(vz_recvmmsg(a, t->r, 1, 0, NULL) == 1 && t->r[0].msg_len == 48,
+	      "the one sent before the bad entry");
+	errno = 0;
+	CHECK(vz_sendmmsg(12345, t->v, 1, 0) < 0 && errno == EBADF,
+	      "not a descriptor: EBADF (%s)", strerror(errno));
+	CHECK(vz_sendmsg(b, NULL, 0) < 0 && errno == EFAULT,
+	      "NULL msghdr: EFAULT");
+	CHECK(vz_recvmsg(a, NULL, 0) < 0 && errno == EFAULT,
+	      "NULL receive msghdr: EFAULT");
+}
+
+/* vlen far over UIO_MAXIOV is capped, as Linux does: a vector of 1024 is
+ * never read past. */
+static void check_huge_vlen(int b, struct burst *t)
+{
+	static struct mmsghdr big[1024];
+	struct iovec one = { t->data[0], 1 };
+	int i, sent;
+
+	for (i = 0; i < 1024; i++)
+		big[i].msg_hdr = (struct msghdr){ .msg_name = &t->to,
+						  .msg_namelen = sizeof(t->to),
+						  .msg_iov = &one,
+						  .msg_iovlen = 1 };
+	sent = vz_sendmmsg(b, big, UINT_MAX, MSG_DONTWAIT);
+	CHECK(sent > 0 && sent <= 1024, "huge vlen capped: %d", sent);
+}
+
+static void test_mmsg(void)
+{
+	static struct burst t;
+	int a = bound(6021), b = bound(6022), i, n, bad = 0;
+
+	burst_init(&t);
+	n = vz_sendmmsg(b, t.v, BURST, 0);
 	CHECK(n == BURST, "sendmmsg sent %d: %s", n, strerror(errno));
 	for (i = 0; i < BURST; i++)
-		CHECK(v[i].msg_len == 48, "msg_len %u", v[i].msg_len);
-	memset(r, 0, sizeof(r));
-	for (i = 0; i < BURST; i++) {
-		riov[i][0] = (struct iovec){ got[i][0], 24 };
-		riov[i][1] = (struct iovec){ got[i][1], 24 };
-		r[i].msg_hdr = (struct msghdr){ .msg_name = &from[i],
-						.msg_namelen = sizeof(from[i]),
-						.msg_iov = riov[i],
-						.msg_iovlen = 2 };
-	}
+		CHECK(t.v[i].msg_len == 48, "msg_len %u", t.v[i].msg_len);
 	/* The first waits, the rest are taken as queued. */
 	for (n = 0; n < BURST;) {
-		int k = vz_recvmmsg(a, r + n, BURST - n, MSG_WAITFORONE, NULL);
+		int k = vz_recvmmsg(a, t.r + n, BURST - n, MSG_WAITFORONE,
+				    NULL);
 
 		if (k <= 0) {
 			CHECK(0, "recvmmsg: %s", strerror(errno));
@@ -261,81 +347,14 @@ static void test_mmsg(void)
 		n += k;
 	}
 	for (i = 0; i < n; i++)
-		if (r[i].msg_len != 48 || memcmp(got[i], data[i], 48) ||
-		    r[i].msg_hdr.msg_namelen != sizeof(from[i]) ||
-		    ntohs(from[i].sin_port) != 6022)
+		if (t.r[i].msg_len != 48 || memcmp(t.got[i], t.data[i], 48) ||
+		    t.r[i].msg_hdr.msg_namelen != sizeof(t.from[i]) ||
+		    ntohs(t.from[i].sin_port) != 6022)
 			bad++;
 	CHECK(n == BURST && !bad, "%d of %d received whole, in order", n - bad,
 	      BURST);
-
-	/* Hostile vectors: an errno each, never a crash. */
-	errno = 0;
-	CHECK(vz_sendmmsg(b, NULL, 4, 0) < 0 && errno == EFAULT,
-	      "NULL vector: EFAULT (%s)", strerror(errno));
-	CHECK(vz_recvmmsg(a, NULL, 4, MSG_DONTWAIT, NULL) < 0 &&
-		      errno == EFAULT,
-	      "NULL receive vector: EFAULT");
-	CHECK(vz_sendmmsg(b, v, 0, 0) == 0, "vlen 0 sends nothing");
-	CHECK(vz_recvmmsg(a, r, 0, 0, NULL) == 0, "vlen 0 receives nothing");
-	v[0].msg_hdr.msg_iovlen = 5000;
-	errno = 0;
-	CHECK(vz_sendmmsg(b, v, 1, 0) < 0 && errno == EMSGSIZE,
-	      "iovlen over UIO_MAXIOV: EMSGSIZE (%s)", strerror(errno));
-	v[0].msg_hdr.msg_iovlen = 2;
-	v[0].msg_hdr.msg_iov = NULL;
-	errno = 0;
-	CHECK(vz_sendmmsg(b, v, 1, 0) < 0 && errno == EFAULT,
-	      "NULL iovec: EFAULT");
-	v[0].msg_hdr.msg_iov = iov[0];
-	iov[0][1].iov_base = NULL;
-	errno = 0;
-	CHECK(vz_sendmmsg(b, v, 1, 0) < 0 && errno == EFAULT,
-	      "NULL iov_base: EFAULT");
-	iov[0][1] = (struct iovec){ data[0], SIZE_MAX - 4 };
-	errno = 0;
-	CHECK(vz_sendmmsg(b, v, 1, 0) < 0 && errno == EINVAL,
-	      "iov_len overflow: EINVAL (%s)", strerror(errno));
-	iov[0][1] = (struct iovec){ data[0], 70000 };
-	errno = 0;
-	CHECK(vz_sendmmsg(b, v, 1, 0) < 0 && errno == EMSGSIZE,
-	      "70000 bytes: EMSGSIZE (%s)", strerror(errno));
-	iov[0][1] = (struct iovec){ data[0] + 10, 38 };
-	/* A bad second entry: the first is sent and counted. */
-	v[1].msg_hdr.msg_iov = NULL;
-	CHECK(vz_sendmmsg(b, v, 2, 0) == 1, "stops at the bad entry");
-	v[1].msg_hdr.msg_iov = iov[1];
-	CHECK(vz_recvmmsg(a, r, BURST, 0, &ts) < 0 && errno == EINVAL,
-	      "bad timeout: EINVAL");
-	r[0].msg_hdr.msg_iovlen = 5000;
-	errno = 0;
-	CHECK(vz_recvmmsg(a, r, 1, 0, NULL) < 0 && errno == EMSGSIZE,
-	      "receive iovlen over UIO_MAXIOV: EMSGSIZE");
-	r[0].msg_hdr.msg_iovlen = 2;
-	CHECK(vz_recvmmsg(a, r, 1, 0, NULL) == 1 && r[0].msg_len == 48,
-	      "the one sent before the bad entry");
-	errno = 0;
-	CHECK(vz_sendmmsg(12345, v, 1, 0) < 0 && errno == EBADF,
-	      "not a descriptor: EBADF (%s)", strerror(errno));
-	CHECK(vz_sendmsg(b, NULL, 0) < 0 && errno == EFAULT,
-	      "NULL msghdr: EFAULT");
-	CHECK(vz_recvmsg(a, NULL, 0) < 0 && errno == EFAULT,
-	      "NULL receive msghdr: EFAULT");
-	/* vlen far over UIO_MAXIOV is capped, as Linux does: a vector of
-	 * 1024 is never read past. */
-	{
-		static struct mmsghdr big[1024];
-		struct iovec one = { data[0], 1 };
-		int sent;
-
-		for (i = 0; i < 1024; i++)
-			big[i].msg_hdr =
-				(struct msghdr){ .msg_name = &to,
-						 .msg_namelen = sizeof(to),
-						 .msg_iov = &one,
-						 .msg_iovlen = 1 };
-		sent = vz_sendmmsg(b, big, UINT_MAX, MSG_DONTWAIT);
-		CHECK(sent > 0 && sent <= 1024, "huge vlen capped: %d", sent);
-	}
+	check_hostile_vectors(a, b, &t);
+	check_huge_vlen(b, &t);
 	vz_close(a);
 	vz_close(b);
 }

@@ -441,19 +441,17 @@ static void check_flags(int a, const struct sockaddr_in *a_addr, int b)
 	      "SO_RCVBUF: %s", strerror(errno));
 }
 
-static void check_waits(int a, const struct sockaddr_in *a_addr, int b)
+/* A kernel descriptor (the pipe p) and a veloz one (a) in the same poll,
+ * select, ppoll and pselect. */
+static void check_mixed_polls(int a, const struct sockaddr_in *a_addr, int b,
+			      const int p[2])
 {
-	int p[2], ep = epoll_create1(0);
-	struct epoll_event ev = { .events = EPOLLIN }, evs[4];
 	struct timespec ts = { .tv_nsec = 50000000 };
-	int d, d2;
 	struct timeval tv = { .tv_sec = 2 };
 	struct pollfd pf[2];
 	fd_set rd;
 	char buf[8];
 
-	CHECK(pipe(p) == 0, "pipe");
-	/* a kernel descriptor and a veloz one in the same wait */
 	CHECK(write(p[1], "x", 1) == 1, "pipe write");
 	pf[0] = (struct pollfd){ .fd = p[0], .events = POLLIN };
 	pf[1] = (struct pollfd){ .fd = a, .events = POLLIN };
@@ -482,8 +480,15 @@ static void check_waits(int a, const struct sockaddr_in *a_addr, int b)
 	      "pselect: %s", strerror(errno));
 	CHECK(recv(a, buf, sizeof(buf), 0) == 3, "recv after select");
 	CHECK(read(p[0], buf, 1) == 1, "pipe read");
+}
 
-	/* epoll over the pipe and the veloz socket, through libc's names */
+/* epoll over the pipe and the veloz socket, through libc's names */
+static void check_mixed_epoll(int ep, int a, const struct sockaddr_in *a_addr,
+			      int b, const int p[2])
+{
+	struct epoll_event ev = { .events = EPOLLIN }, evs[4];
+	char buf[8];
+
 	ev.data.u64 = 1;
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev) == 0, "epoll ADD veloz: %s",
 	      strerror(errno));
@@ -503,7 +508,15 @@ static void check_waits(int a, const struct sockaddr_in *a_addr, int b)
 	CHECK(epoll_pwait(ep, evs, 4, 2000, NULL) == 2, "epoll_pwait: both");
 	CHECK(recv(a, buf, sizeof(buf), 0) == 2 && read(p[0], buf, 1) == 1,
 	      "drain");
-	/* a copy is the same socket; closing one keeps the other */
+}
+
+/* a copy is the same socket; closing one keeps the other */
+static void check_dups(int a, const struct sockaddr_in *a_addr, int b,
+		       const int p[2])
+{
+	char buf[8];
+	int d, d2;
+
 	d = dup(a);
 	CHECK(d >= 0 && vz_is_socket(d), "dup: %s", strerror(errno));
 	CHECK(sendto(b, "du", 2, 0, (const struct sockaddr *)a_addr,
@@ -517,6 +530,16 @@ static void check_waits(int a, const struct sockaddr_in *a_addr, int b)
 	      "dup2 over a copy replaces only the copy: %s", strerror(errno));
 	CHECK(close(d) == 0 && close(d2) == 0 && vz_is_socket(a),
 	      "close the copies");
+}
+
+static void check_waits(int a, const struct sockaddr_in *a_addr, int b)
+{
+	int p[2], ep = epoll_create1(0);
+
+	CHECK(pipe(p) == 0, "pipe");
+	check_mixed_polls(a, a_addr, b, p);
+	check_mixed_epoll(ep, a, a_addr, b, p);
+	check_dups(a, a_addr, b, p);
 	CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, a, NULL) == 0, "epoll DEL: %s",
 	      strerror(errno));
 	close(ep);

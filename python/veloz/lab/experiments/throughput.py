@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from veloz.lab import summary, trial
+from veloz.lab import summary, trial, zero_loss
 from veloz.lab.experiments import headline_cost
 
 SPEED_NOTE = (
@@ -46,23 +46,17 @@ def _measure(ctx, label: str, nf: str, backend: str, size: int, rate: int, **tag
 def search(
     ctx, nf: str, backend: str, size: int, peak: dict, loss: float, floor: float, tags: dict
 ) -> dict:
-    """Highest offered rate whose loss is at most `loss` (0: none at all),
-    between `floor` (known to pass) and the peak's offered rate."""
+    """The zero-loss search (veloz.lab.zero_loss) with trials of this NF."""
     steps = ctx.settings["steps"]
     if peak["lost"] <= loss * peak["sent"]:
         ctx.advance(f"{backend}: peak passes, no search", steps)
-        return {"rate_pps": peak["offered_pps"], "steps": 0}
-    lo, hi, best = floor, peak["offered_pps"], floor
-    for step in range(steps):
-        mid = (lo + hi) / 2
-        rec = _measure(ctx, f"{nf} {backend} {size} B: search {loss:.1%} at {mid / 1e6:.3f} Mpps",
-                       nf, backend, size, max(1, int(mid)), kind="search",
-                       criterion=loss, step=step, **tags)  # fmt: skip
-        if rec["lost"] <= loss * rec["sent"]:
-            lo, best = mid, max(best, rec["offered_pps"])
-        else:
-            hi = mid
-    return {"rate_pps": best, "steps": steps}
+
+    def probe(rate: int, step: int) -> dict:
+        return _measure(ctx, f"{nf} {backend} {size} B: search {loss:.1%} at {rate / 1e6:.3f} Mpps",
+                        nf, backend, size, rate, kind="search",
+                        criterion=loss, step=step, **tags)  # fmt: skip
+
+    return zero_loss.search(probe, peak, loss, floor, steps)
 
 
 class Throughput:

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""scripts/check_layers.py and check_sizes.py catch what they are for.
+
+`make lint` runs both over the tree; here each runs over a small tree made to
+break one rule, so a checker that stopped looking would fail here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+def check(script: str, root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPTS / script), str(root)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_a_lower_layer_including_a_higher_one_is_refused(tmp_path):
+    write(tmp_path, "src/common/errors.h", "#pragma once\n")
+    write(tmp_path, "src/runtime/maps.c", '#include "common/errors.h"\n#include <stdio.h>\n')
+    write(tmp_path, "src/xdp/attach.h", "#pragma once\n")
+    write(tmp_path, "python/veloz/__init__.py", "")
+    write(tmp_path, "python/veloz/errors.py", "")
+    write(tmp_path, "python/veloz/cli.py", "from veloz.errors import X\n")
+    assert check("check_layers.py", tmp_path).returncode == 0
+
+    write(tmp_path, "src/runtime/ctl.c", '#include "xdp/attach.h"\n')
+    done = check("check_layers.py", tmp_path)
+    assert done.returncode == 1
+    assert "src/runtime/ctl.c uses src/xdp/attach.h: src/xdp (rank 4) is above" in done.stderr
+
+
+def test_siblings_and_python_upward_imports_are_refused(tmp_path):
+    write(tmp_path, "src/afxdp/afxdp.h", "#pragma once\n")
+    write(tmp_path, "src/dpdk/dpdk.c", '#include "afxdp/afxdp.h"\n')
+    write(tmp_path, "python/veloz/__init__.py", "")
+    write(tmp_path, "python/veloz/cli.py", "")
+    write(tmp_path, "python/veloz/errors.py", "from veloz import cli\n")
+    annotation_only = "import typing\nif typing.TYPE_CHECKING:\n    from veloz.cli import H\n"
+    write(tmp_path, "python/veloz/proc.py", annotation_only)
+    done = check("check_layers.py", tmp_path)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert any("src/dpdk/dpdk.c uses src/afxdp/afxdp.h" in x and "sibling" in x for x in lines)
+    assert any("veloz.errors uses veloz.cli" in x for x in lines)
+    # an annotation-only import is not a dependency
+    assert not any("veloz.proc" in x for x in lines) and len(lines) == 2
+
+
+def test_a_file_outside_every_layer_is_named(tmp_path):
+    write(tmp_path, "src/newthing/x.c", "int x;\n")
+    done = check("check_layers.py", tmp_path)
+    assert done.returncode == 1 and "src/newthing/x.c: in no layer" in done.stderr
+
+
+def function(name: str, body_lines: int) -> str:
+    return f"int {name}(void)\n{{\n" + "\tx++;\n" * body_lines + "\treturn 0;\n}\n"
+
+
+def test_sizes_allow_80_lines_and_refuse_81(tmp_path):
+    # 80 lines in all: the signature, two braces, the return and 76 statements
+    write(tmp_path, "src/a.c", "static int x;\n" + function("fits", 76))
+    assert check("check_sizes.py", tmp_path).returncode == 0
+    write(tmp_path, "src/b.c", "static int x;\n" + function("too_long", 77))
+    done = check("check_sizes.py", tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "sizes: src/b.c:2: too_long() is 81 lines (at most 80)"
+
+
+def test_sizes_refuse_a_file_over_800_lines(tmp_path):
+    write(tmp_path, "python/ok.py", "x = 1\n" * 800)
+    assert check("check_sizes.py", tmp_path).returncode == 0
+    write(tmp_path, "python/big.py", "x = 1\n" * 801)
+    done = check("check_sizes.py", tmp_path)
+    assert done.returncode == 1 and "python/big.py: 801 lines" in done.stderr
