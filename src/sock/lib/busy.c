@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "sock/lib/busy.h"
+#include "sock/lib/clock.h"
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static __u32 env_us;
@@ -73,14 +74,6 @@ void vz_busy_pin_from_env(void)
 	pthread_once(&pin_once, pin);
 }
 
-static __s64 mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /*
  * A spinner offers its CPU this often. What it waits for often needs that
  * very CPU: the poller, or the peer on a machine with few cores. A spin
@@ -110,7 +103,7 @@ bool vz_busy_spin(bool (*ready)(const void *arg), const void *arg, __u32 us,
 
 	if (!us)
 		return ready(arg);
-	now = mono_ns();
+	now = vz_mono_ns();
 	end = now + (__s64)us * 1000;
 	if (until_ns >= 0 && until_ns < end)
 		end = until_ns;
@@ -123,12 +116,12 @@ bool vz_busy_spin(bool (*ready)(const void *arg), const void *arg, __u32 us,
 				return true;
 			cpu_relax();
 		}
-		now = mono_ns();
+		now = vz_mono_ns();
 		if (now >= end)
 			return ready(arg);
 		if (now >= next_yield) {
 			sched_yield();
-			next_yield = mono_ns() + VZ_BUSY_YIELD_NS;
+			next_yield = vz_mono_ns() + VZ_BUSY_YIELD_NS;
 		}
 	}
 }

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "sock/lib/client.h"
+#include "sock/lib/clock.h"
 #include "sock/lib/ring.h"
 
 /* Direct mode (VZ_MODE=direct, src/sock/direct): each call goes there
@@ -175,14 +176,6 @@ static inline struct vz_csock *sock_get(int fd)
 	return s;
 }
 
-static inline __s64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Milliseconds left (rounded up) for poll(), -1 for none. */
 static inline int ms_left(__s64 until)
 {
@@ -190,7 +183,7 @@ static inline int ms_left(__s64 until)
 
 	if (until < 0)
 		return -1;
-	left = until - now_ns();
+	left = until - vz_mono_ns();
 	if (left <= 0)
 		return 0;
 	left = (left + 999999) / 1000000;

@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "sock/lib/busy.h"
+#include "sock/lib/clock.h"
 #include "sock/lib/client.h"
 #ifdef VZ_SOCK_DIRECT
 #include "sock/direct/direct.h"
@@ -112,14 +113,6 @@ static int fail(int err)
 {
 	errno = err;
 	return -1;
-}
-
-static __s64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* ---- the sets ---- */
@@ -607,7 +600,7 @@ static int ms_left(__s64 until)
 
 	if (until < 0)
 		return -1;
-	left = until - now_ns();
+	left = until - vz_mono_ns();
 	if (left <= 0)
 		return 0;
 	left = (left + 999999) / 1000000;
@@ -662,8 +655,9 @@ static int ep_wait_loop(struct vz_ep *ep, struct epoll_event *events,
 static int ep_wait(int epfd, struct epoll_event *events, int maxevents,
 		   int timeout_ms, const sigset_t *mask)
 {
-	__s64 until =
-		timeout_ms < 0 ? -1 : now_ns() + (__s64)timeout_ms * 1000000;
+	__s64 until = timeout_ms < 0
+			      ? -1
+			      : vz_mono_ns() + (__s64)timeout_ms * 1000000;
 	struct vz_ep *ep;
 	sigset_t old;
 	int rc;

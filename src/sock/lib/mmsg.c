@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sock/lib/clock.h"
 #include "sock/stack/stack.h"
 #ifdef VZ_SOCK_DIRECT
 #include "sock/direct/direct.h"
@@ -221,14 +222,6 @@ int vz_sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 	return i ? (int)i : -1;
 }
 
-static __s64 mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* recvmmsg's timeout as a CLOCK_MONOTONIC deadline: 0, or -EINVAL for
  * one out of range. */
 static int timeout_end(const struct timespec *timeout, __s64 *end)
@@ -236,7 +229,7 @@ static int timeout_end(const struct timespec *timeout, __s64 *end)
 	if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
 	    timeout->tv_nsec >= 1000000000)
 		return -EINVAL;
-	*end = mono_ns() + (__s64)timeout->tv_sec * 1000000000 +
+	*end = vz_mono_ns() + (__s64)timeout->tv_sec * 1000000000 +
 	       timeout->tv_nsec;
 	return 0;
 }
@@ -274,7 +267,7 @@ int vz_recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
 		if (r < 0)
 			return i ? (int)i : -1;
 		vec[i].msg_len = (unsigned int)r;
-		if (end >= 0 && mono_ns() >= end) {
+		if (end >= 0 && vz_mono_ns() >= end) {
 			i++;
 			break;
 		}
