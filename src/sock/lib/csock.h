@@ -176,18 +176,11 @@ static inline struct vz_csock *sock_get(int fd)
 	return s;
 }
 
-/* Milliseconds left (rounded up) for poll(), -1 for none. */
+/* Milliseconds left (rounded up) for poll(), -1 for none; a long wait
+ * wakes every 1000 s to look again. */
 static inline int ms_left(__s64 until)
 {
-	__s64 left;
-
-	if (until < 0)
-		return -1;
-	left = until - vz_mono_ns();
-	if (left <= 0)
-		return 0;
-	left = (left + 999999) / 1000000;
-	return left > 1000000 ? 1000000 : (int)left;
+	return vz_ms_left(until, 1000000);
 }
 
 static inline void eventfd_drain(int fd)

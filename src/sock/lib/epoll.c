@@ -594,19 +594,6 @@ static __u32 spin_us(struct vz_ep *ep)
 	return us;
 }
 
-static int ms_left(__s64 until)
-{
-	__s64 left;
-
-	if (until < 0)
-		return -1;
-	left = until - vz_mono_ns();
-	if (left <= 0)
-		return 0;
-	left = (left + 999999) / 1000000;
-	return left > INT_MAX ? INT_MAX : (int)left;
-}
-
 /* The set epfd with veloz members, held (ep_put) for a wait; NULL when
  * the kernel alone can answer. */
 static struct vz_ep *ep_hold(int epfd)
@@ -640,7 +627,7 @@ static int ep_wait_loop(struct vz_ep *ep, struct epoll_event *events,
 		rc = collect(ep, events, maxevents);
 		if (rc)
 			return rc;
-		ms = ms_left(until);
+		ms = vz_ms_left(until, INT_MAX);
 		if (!ms)
 			return 0;
 		us = spun ? 0 : spin_us(ep);

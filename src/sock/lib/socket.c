@@ -246,9 +246,31 @@ int vz_is_socket(int fd)
 /* An address of the socket's family from the caller: 0 or -errno. An
  * AF_INET6 one may be RFC 2133's, without sin6_scope_id, as Linux takes. */
 
+/* The caller's address into a request (bind, connect). */
+static void req_addr(struct vz_ctl_msg *req, const struct vz_addr *a)
+{
+	req->addr = a->ip;
+	memcpy(req->addr6, a->ip6, 16);
+	req->port = a->port;
+}
+
+/* bind's and connect's round trip, then the local address the poller
+ * gave the socket: 0 or -1 with errno. */
+static int call_local(struct vz_csock *s, struct vz_ctl_msg *req)
+{
+	struct vz_ctl_msg rep;
+
+	if (vz_client_call(s, req, &rep, NULL))
+		return -1;
+	s->ip = rep.addr;
+	memcpy(s->ip6, rep.addr6, 16);
+	s->port = rep.port;
+	return 0;
+}
+
 int vz_bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	struct vz_ctl_msg req = { .type = VZ_CTL_BIND }, rep;
+	struct vz_ctl_msg req = { .type = VZ_CTL_BIND };
 	struct vz_csock *s;
 	struct vz_addr a;
 	int rc;
@@ -260,15 +282,8 @@ int vz_bind(int fd, const struct sockaddr *addr, socklen_t len)
 	rc = addr_get(s, addr, len, &a);
 	if (rc)
 		return fail(rc);
-	req.addr = a.ip;
-	memcpy(req.addr6, a.ip6, 16);
-	req.port = a.port;
-	if (vz_client_call(s, &req, &rep, NULL))
-		return -1;
-	s->ip = rep.addr;
-	memcpy(s->ip6, rep.addr6, 16);
-	s->port = rep.port;
-	return 0;
+	req_addr(&req, &a);
+	return call_local(s, &req);
 }
 
 /* The kernel binds an unbound socket to an ephemeral port on its first
@@ -285,7 +300,7 @@ int vz_client_autobind(struct vz_csock *s)
 
 int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	struct vz_ctl_msg req = { .type = VZ_CTL_CONNECT }, rep;
+	struct vz_ctl_msg req = { .type = VZ_CTL_CONNECT };
 	struct vz_csock *s;
 	struct vz_addr a;
 	int rc;
@@ -301,15 +316,10 @@ int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		rc = addr_get(s, addr, len, &a);
 		if (rc)
 			return fail(rc);
-		req.addr = a.ip;
-		memcpy(req.addr6, a.ip6, 16);
-		req.port = a.port;
+		req_addr(&req, &a);
 	}
-	if (vz_client_call(s, &req, &rep, NULL))
+	if (call_local(s, &req))
 		return -1;
-	s->ip = rep.addr;
-	memcpy(s->ip6, rep.addr6, 16);
-	s->port = rep.port;
 	s->peer_ip = req.opt ? 0 : req.addr;
 	memcpy(s->peer_ip6, req.addr6, 16); /* zero when dissolved */
 	s->peer_port = req.opt ? 0 : req.port;
