@@ -18,7 +18,8 @@ from veloz.lab import fixtures
 
 from .conftest import BACKENDS, NFS, parse_json_lines, parse_pcap, run_veloz
 
-NF_SOURCES = sorted(p.stem for p in fixtures.NF_DIR.glob("*.c"))
+# the build's NFs whose source is in nf/ (not tests/nf's, which test the harness)
+NF_SOURCES = sorted(nf for nf in NFS if (fixtures.NF_DIR / f"{nf}.c").is_file())
 TABLES = fixtures.names()
 
 
@@ -44,7 +45,7 @@ def test_table_is_well_formed(nf: str):
         assert 14 <= len(f.input) <= 9216, f"{nf}/{f.name}: never reaches the NF"
     # every verdict the NF can return is exercised, or the table says why not
     covered = {f.verdict for f in table.fixtures} | set(table.unreachable)
-    assert covered == returns, f"{nf}: verdicts without a case: {sorted(returns - covered)}"
+    assert returns <= covered, f"{nf}: verdicts without a case: {sorted(returns - covered)}"
 
 
 def replay_table(nf: str, backend: str, directory: Path) -> tuple[list[dict], dict, list[bytes]]:
