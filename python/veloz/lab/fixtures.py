@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """Each NF's fixture table: the packets it is tested and costed on.
 
-The shape is katran's (katran/lib/testing/KatranTestFixtures.h): a list of
-cases, each an input frame, the verdict the NF must return, the frame it
-must send (or none) and a short description. Ours live next to the NF they
-describe, as nf/fixtures/NF.py, and are Python, not base64 data: the
+The shape is katran's (katran/lib/testing/fixtures/KatranTestFixtures.h:
+description, expectedReturnValue, input and expected output packet): a
+list of cases, each an input frame, the verdict the NF must return, the
+frame it must send and a short description. Where katran repeats the input
+as the output of XDP_PASS and XDP_DROP, a case here has no output (replay
+writes only the frames an NF sends) and the test checks the length is kept.
+Ours live next to the NF they describe, as nf/fixtures/NF.py, and are Python, not base64 data: the
 expected frames are built there from what the NF is specified to do (a
 TTL one lower, an outer header in front), so a reader sees why each byte is
 what it is, and nothing is copied from what a build once printed. The C
