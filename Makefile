@@ -140,8 +140,8 @@ demo: build
 # Style is part of the suite: C by .clang-format, Python by ruff.
 lint:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
-	$(VENV)/bin/ruff check python tests bench
-	$(VENV)/bin/ruff format --check python tests bench
+	$(VENV)/bin/ruff check python tests bench nf/fixtures
+	$(VENV)/bin/ruff format --check python tests bench nf/fixtures
 
 clean:
 	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from scapy.layers.inet import IP, TCP, UDP, IPOption_NOP
-from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment
-from scapy.layers.l2 import ARP, Dot1Q, Ether
+from scapy.layers.inet import IP, UDP
+
+from veloz.lab import fixtures
 
 from .conftest import (
     BACKENDS,
@@ -33,234 +33,11 @@ from .conftest import (
     vectors,
 )
 
-MAC_A, MAC_B = "02:00:c6:12:00:01", "02:00:c6:12:00:02"
-DST4, DST6 = "198.18.1.1", "fd00:198:18:1::1"
-
-CONFIG = """\
-allow = ["198.18.0.0/24", "fd00:198:18::/64"]
-
-[[rule]]    # 0: attack UDP from a blocked prefix, every fragment
-src = "198.18.128.0/17"
-proto = "udp"
-action = "drop"
-
-[[rule]]    # 1: SYN flood: 5 SYNs per source, then none (no refill)
-src = "198.18.0.0/16"
-proto = "tcp"
-tcp_flags = "syn,!ack"
-action = "limit"
-rate = 0
-burst = 5
-
-[[rule]]    # 2: DNS from anywhere
-proto = "udp"
-dport = 53
-action = "drop"
-
-[[rule]]    # 3: first match wins: this host is let through...
-src = "198.19.4.4/32"
-action = "allow"
-
-[[rule]]    # 4: ...the rest of its /24 is not
-src = "198.19.4.0/24"
-action = "drop"
-
-[[rule]]    # 5: 3 per source, refill 1/s: no whole token within a replay
-src = "198.19.2.0/24"
-proto = "udp"
-dport = 9
-action = "limit"
-rate = 1
-burst = 3
-
-[[rule]]    # 6: refills between any two packets
-src = "198.19.3.0/24"
-action = "limit"
-rate = 4294967295
-burst = 1
-
-[[rule]]    # 7: IPv6 port rule
-src = "fd00:198:18::/48"
-proto = "udp"
-dport = 7
-action = "drop"
-"""
-
-
-def e() -> Ether:
-    return Ether(src=MAC_A, dst=MAC_B)
-
-
-def udp4(src: str, dport: int = 5001, **ip: object) -> bytes:
-    return bytes(
-        e() / IP(src=src, dst=DST4, id=1, **ip) / UDP(sport=40000, dport=dport) / (b"u" * 18)
-    )
-
-
-def tcp4(src: str, flags: str, dport: int = 80) -> bytes:
-    return bytes(e() / IP(src=src, dst=DST4, id=1) / TCP(sport=40001, dport=dport, flags=flags))
-
-
-def udp6(src: str, dport: int, *ext: object) -> bytes:
-    pkt = IPv6(src=src, dst=DST6, hlim=64)
-    for hdr in ext:
-        pkt = pkt / hdr
-    return bytes(e() / pkt / UDP(sport=40000, dport=dport) / (b"6" * 18))
-
-
-def frag4(
-    src: str, offset: int, proto: int = 17, size: int = 64, mf: bool = True, payload: bytes = b""
-) -> bytes:
-    """An IPv4 fragment at offset (8-byte units) of opaque data."""
-    ip = IP(src=src, dst=DST4, id=7, proto=proto, frag=offset, flags="MF" if mf else 0)
-    return bytes(e() / ip / (payload or b"f" * size))
-
-
-def frag6(src: str, offset: int, payload: bytes) -> bytes:
-    ext = IPv6ExtHdrFragment(nh=17, offset=offset, m=1, id=9)
-    return bytes(e() / IPv6(src=src, dst=DST6, hlim=64) / ext / payload)
-
-
-def with_byte(frame: bytes, index: int, value: int) -> bytes:
-    return frame[:index] + bytes([value]) + frame[index + 1 :]
-
-
-def with_tot_len(frame: bytes, tot_len: int) -> bytes:
-    return frame[:16] + tot_len.to_bytes(2, "big") + frame[18:]
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    frame: bytes
-    verdict: str  # "pass" or "drop"
-
-
-def cases() -> list[Case]:
-    legit_udp = udp4("198.19.1.2")
-    out = [
-        # legitimate traffic: no rule matches, untouched
-        Case("legit-tcp-ack", tcp4("198.19.1.2", "PA"), "pass"),
-        Case("legit-tcp-syn", tcp4("198.19.1.2", "S"), "pass"),
-        Case("legit-udp", legit_udp, "pass"),
-        Case("arp", bytes(e() / ARP(psrc="198.19.1.2", pdst=DST4)), "pass"),
-        # attack UDP from the blocked /17, tagged or not, any port
-        Case("attack-udp", udp4("198.18.200.7", 9), "drop"),
-        Case("attack-udp-low-edge", udp4("198.18.128.0", 1234), "drop"),
-        Case(
-            "attack-udp-vlan",
-            bytes(
-                Ether(src=MAC_A, dst=MAC_B)
-                / Dot1Q(vlan=10)
-                / IP(src="198.18.200.7", dst=DST4)
-                / UDP(sport=1, dport=2)
-            ),
-            "drop",
-        ),  # fmt: skip
-        Case("just-below-blocked", udp4("198.18.127.255", 1234), "pass"),
-        Case("attack-tcp-not-udp", tcp4("198.18.200.7", "PA"), "pass"),
-        # allow-listed sources pass before any rule (rule 2 would drop them)
-        Case("allowlisted-dns", udp4("198.18.0.5", 53), "pass"),
-        Case("allowlisted-v6-port7", udp6("fd00:198:18::9", 7), "pass"),
-        Case("dns", udp4("198.19.1.2", 53), "drop"),
-        Case("dns-ip-options", udp4("198.19.1.2", 53, options=[IPOption_NOP()] * 4), "drop"),
-        # first match wins
-        Case("allow-before-drop", udp4("198.19.4.4"), "pass"),
-        Case("drop-after-allow", udp4("198.19.4.5"), "drop"),
-        # IPv6
-        Case("v6-port7", udp6("fd00:198:18:1::2", 7), "drop"),
-        Case("v6-port8", udp6("fd00:198:18:1::2", 8), "pass"),
-        Case("v6-port7-destopts", udp6("fd00:198:18:1::2", 7, IPv6ExtHdrDestOpt()), "drop"),
-        Case("v6-other-prefix", udp6("fd00:198:19::2", 7), "pass"),
-        Case(
-            "v6-first-fragment-port7",
-            udp6("fd00:198:18:1::2", 7, IPv6ExtHdrFragment(offset=0, m=1, id=9)),
-            "drop",
-        ),  # fmt: skip
-        Case("v6-later-fragment", frag6("fd00:198:18:1::2", 100, b"\0\x07" * 16), "pass"),
-        # IPv4 fragments: a rule without a port drops them all, a port rule
-        # only sees the first
-        Case("attack-later-fragment", frag4("198.18.200.7", 185), "drop"),
-        Case("legit-later-fragment", frag4("198.19.1.2", 185), "pass"),
-        Case("dns-first-fragment", udp4("198.19.1.2", 53, flags="MF"), "drop"),
-        Case("dns-later-fragment", frag4("198.19.1.2", 3, mf=False), "pass"),
-        # data that reads like a UDP header to port 53 is still data
-        Case(
-            "dns-lookalike-later-fragment",
-            frag4("198.19.1.2", 3, payload=b"\0\x35\0\x35" + bytes(28)),
-            "pass",
-        ),  # fmt: skip
-        # malformed: dropped, allow-listed or not
-        Case("truncated-ip-header", legit_udp[: 14 + 12], "drop"),
-        Case("bad-ihl", with_byte(legit_udp, 14, 0x44), "drop"),
-        Case("bad-version", with_byte(legit_udp, 14, 0x55), "drop"),
-        Case("tot-len-past-frame", with_tot_len(legit_udp, len(legit_udp) - 14 + 1), "drop"),
-        Case("tot-len-below-header", with_tot_len(legit_udp, 19), "drop"),
-        Case(
-            "tot-len-past-frame-allowlisted",
-            with_tot_len(udp4("198.18.0.5"), len(legit_udp) - 14 + 40),
-            "drop",
-        ),  # fmt: skip
-        Case("udp-header-cut", with_tot_len(legit_udp, 20 + 6)[: 14 + 26], "drop"),
-        Case("tcp-tiny-first-fragment", frag4("198.19.1.2", 0, proto=6, size=8), "drop"),
-        # ... even when Ethernet padding makes the frame long enough
-        Case(
-            "tcp-tiny-first-fragment-padded",
-            frag4("198.19.1.2", 0, proto=6, size=8).ljust(60, b"\0"),
-            "drop",
-        ),  # fmt: skip
-        Case("udp-header-cut-padded", with_tot_len(legit_udp, 20 + 6), "drop"),
-        Case("tcp-fragment-at-8", frag4("198.19.1.2", 1, proto=6, size=32, mf=False), "drop"),
-        Case(
-            "truncated-ipv6-header",
-            bytes(e() / IPv6(src="fd00:198:18:1::2", dst=DST6))[: 14 + 30],
-            "drop",
-        ),  # fmt: skip
-        Case(
-            "ipv6-7-extension-headers",
-            udp6("fd00:198:18:1::2", 8, *[IPv6ExtHdrDestOpt() for _ in range(7)]),
-            "drop",
-        ),  # fmt: skip
-        Case(
-            "ipv6-6-extension-headers",
-            udp6("fd00:198:18:1::2", 7, *[IPv6ExtHdrDestOpt() for _ in range(6)]),
-            "drop",
-        ),  # fmt: skip
-        Case(
-            "ipv6-ext-header-past-payload",
-            udp6("fd00:198:18:1::2", 8, IPv6ExtHdrDestOpt(len=40)),
-            "drop",
-        ),  # fmt: skip
-        Case("ipv6-payload-past-frame", udp6("fd00:198:18:1::2", 8)[:-4], "drop"),
-        # padding after tot_len is fine (60-byte minimum frames)
-        Case(
-            "padded-min-frame",
-            bytes(e() / IP(src="198.19.1.2", dst=DST4, id=1) / UDP(sport=1, dport=2)).ljust(
-                60, b"\0"
-            ),
-            "pass",
-        ),  # fmt: skip
-    ]
-    # SYN flood from one source: 5 pass, then drop; a SYN-ACK is no SYN; another
-    # source has its own bucket
-    for i in range(8):
-        out.append(Case(f"syn-flood-{i}", tcp4("198.18.5.5", "S"), "pass" if i < 5 else "drop"))
-        if i == 2:
-            out += [
-                Case(f"syn-other-source-{j}", tcp4("198.18.6.6", "S"), "pass") for j in range(3)
-            ]
-    out.append(Case("syn-ack-after-flood", tcp4("198.18.5.5", "SA"), "pass"))
-    out.append(Case("ack-after-flood", tcp4("198.18.5.5", "A"), "pass"))
-    # limit with refill 1/s
-    out += [Case(f"udp9-limit-{i}", udp4("198.19.2.2", 9), "pass" if i < 3 else "drop")
-            for i in range(6)]  # fmt: skip
-    out.append(Case("udp9-limit-other-port", udp4("198.19.2.2", 10), "pass"))
-    # limit that refills between packets: burst 1, yet every packet passes
-    out += [Case(f"fast-refill-{i}", udp4("198.19.3.3", 5000 + i), "pass") for i in range(6)]
-    return out
-
-
-CASES = cases()
+# The cases, their config and the frame builders: ddos's fixture table.
+TABLE = fixtures.load("ddos")
+_table = fixtures.module("ddos")
+CONFIG, DST4, e, udp4 = _table.CONFIG, _table.DST4, _table.e, _table.udp4
+CASES = TABLE.fixtures
 
 
 @dataclass
@@ -283,7 +60,7 @@ def replay(backend: str, pcap: Path, config: Path, out: Path) -> Result:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("ddos")
-    vectors.write_pcap(d / "in.pcap", [c.frame for c in CASES])
+    vectors.write_pcap(d / "in.pcap", [c.input for c in CASES])
     (d / "ddos.toml").write_text(CONFIG)
     return d
 
@@ -316,7 +93,7 @@ def test_verdicts(results, workdir, backend):
     assert not wrong, "\n".join(wrong)
     # PASS and DROP leave the frame as it came
     for c, r in zip(CASES, res.records, strict=True):
-        assert r["len_in"] == r["len_out"] == len(c.frame), c.name
+        assert r["len_in"] == r["len_out"] == len(c.input), c.name
     assert res.summary is not None
     assert res.summary["pass"] == sum(c.verdict == "pass" for c in CASES)
     assert res.summary["drop"] == sum(c.verdict == "drop" for c in CASES)

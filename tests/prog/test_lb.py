@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import json
 import random
 import subprocess
 from collections import Counter
@@ -20,14 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_NOP
-from scapy.layers.inet6 import ICMPv6EchoRequest, IPv6, IPv6ExtHdrFragment, IPv6ExtHdrHopByHop
-from scapy.layers.l2 import ARP, Dot1Q, Ether
-from scapy.packet import Packet, Raw
+from scapy.packet import Packet
 
 from veloz import paths
 from veloz.control import lb, ops
 from veloz.control.objects import Ports
+from veloz.lab import fixtures
 
 from .conftest import (
     BACKENDS,
@@ -46,21 +43,14 @@ from .conftest import (
 
 pytestmark = pytest.mark.skipif("lb" not in NFS, reason="this build has no lb NF")
 
-LB_MAC = Ports().mac(0)  # offline, port 0's MAC is the encapsulated frames' source
-NEXT_HOP = "02:00:00:00:00:fe"
-SOURCE4 = "198.18.0.1"
-SOURCE6 = "fd00:198:18::1"
-CLIENT_MAC, ROUTER_MAC = "02:00:c6:12:00:01", "02:00:c6:12:00:02"
-V4, V6 = "198.18.100.1", "fd00:198:18:100::1"
+# The main cases, their VIPs and the frame builders: lb's fixture table.
+TABLE = fixtures.load("lb")
+_table = fixtures.module("lb")
+LB_MAC, NEXT_HOP, CLIENT_MAC = _table.LB_MAC, _table.NEXT_HOP, _table.CLIENT_MAC
+SOURCE4, SOURCE6, V4, V6, VIPS = _table.SOURCE4, _table.SOURCE6, _table.V4, _table.V6, _table.VIPS
+eth, tcp, udp, flow_of = _table.eth, _table.tcp, _table.udp, _table.flow_of
+python_ring = _table.python_ring
 
-# (address, port, proto, backends): every inner/outer family pair appears
-VIPS = [
-    (V4, 80, "tcp", ["198.18.1.10", "198.18.1.11:weight=2", "fd00:198:18:1::12"]),
-    (V4, 53, "udp", ["198.18.1.20"]),
-    (V6, 443, "tcp", ["fd00:198:18:1::30", "198.18.1.31"]),
-    (V6, 53, "udp", ["fd00:198:18:1::40", "fd00:198:18:1::41:weight=3"]),
-    ("198.18.100.2", 80, "tcp", []),  # no backends: dropped
-]
 # The shared vectors' destinations and ports (tests/vectors/build.py) as VIPs.
 VECTOR_VIPS = [
     (vectors.IP4_B, 80, "tcp", ["198.18.1.50", "fd00:198:18:1::51"]),
@@ -78,68 +68,15 @@ def config_values(name: str = "main") -> dict:
 
 
 def config_toml(name: str = "main") -> str:
-    text = f'[lb]\nsource4 = "{SOURCE4}"\nsource6 = "{SOURCE6}"\nnext_hop_mac = "{NEXT_HOP}"\n'
-    for a, p, pr, b in CONFIGS[name]:
-        text += (
-            f'\n[[vip]]\naddress = "{a}"\nport = {p}\nproto = "{pr}"\nbackends = {json.dumps(b)}\n'
-        )
-    return text
-
-
-def python_ring(backends: list[str]) -> list[lb.Backend]:
-    """A VIP's ring as Python computes it: a backend per slot."""
-    members = [lb.parse_backend(b) for b in backends]
-    return [members[i] for i in lb.maglev_table([(m.name, m.weight) for m in members])]
+    return _table.config_toml(CONFIGS[name])
 
 
 # every VIP of every config: (address, port, proto) -> its ring (None: no backends)
-RINGS = {
-    (str(ipaddress.ip_address(a)), p, pr): python_ring(b) if b else None
-    for vips in CONFIGS.values()
-    for a, p, pr, b in vips
-}
-
-
-# ---- frames -------------------------------------------------------------------
-
-
-def net(src: str, dst: str, **kw: object) -> Packet:
-    return IPv6(src=src, dst=dst, **kw) if ":" in dst else IP(src=src, dst=dst, **kw)
-
-
-def eth() -> Ether:
-    return Ether(src=CLIENT_MAC, dst=ROUTER_MAC)  # explicit: scapy would ARP for dst
-
-
-def tcp(src: str, dst: str, sport: int, dport: int, tcp_flags: str = "S", **kw: object) -> Packet:
-    seg = TCP(sport=sport, dport=dport, flags=tcp_flags, seq=1000, ack=int(tcp_flags != "S"))
-    payload = Raw(b"GET / HTTP/1.1\r\n\r\n") if "P" in tcp_flags else Raw(b"")
-    return eth() / net(src, dst, **kw) / seg / payload
-
-
-def udp(src: str, dst: str, sport: int, dport: int, size: int = 24, **kw: object) -> Packet:
-    data = bytes((i * 7) & 0xFF for i in range(size))
-    dgram = UDP(sport=sport, dport=dport) / Raw(data)
-    return eth() / net(src, dst, **kw) / dgram
-
-
-def flow_of(frame: bytes) -> tuple[tuple[str, int, str], bytes]:
-    """(VIP, struct vz_lb_flow) of a frame."""
-    pkt = Ether(frame)
-    ip = pkt[IP] if IP in pkt else pkt[IPv6]
-    l4 = pkt[TCP] if TCP in pkt else pkt[UDP]
-    proto = 6 if TCP in pkt else 17
-    src, dst = ipaddress.ip_address(ip.src), ipaddress.ip_address(ip.dst)
-    return (str(dst), l4.dport, lb.PROTO_NAMES[proto]), lb.flow_key(
-        src, dst, l4.sport, l4.dport, proto
-    )
+RINGS = {vip: ring for vips in CONFIGS.values() for vip, ring in _table.rings(vips).items()}
 
 
 def expected_backend(frame: bytes) -> str:
-    vip, key = flow_of(frame)
-    table = RINGS[vip]
-    assert table is not None, vip
-    return str(table[lb.flow_slot(key)].address)
+    return _table.ring_backend(frame, RINGS)
 
 
 @dataclass
@@ -196,116 +133,6 @@ def model_verdict(frame: bytes) -> str:
 def balanced(name: str, pkt: Packet | bytes) -> Case:
     frame = bytes(pkt)
     return Case(name, frame, "tx", expected_backend(frame))
-
-
-def passed(name: str, pkt: Packet | bytes) -> Case:
-    return Case(name, bytes(pkt), "pass")
-
-
-def dropped(name: str, pkt: Packet | bytes) -> Case:
-    return Case(name, bytes(pkt), "drop")
-
-
-def with_byte(frame: bytes, offset: int, value: int) -> bytes:
-    return frame[:offset] + bytes([value]) + frame[offset + 1 :]
-
-
-def with_u16(frame: bytes, offset: int, value: int) -> bytes:
-    return frame[:offset] + value.to_bytes(2, "big") + frame[offset + 2 :]
-
-
-def main_cases() -> list[Case]:
-    rng = random.Random(0x1B)
-    cases = [
-        balanced(
-            "v4-tcp-syn-df-tos", tcp("198.18.2.1", V4, 40000, 80, tos=0x2A, flags="DF", id=0x1234)
-        ),
-        balanced("v4-tcp-psh-no-df", tcp("198.18.2.1", V4, 40000, 80, "PA", id=0x4321, frag=0)),
-        balanced("v4-tcp-rst", tcp("198.18.2.1", V4, 40000, 80, "R")),
-        balanced("v4-udp", udp("198.18.2.2", V4, 5353, 53, flags="DF")),
-        balanced("v4-udp-empty", udp("198.18.2.2", V4, 5354, 53, size=0)),
-        # ethernet padding after a 2-byte datagram: kept, but not counted by the outer header
-        balanced(
-            "v4-udp-padded-60", bytes(udp("198.18.2.3", V4, 5355, 53, size=2)).ljust(60, b"\0")
-        ),
-        balanced(
-            "v4-options-tcp",
-            eth()
-            / IP(src="198.18.2.4", dst=V4, options=[IPOption_NOP()] * 4)
-            / TCP(sport=40001, dport=80, flags="S"),
-        ),
-        balanced("v4-udp-1514", udp("198.18.2.5", V4, 5356, 53, size=1472)),
-        balanced("v4-udp-jumbo-9014", udp("198.18.2.6", V4, 5357, 53, size=8972)),
-        balanced("v6-tcp-syn-tc", tcp("fd00:198:18:2::1", V6, 40000, 443, tc=0xB8, fl=0x12345)),
-        balanced("v6-tcp-ack", tcp("fd00:198:18:2::1", V6, 40000, 443, "PA")),
-        balanced("v6-udp", udp("fd00:198:18:2::2", V6, 5353, 53, tc=0x01)),
-        balanced("v6-udp-jumbo-9014", udp("fd00:198:18:2::3", V6, 5354, 53, size=8952)),
-    ]
-    # many flows: every backend of every VIP, so 4in4, 4in6, 6in6 and 6in4
-    for i in range(24):
-        client4 = f"198.18.{3 + i // 200}.{1 + i % 200}"
-        client6 = f"fd00:198:18:3::{i + 1:x}"
-        sport = rng.randrange(1024, 65536)
-        cases.append(balanced(f"v4-tcp-flow{i}", tcp(client4, V4, sport, 80)))
-        cases.append(balanced(f"v4-udp-flow{i}", udp(client4, V4, sport, 53)))
-        cases.append(balanced(f"v6-tcp-flow{i}", tcp(client6, V6, sport, 443)))
-        cases.append(balanced(f"v6-udp-flow{i}", udp(client6, V6, sport, 53)))
-
-    syn = bytes(tcp("198.18.2.1", V4, 40000, 80))
-    cases += [
-        dropped("vip-without-backends", tcp("198.18.2.1", "198.18.100.2", 40000, 80)),
-        # not a VIP: the host's, untouched
-        passed("other-address", tcp("198.18.2.1", "198.18.100.3", 40000, 80)),
-        passed("other-port", tcp("198.18.2.1", V4, 40000, 81)),
-        passed("udp-to-tcp-vip", udp("198.18.2.1", V4, 40000, 80)),
-        passed("tcp-to-udp-vip", tcp("198.18.2.1", V4, 40000, 53)),
-        passed("v6-other-port", tcp("fd00:198:18:2::1", V6, 40000, 80)),
-        passed("v4-address-as-v6", tcp("fd00:198:18:2::1", "::ffff:198.18.100.1", 40000, 80)),
-        passed("icmp-to-vip", eth() / IP(src="198.18.2.1", dst=V4) / ICMP()),
-        passed("icmpv6-to-vip", eth() / IPv6(src="fd00:198:18:2::1", dst=V6) / ICMPv6EchoRequest()),
-        passed("proto-253", eth() / IP(src="198.18.2.1", dst=V4, proto=253) / Raw(b"x" * 20)),
-        passed("arp", eth() / ARP(hwsrc=CLIENT_MAC, psrc="198.18.2.1", pdst=V4)),
-        passed(
-            "vlan-tcp-to-vip",
-            eth() / Dot1Q(vlan=7) / IP(src="198.18.2.1", dst=V4) / TCP(sport=40000, dport=80),
-        ),
-        passed(
-            "v6-hop-by-hop-to-vip",
-            eth() / IPv6(src="fd00:198:18:2::1", dst=V6) / IPv6ExtHdrHopByHop() / TCP(dport=443),
-        ),
-        # fragments: no ports in the non-first ones; the kernel reassembles
-        passed("v4-first-fragment", udp("198.18.2.1", V4, 5353, 53, size=64, flags="MF")),
-        passed("v4-later-fragment", udp("198.18.2.1", V4, 5353, 53, size=64, frag=185)),
-        passed(
-            "v6-fragment",
-            eth()
-            / IPv6(src="fd00:198:18:2::1", dst=V6)
-            / IPv6ExtHdrFragment(id=7, m=1)
-            / UDP(sport=5353, dport=53)
-            / Raw(b"x" * 32),
-        ),
-        # malformed: dropped, VIP or not
-        dropped("ipv4-header-only-14", syn[:14]),
-        dropped("ipv4-cut-in-header", syn[:30]),
-        dropped("ipv4-ihl-4", with_byte(syn, 14, 0x44)),
-        dropped("ipv4-version-5", with_byte(syn, 14, 0x55)),
-        dropped("ipv4-tot-len-beyond-frame", with_u16(syn, 16, 1000)),
-        dropped("ipv4-tot-len-below-ihl", with_u16(syn, 16, 16)),
-        dropped("tcp-header-cut", syn[:44]),
-        dropped("tcp-shorter-than-header", with_u16(syn, 16, 30)),
-        dropped("udp-shorter-than-header", with_u16(bytes(udp("198.18.2.1", V4, 1, 53)), 16, 24)),
-        dropped("tcp-cut-not-a-vip", bytes(tcp("198.18.2.1", "198.18.200.1", 1, 80))[:44]),
-        dropped(
-            "v6-payload-beyond-frame",
-            with_u16(bytes(tcp("fd00:198:18:2::1", V6, 40000, 443)), 18, 400),
-        ),
-        dropped(
-            "v6-payload-shorter-than-udp",
-            with_u16(bytes(udp("fd00:198:18:2::1", V6, 1, 53)), 18, 4),
-        ),
-        dropped("v6-cut-in-header", bytes(tcp("fd00:198:18:2::1", V6, 40000, 443))[:50]),
-    ]
-    return cases
 
 
 @functools.cache
@@ -417,7 +244,10 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
     return Runner(tmp_path_factory.mktemp("lb"))
 
 
-MAIN = main_cases()
+MAIN = [
+    Case(f.name, f.input, f.verdict, expected_backend(f.input) if f.verdict == "tx" else None)
+    for f in TABLE.fixtures
+]
 
 
 def ok(run: Run) -> Run:

@@ -11,96 +11,23 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from scapy.layers.inet import ICMP, IP, TCP, UDP
+from scapy.layers.inet import IP
 from scapy.layers.inet6 import IPv6
-from scapy.layers.l2 import ARP, Ether
-from scapy.packet import Raw
+from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap, wrpcap
 
 from veloz.control import router
 from veloz.control.objects import Ports
-from veloz.lab import route_table
+from veloz.lab import fixtures, route_table
 
 from .conftest import BACKENDS, REPO_ROOT, VECTOR_FILES, needs_root, parse_json_lines
 
 VELOZ = REPO_ROOT / ".venv" / "bin" / "veloz"
-NH1_MAC, NH2_MAC = "02:00:00:00:01:02", "02:00:00:00:02:02"
-PORT_MAC = {0: "02:00:00:00:00:01", 1: "02:00:00:00:00:02", 2: "02:00:00:00:00:03"}
-
-CONFIG = f"""
-local = ["198.18.0.1", "fd00:198:18::1"]
-[[route]]
-prefix = "198.18.64.0/18"
-via = "198.18.1.2"
-port = 1
-[[route]]
-prefix = "198.18.96.0/20"
-via = "198.18.2.2"
-port = 2
-[[route]]
-prefix = "198.18.100.0/24"
-via = "198.18.3.3"
-port = 1
-[[route]]
-prefix = "fd00:198:18:100::/56"
-via = "fd00:198:18:1::2"
-port = 1
-[[neighbour]]
-address = "198.18.1.2"
-mac = "{NH1_MAC}"
-[[neighbour]]
-address = "198.18.2.2"
-mac = "{NH2_MAC}"
-[[neighbour]]
-address = "fd00:198:18:1::2"
-mac = "{NH1_MAC}"
-"""
-ROUTES_FILE = """
-# blackhole and kernel routes, `ip route` style
-blackhole 198.18.66.0/24
-198.18.67.0/24 dev 1 proto kernel scope link
-"""
-
-SRC = "198.18.0.9"
-ETH = Ether(src="02:00:00:00:00:99", dst=PORT_MAC[0])
-
-
-def udp4(dst: str, ttl: int = 64) -> Ether:
-    return ETH / IP(src=SRC, dst=dst, ttl=ttl) / UDP(sport=1000, dport=9) / Raw(b"x" * 18)
-
-
-def udp6(dst: str, hlim: int = 64) -> Ether:
-    return ETH / IPv6(src="fd00:198:18::9", dst=dst, hlim=hlim) / UDP(sport=1, dport=9) / Raw(b"y")
-
-
-# (name, frame, verdict, egress port, next-hop MAC) -- the contract
-CASES = [
-    ("forward-v4", udp4("198.18.70.1"), "redirect", 1, NH1_MAC),
-    ("longest-match-/20", udp4("198.18.97.1"), "redirect", 2, NH2_MAC),
-    ("unresolved-/24", udp4("198.18.100.7"), "pass", None, None),
-    ("tcp-forward", ETH / IP(src=SRC, dst="198.18.70.2") / TCP(flags="S"), "redirect", 1, NH1_MAC),
-    ("icmp-forward", ETH / IP(src=SRC, dst="198.18.70.3") / ICMP(), "redirect", 1, NH1_MAC),
-    ("local", udp4("198.18.0.1"), "pass", None, None),
-    ("ttl-1", udp4("198.18.70.1", ttl=1), "pass", None, None),
-    ("ttl-0", udp4("198.18.70.1", ttl=0), "pass", None, None),
-    ("ttl-2", udp4("198.18.70.1", ttl=2), "redirect", 1, NH1_MAC),
-    ("no-route", udp4("198.19.0.1"), "pass", None, None),
-    ("blackhole", udp4("198.18.66.5"), "drop", None, None),
-    ("kernel-route", udp4("198.18.67.5"), "pass", None, None),
-    ("multicast", udp4("224.0.0.5"), "pass", None, None),
-    ("broadcast", udp4("255.255.255.255"), "pass", None, None),
-    ("forward-v6", udp6("fd00:198:18:100::5"), "redirect", 1, NH1_MAC),
-    ("v6-hlim-1", udp6("fd00:198:18:100::5", hlim=1), "pass", None, None),
-    ("v6-local", udp6("fd00:198:18::1"), "pass", None, None),
-    ("v6-no-route", udp6("fd00:198:18:200::1"), "pass", None, None),
-    ("v6-link-local", udp6("fe80::1"), "pass", None, None),
-    ("v6-multicast", udp6("ff02::1"), "pass", None, None),
-    ("arp", ETH / ARP(pdst="198.18.0.1"), "pass", None, None),
-    ("ihl-4", ETH / IP(src=SRC, dst="198.18.70.1", ihl=4) / UDP(), "drop", None, None),
-    ("truncated-ip", Ether(bytes(udp4("198.18.70.1"))[:24]), "drop", None, None),
-    ("bad-version", Ether(bytes(ETH / IP(src=SRC, dst="198.18.70.1", version=5))), "drop",
-     None, None),
-]  # fmt: skip
+# The cases, the config and the frame builders: the router's fixture table.
+TABLE = fixtures.load("router")
+_table = fixtures.module("router")
+CONFIG, ROUTES_FILE, PORT_MAC = _table.CONFIG, _table.ROUTES_FILE, _table.PORT_MAC
+udp4 = _table.udp4
 
 
 def replay(tmp: Path, backend: str, frames: list, config: str, name: str) -> tuple[list, list]:
@@ -132,16 +59,19 @@ def full_config(tmp: Path) -> str:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_each_kind_of_packet(config_dir: Path, backend: str):
-    frames = [c[1] for c in CASES]
+    frames = [Ether(f.input) for f in TABLE.fixtures]
     records, out = replay(config_dir, backend, frames, full_config(config_dir), "cases")
     sent = iter(out)
-    for (name, frame, verdict, port, nh_mac), rec in zip(CASES, records, strict=True):
-        assert rec["verdict"] == verdict, f"{name}: {rec}"
-        if verdict != "redirect":
+    for f, frame, rec in zip(TABLE.fixtures, frames, records, strict=True):
+        name = f.name
+        assert rec["verdict"] == f.verdict, f"{name}: {rec}"
+        if f.verdict != "redirect":
             continue
-        assert rec["port"] == port, name
-        got = Ether(next(sent))
-        assert got.dst == nh_mac and got.src == PORT_MAC[port], name
+        assert rec["port"] == f.port, name
+        raw = next(sent)
+        assert raw == f.output, f"{name}: not the fixture's output"
+        got = Ether(raw)
+        assert got.src == PORT_MAC[f.port] and got.dst != frame.dst, name
         if IP in frame:
             assert got[IP].ttl == frame[IP].ttl - 1, name
             # the incrementally updated checksum equals a full recomputation
@@ -156,7 +86,7 @@ def test_each_kind_of_packet(config_dir: Path, backend: str):
 
 @needs_root
 def test_xdp_and_native_agree_on_every_case(config_dir: Path):
-    frames = [c[1] for c in CASES]
+    frames = [Ether(f.input) for f in TABLE.fixtures]
     xdp = replay(config_dir, "xdp", frames, full_config(config_dir), "agree")
     native = replay(config_dir, "native", frames, full_config(config_dir), "agree")
     strip = [{k: v for k, v in r.items() if k != "ns"} for r in xdp[0]]
