@@ -9,6 +9,7 @@
  * RIRs' blocks, more-specifics down to /48 under them). Neither has a
  * default route (rte_lpm takes depths 1..32 only). Each rule's next hop is
  * its index, in both libraries, so every answer can be compared.
+ * (lpm_tables.c makes them.)
  *
  * veloz is looked up as an NF looks it up: vz_map_lookup() on a VZ_LPM map
  * (lpm_nf.c, through nf.h's typed fast path), a key built on the stack,
@@ -61,6 +62,7 @@
 
 #include "bench_stats.h"
 #include "lpm_nf.h"
+#include "lpm_tables.h"
 
 #define KEYS (1u << 20) /* lookup keys made up front, then cycled */
 #define BURST 32
@@ -68,22 +70,6 @@
 /* What rte_lpm and rte_lpm6, as configured here, take: with fewer 2 MiB
  * pages free DPDK runs --no-huge, on 4 KiB pages (said in the output). */
 #define HUGEPAGES_NEEDED 448
-
-struct prefix6 {
-	__u8 addr[16];
-	__u32 plen;
-};
-
-static __u64 rng_state;
-
-static __u64 rnd(void)
-{
-	__u64 z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 static double now(void)
 {
@@ -112,167 +98,6 @@ static long status_kib(const char *file, const char *field)
 static long rss_kib(void)
 {
 	return status_kib("/proc/self/status", "VmRSS:");
-}
-
-/* ---- tables ----------------------------------------------------------------
- */
-
-/* IPv4 prefix lengths per mille, roughly a 2024 full table, plus a few
- * longer than /24 (common inside networks) so groups are used too. */
-static const struct {
-	__u32 plen, permille;
-} lengths4[] = {
-	{ 8, 1 },   { 10, 1 },	 { 12, 1 },  { 14, 1 },	  { 15, 1 },
-	{ 16, 14 }, { 17, 8 },	 { 18, 13 }, { 19, 25 },  { 20, 40 },
-	{ 21, 45 }, { 22, 120 }, { 23, 85 }, { 24, 640 }, { 25, 1 },
-	{ 26, 1 },  { 28, 1 },	 { 30, 1 },  { 32, 1 },
-};
-
-/* IPv6 more-specifics under an allocation, per mille (after RIPE's
- * 2024 table: /48 about half, then /44, /40, /36...). */
-static const struct {
-	__u32 plen, permille;
-} lengths6[] = {
-	{ 33, 10 }, { 34, 10 },	 { 35, 10 },  { 36, 50 }, { 38, 20 },
-	{ 40, 90 }, { 42, 30 },	 { 44, 110 }, { 45, 20 }, { 46, 40 },
-	{ 47, 30 }, { 48, 560 }, { 56, 10 },  { 64, 10 },
-};
-
-/* The RIRs' big IPv6 blocks: where allocations are drawn from. */
-static const __u16 blocks6[] = {
-	0x2001, 0x2400, 0x2600, 0x2800, 0x2a00, 0x2c00
-};
-
-static __u32 pick(const void *table, size_t entries)
-{
-	const __u32(*t)[2] = table;
-	__u32 r = (__u32)(rnd() % 1000);
-	size_t i;
-
-	for (i = 0; i < entries; i++) {
-		if (r < t[i][1])
-			return t[i][0];
-		r -= t[i][1];
-	}
-	return t[entries - 1][0];
-}
-
-static void mask6(__u8 *a, __u32 plen)
-{
-	__u32 i;
-
-	for (i = 0; i < 16; i++) {
-		if (plen >= (i + 1) * 8)
-			continue;
-		a[i] = plen <= i * 8
-			       ? 0
-			       : a[i] & (__u8)(0xff << (8 - (plen - i * 8)));
-	}
-}
-
-static void rand_bits(__u8 *a, __u32 from) /* bits from `from` on */
-{
-	__u8 r[16];
-	__u64 x = rnd(), y = rnd();
-	__u32 i;
-
-	memcpy(r, &x, 8);
-	memcpy(r + 8, &y, 8);
-	for (i = 0; i < 16; i++) {
-		if (from >= (i + 1) * 8)
-			continue;
-		if (from <= i * 8)
-			a[i] = r[i];
-		else
-			a[i] |= r[i] & (__u8)(0xff >> (from - i * 8));
-	}
-}
-
-/* Distinct prefixes: a hash set of what was drawn. */
-static int seen_add(__u64 *set, __u64 mask, __u64 h)
-{
-	__u64 i = h & mask;
-
-	h |= 1; /* 0 is empty */
-	for (; set[i]; i = (i + 1) & mask)
-		if (set[i] == h)
-			return 0;
-	set[i] = h;
-	return 1;
-}
-
-static __u64 hash6(const __u8 *a, __u32 plen)
-{
-	__u64 x, y;
-
-	memcpy(&x, a, 8);
-	memcpy(&y, a + 8, 8);
-	return (x * 0x9e3779b97f4a7c15ull) ^ (y * 0xc2b2ae3d27d4eb4full) ^
-	       ((__u64)plen * 0x165667b19e3779f9ull);
-}
-
-static __u32 make4(__u32 *addr, __u8 *plen, __u32 n)
-{
-	__u64 cap = 1, *set;
-	__u32 got = 0, tries = 0, a, p;
-
-	while (cap < 2ull * n)
-		cap <<= 1;
-	set = calloc(cap, sizeof(*set));
-	if (!set)
-		return 0;
-	while (got < n && tries++ < 8 * n) {
-		p = pick(lengths4, sizeof(lengths4) / sizeof(lengths4[0]));
-		a = (__u32)rnd() & (~0u << (32 - p));
-		if (!seen_add(set, cap - 1,
-			      ((__u64)a << 6 | p) * 0x9e3779b97f4a7c15ull))
-			continue;
-		addr[got] = a;
-		plen[got++] = (__u8)p;
-	}
-	free(set);
-	return got;
-}
-
-static __u32 make6(struct prefix6 *pf, __u32 n)
-{
-	__u32 roots = n / 5 ? n / 5 : 1, got = 0, tries = 0, p;
-	__u64 cap = 1, *set;
-	struct prefix6 x;
-
-	while (cap < 2ull * n)
-		cap <<= 1;
-	set = calloc(cap, sizeof(*set));
-	if (!set)
-		return 0;
-	while (got < n && tries++ < 8 * n) {
-		memset(&x, 0, sizeof(x));
-		if (got < roots) {
-			/* an allocation: /29../32 inside a RIR's block */
-			__u16 b = blocks6[rnd() % (sizeof(blocks6) /
-						   sizeof(blocks6[0]))];
-
-			x.addr[0] = (__u8)(b >> 8);
-			x.addr[1] = (__u8)b;
-			rand_bits(x.addr, b == 0x2001 ? 16 : 12);
-			x.plen = 29 + (__u32)(rnd() % 4);
-		} else {
-			/* a more-specific under one of them */
-			x = pf[rnd() % roots];
-			p = pick(lengths6,
-				 sizeof(lengths6) / sizeof(lengths6[0]));
-			if (p <= x.plen)
-				p = x.plen + 1;
-			rand_bits(x.addr, x.plen);
-			x.plen = p;
-		}
-		mask6(x.addr, x.plen);
-		if (!seen_add(set, cap - 1, hash6(x.addr, x.plen)))
-			continue;
-		pf[got++] = x;
-	}
-	free(set);
-	return got;
 }
 
 /* ---- the two libraries ------------------------------------------------------
