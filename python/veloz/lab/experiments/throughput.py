@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from veloz.lab import summary, trial, zero_loss
+from veloz.lab import summary, trial
 from veloz.lab.experiments import headline_cost
 
 SPEED_NOTE = (
@@ -41,6 +41,28 @@ def _measure(ctx, label: str, nf: str, backend: str, size: int, rate: int, **tag
     # the run's wall time with the NF's start and stop: what a phase costs the demo
     rec["wall_s"] = time.monotonic() - t0
     return ctx.record(label, rec, **tags)
+
+
+def search(
+    ctx, nf: str, backend: str, size: int, peak: dict, loss: float, floor: float, tags: dict
+) -> dict:
+    """Highest offered rate whose loss is at most `loss` (0: none at all),
+    between `floor` (known to pass) and the peak's offered rate."""
+    steps = ctx.settings["steps"]
+    if peak["lost"] <= loss * peak["sent"]:
+        ctx.advance(f"{backend}: peak passes, no search", steps)
+        return {"rate_pps": peak["offered_pps"], "steps": 0}
+    lo, hi, best = floor, peak["offered_pps"], floor
+    for step in range(steps):
+        mid = (lo + hi) / 2
+        rec = _measure(ctx, f"{nf} {backend} {size} B: search {loss:.1%} at {mid / 1e6:.3f} Mpps",
+                       nf, backend, size, max(1, int(mid)), kind="search",
+                       criterion=loss, step=step, **tags)  # fmt: skip
+        if rec["lost"] <= loss * rec["sent"]:
+            lo, best = mid, max(best, rec["offered_pps"])
+        else:
+            hi = mid
+    return {"rate_pps": best, "steps": steps}
 
 
 class Throughput:
@@ -68,9 +90,7 @@ class Throughput:
                         continue
                     floor = 0.0  # the zero-loss rate is a floor for the lossy search
                     for loss in (0.0, s["loss"]):
-                        found = zero_loss.search(
-                            ctx, _measure, self.nf, backend, size, peak, loss, floor, tags
-                        )
+                        found = search(ctx, self.nf, backend, size, peak, loss, floor, tags)
                         floor = found["rate_pps"]
                         ctx.records.append({**tags, "kind": "result", "criterion": loss,
                                             "nf": self.nf, "backend": backend, "size": size,
