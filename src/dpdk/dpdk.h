@@ -2,7 +2,7 @@
 /*
  * What the dpdk backend (dpdk.c the backend, eal_args.c, hugepages.c,
  * ports.c, packet_path.c the plain worker loop) shares with
- * src/dispatch/dpdk_dispatcher.c (--dispatch: one lcore receives and sends,
+ * src/dpdk/dispatcher.c (--dispatch: one lcore receives and sends,
  * workers run the NF): the backend's state, and the frame and transmit
  * helpers both loops use.
  */
@@ -198,7 +198,7 @@ void dpdk_drain_taps(struct worker *w, uint16_t q,
 int dpdk_worker_main(void *arg);
 
 /*
- * src/dispatch/dpdk_dispatcher.c: --dispatch. Setup after the ports are
+ * src/dpdk/dispatcher.c: --dispatch. Setup after the ports are
  * started; start and join the dispatcher and worker lcores; teardown before
  * the ports stop (safe after a partial setup).
  */

@@ -3,7 +3,7 @@
  * The dpdk backend's packet path, without --dispatch: each worker lcore
  * polls its queues of every port, runs the NF on each frame and queues the
  * verdict's frames for transmit (the frame and transmit helpers are in
- * dpdk.h, shared with src/dispatch/dpdk_dispatcher.c). Worker 0 also sends
+ * dpdk.h, shared with src/dpdk/dispatcher.c). Worker 0 also sends
  * out what the kernel wrote into the TAPs.
  */
 #include <rte_ethdev.h>
