@@ -100,61 +100,6 @@ static long rss_kib(void)
 	return status_kib("/proc/self/status", "VmRSS:");
 }
 
-/* ---- the two libraries ------------------------------------------------------
- */
-
-static int v4_add(struct vz_map *m, struct rte_lpm *r, __u32 a, __u32 p,
-		  __u32 nh, int which)
-{
-	struct vz_lpm4_key key = { .prefixlen = p };
-	struct vz_route val = { .kind = 1, .nexthop = nh };
-	__u32 be = htobe32(a);
-
-	if (which == 0) {
-		memcpy(key.addr, &be, 4);
-		return vz_map_update_elem(m, &key, &val, BPF_ANY);
-	}
-	return rte_lpm_add(r, a, (__u8)p, nh);
-}
-
-static int v4_del(struct vz_map *m, struct rte_lpm *r, __u32 a, __u32 p,
-		  int which)
-{
-	struct vz_lpm4_key key = { .prefixlen = p };
-	__u32 be = htobe32(a);
-
-	if (which == 0) {
-		memcpy(key.addr, &be, 4);
-		return vz_map_delete_elem(m, &key);
-	}
-	return rte_lpm_delete(r, a, (__u8)p);
-}
-
-static int v6_add(struct vz_map *m, struct rte_lpm6 *r,
-		  const struct prefix6 *pf, __u32 nh, int which)
-{
-	struct vz_lpm6_key key = { .prefixlen = pf->plen };
-	struct vz_route val = { .kind = 1, .nexthop = nh };
-
-	if (which == 0) {
-		memcpy(key.addr, pf->addr, 16);
-		return vz_map_update_elem(m, &key, &val, BPF_ANY);
-	}
-	return rte_lpm6_add(r, pf->addr, (__u8)pf->plen, nh);
-}
-
-static int v6_del(struct vz_map *m, struct rte_lpm6 *r,
-		  const struct prefix6 *pf, int which)
-{
-	struct vz_lpm6_key key = { .prefixlen = pf->plen };
-
-	if (which == 0) {
-		memcpy(key.addr, pf->addr, 16);
-		return vz_map_delete_elem(m, &key);
-	}
-	return rte_lpm6_delete(r, pf->addr, (__u8)pf->plen);
-}
-
 /*
  * Timed loops: n lookups over keys[i & (KEYS - 1)], next hops summed. With
  * vals, each next hop indexes a route table shaped as veloz's values (one

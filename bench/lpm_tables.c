@@ -5,10 +5,18 @@
  * and M IPv6 prefixes shaped like a global table (allocations of /29../32
  * inside the RIRs' blocks, more-specifics down to /48 under them), all
  * distinct, from one seeded generator (splitmix64) so a seed gives the
- * same tables and keys in every run.
+ * same tables and keys in every run; and a prefix added to or deleted from
+ * either library's table, veloz's map or DPDK's rte_lpm/rte_lpm6.
  */
+#include <endian.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <rte_lpm.h>
+#include <rte_lpm6.h>
+
+#include <veloz/abi.h>
+#include <veloz/maps.h>
 
 #include "lpm_tables.h"
 
@@ -179,4 +187,57 @@ __u32 make6(struct prefix6 *pf, __u32 n)
 	}
 	free(set);
 	return got;
+}
+
+/* ---- either library ------------------------------------------------------ */
+
+int v4_add(struct vz_map *m, struct rte_lpm *r, __u32 a, __u32 p, __u32 nh,
+	   int which)
+{
+	struct vz_lpm4_key key = { .prefixlen = p };
+	struct vz_route val = { .kind = 1, .nexthop = nh };
+	__u32 be = htobe32(a);
+
+	if (which == 0) {
+		memcpy(key.addr, &be, 4);
+		return vz_map_update_elem(m, &key, &val, BPF_ANY);
+	}
+	return rte_lpm_add(r, a, (__u8)p, nh);
+}
+
+int v4_del(struct vz_map *m, struct rte_lpm *r, __u32 a, __u32 p, int which)
+{
+	struct vz_lpm4_key key = { .prefixlen = p };
+	__u32 be = htobe32(a);
+
+	if (which == 0) {
+		memcpy(key.addr, &be, 4);
+		return vz_map_delete_elem(m, &key);
+	}
+	return rte_lpm_delete(r, a, (__u8)p);
+}
+
+int v6_add(struct vz_map *m, struct rte_lpm6 *r, const struct prefix6 *pf,
+	   __u32 nh, int which)
+{
+	struct vz_lpm6_key key = { .prefixlen = pf->plen };
+	struct vz_route val = { .kind = 1, .nexthop = nh };
+
+	if (which == 0) {
+		memcpy(key.addr, pf->addr, 16);
+		return vz_map_update_elem(m, &key, &val, BPF_ANY);
+	}
+	return rte_lpm6_add(r, pf->addr, (__u8)pf->plen, nh);
+}
+
+int v6_del(struct vz_map *m, struct rte_lpm6 *r, const struct prefix6 *pf,
+	   int which)
+{
+	struct vz_lpm6_key key = { .prefixlen = pf->plen };
+
+	if (which == 0) {
+		memcpy(key.addr, pf->addr, 16);
+		return vz_map_delete_elem(m, &key);
+	}
+	return rte_lpm6_delete(r, pf->addr, (__u8)pf->plen);
 }
