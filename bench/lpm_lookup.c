@@ -9,6 +9,7 @@
  * RIRs' blocks, more-specifics down to /48 under them). Neither has a
  * default route (rte_lpm takes depths 1..32 only). Each rule's next hop is
  * its index, in both libraries, so every answer can be compared.
+ * (lpm_tables.c makes them.)
  *
  * veloz is looked up as an NF looks it up: vz_map_lookup() on a VZ_LPM map
  * (lpm_nf.c, through nf.h's typed fast path), a key built on the stack,
@@ -61,6 +62,7 @@
 
 #include "bench_stats.h"
 #include "lpm_nf.h"
+#include "lpm_tables.h"
 
 #define KEYS (1u << 20) /* lookup keys made up front, then cycled */
 #define BURST 32
@@ -68,22 +70,6 @@
 /* What rte_lpm and rte_lpm6, as configured here, take: with fewer 2 MiB
  * pages free DPDK runs --no-huge, on 4 KiB pages (said in the output). */
 #define HUGEPAGES_NEEDED 448
-
-struct prefix6 {
-	__u8 addr[16];
-	__u32 plen;
-};
-
-static __u64 rng_state;
-
-static __u64 rnd(void)
-{
-	__u64 z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 static double now(void)
 {
@@ -112,222 +98,6 @@ static long status_kib(const char *file, const char *field)
 static long rss_kib(void)
 {
 	return status_kib("/proc/self/status", "VmRSS:");
-}
-
-/* ---- tables ----------------------------------------------------------------
- */
-
-/* IPv4 prefix lengths per mille, roughly a 2024 full table, plus a few
- * longer than /24 (common inside networks) so groups are used too. */
-static const struct {
-	__u32 plen, permille;
-} lengths4[] = {
-	{ 8, 1 },   { 10, 1 },	 { 12, 1 },  { 14, 1 },	  { 15, 1 },
-	{ 16, 14 }, { 17, 8 },	 { 18, 13 }, { 19, 25 },  { 20, 40 },
-	{ 21, 45 }, { 22, 120 }, { 23, 85 }, { 24, 640 }, { 25, 1 },
-	{ 26, 1 },  { 28, 1 },	 { 30, 1 },  { 32, 1 },
-};
-
-/* IPv6 more-specifics under an allocation, per mille (after RIPE's
- * 2024 table: /48 about half, then /44, /40, /36...). */
-static const struct {
-	__u32 plen, permille;
-} lengths6[] = {
-	{ 33, 10 }, { 34, 10 },	 { 35, 10 },  { 36, 50 }, { 38, 20 },
-	{ 40, 90 }, { 42, 30 },	 { 44, 110 }, { 45, 20 }, { 46, 40 },
-	{ 47, 30 }, { 48, 560 }, { 56, 10 },  { 64, 10 },
-};
-
-/* The RIRs' big IPv6 blocks: where allocations are drawn from. */
-static const __u16 blocks6[] = {
-	0x2001, 0x2400, 0x2600, 0x2800, 0x2a00, 0x2c00
-};
-
-static __u32 pick(const void *table, size_t entries)
-{
-	const __u32(*t)[2] = table;
-	__u32 r = (__u32)(rnd() % 1000);
-	size_t i;
-
-	for (i = 0; i < entries; i++) {
-		if (r < t[i][1])
-			return t[i][0];
-		r -= t[i][1];
-	}
-	return t[entries - 1][0];
-}
-
-static void mask6(__u8 *a, __u32 plen)
-{
-	__u32 i;
-
-	for (i = 0; i < 16; i++) {
-		if (plen >= (i + 1) * 8)
-			continue;
-		a[i] = plen <= i * 8
-			       ? 0
-			       : a[i] & (__u8)(0xff << (8 - (plen - i * 8)));
-	}
-}
-
-static void rand_bits(__u8 *a, __u32 from) /* bits from `from` on */
-{
-	__u8 r[16];
-	__u64 x = rnd(), y = rnd();
-	__u32 i;
-
-	memcpy(r, &x, 8);
-	memcpy(r + 8, &y, 8);
-	for (i = 0; i < 16; i++) {
-		if (from >= (i + 1) * 8)
-			continue;
-		if (from <= i * 8)
-			a[i] = r[i];
-		else
-			a[i] |= r[i] & (__u8)(0xff >> (from - i * 8));
-	}
-}
-
-/* Distinct prefixes: a hash set of what was drawn. */
-static int seen_add(__u64 *set, __u64 mask, __u64 h)
-{
-	__u64 i = h & mask;
-
-	h |= 1; /* 0 is empty */
-	for (; set[i]; i = (i + 1) & mask)
-		if (set[i] == h)
-			return 0;
-	set[i] = h;
-	return 1;
-}
-
-static __u64 hash6(const __u8 *a, __u32 plen)
-{
-	__u64 x, y;
-
-	memcpy(&x, a, 8);
-	memcpy(&y, a + 8, 8);
-	return (x * 0x9e3779b97f4a7c15ull) ^ (y * 0xc2b2ae3d27d4eb4full) ^
-	       ((__u64)plen * 0x165667b19e3779f9ull);
-}
-
-static __u32 make4(__u32 *addr, __u8 *plen, __u32 n)
-{
-	__u64 cap = 1, *set;
-	__u32 got = 0, tries = 0, a, p;
-
-	while (cap < 2ull * n)
-		cap <<= 1;
-	set = calloc(cap, sizeof(*set));
-	if (!set)
-		return 0;
-	while (got < n && tries++ < 8 * n) {
-		p = pick(lengths4, sizeof(lengths4) / sizeof(lengths4[0]));
-		a = (__u32)rnd() & (~0u << (32 - p));
-		if (!seen_add(set, cap - 1,
-			      ((__u64)a << 6 | p) * 0x9e3779b97f4a7c15ull))
-			continue;
-		addr[got] = a;
-		plen[got++] = (__u8)p;
-	}
-	free(set);
-	return got;
-}
-
-static __u32 make6(struct prefix6 *pf, __u32 n)
-{
-	__u32 roots = n / 5 ? n / 5 : 1, got = 0, tries = 0, p;
-	__u64 cap = 1, *set;
-	struct prefix6 x;
-
-	while (cap < 2ull * n)
-		cap <<= 1;
-	set = calloc(cap, sizeof(*set));
-	if (!set)
-		return 0;
-	while (got < n && tries++ < 8 * n) {
-		memset(&x, 0, sizeof(x));
-		if (got < roots) {
-			/* an allocation: /29../32 inside a RIR's block */
-			__u16 b = blocks6[rnd() % (sizeof(blocks6) /
-						   sizeof(blocks6[0]))];
-
-			x.addr[0] = (__u8)(b >> 8);
-			x.addr[1] = (__u8)b;
-			rand_bits(x.addr, b == 0x2001 ? 16 : 12);
-			x.plen = 29 + (__u32)(rnd() % 4);
-		} else {
-			/* a more-specific under one of them */
-			x = pf[rnd() % roots];
-			p = pick(lengths6,
-				 sizeof(lengths6) / sizeof(lengths6[0]));
-			if (p <= x.plen)
-				p = x.plen + 1;
-			rand_bits(x.addr, x.plen);
-			x.plen = p;
-		}
-		mask6(x.addr, x.plen);
-		if (!seen_add(set, cap - 1, hash6(x.addr, x.plen)))
-			continue;
-		pf[got++] = x;
-	}
-	free(set);
-	return got;
-}
-
-/* ---- the two libraries ------------------------------------------------------
- */
-
-static int v4_add(struct vz_map *m, struct rte_lpm *r, __u32 a, __u32 p,
-		  __u32 nh, int which)
-{
-	struct vz_lpm4_key key = { .prefixlen = p };
-	struct vz_route val = { .kind = 1, .nexthop = nh };
-	__u32 be = htobe32(a);
-
-	if (which == 0) {
-		memcpy(key.addr, &be, 4);
-		return vz_map_update_elem(m, &key, &val, BPF_ANY);
-	}
-	return rte_lpm_add(r, a, (__u8)p, nh);
-}
-
-static int v4_del(struct vz_map *m, struct rte_lpm *r, __u32 a, __u32 p,
-		  int which)
-{
-	struct vz_lpm4_key key = { .prefixlen = p };
-	__u32 be = htobe32(a);
-
-	if (which == 0) {
-		memcpy(key.addr, &be, 4);
-		return vz_map_delete_elem(m, &key);
-	}
-	return rte_lpm_delete(r, a, (__u8)p);
-}
-
-static int v6_add(struct vz_map *m, struct rte_lpm6 *r,
-		  const struct prefix6 *pf, __u32 nh, int which)
-{
-	struct vz_lpm6_key key = { .prefixlen = pf->plen };
-	struct vz_route val = { .kind = 1, .nexthop = nh };
-
-	if (which == 0) {
-		memcpy(key.addr, pf->addr, 16);
-		return vz_map_update_elem(m, &key, &val, BPF_ANY);
-	}
-	return rte_lpm6_add(r, pf->addr, (__u8)pf->plen, nh);
-}
-
-static int v6_del(struct vz_map *m, struct rte_lpm6 *r,
-		  const struct prefix6 *pf, int which)
-{
-	struct vz_lpm6_key key = { .prefixlen = pf->plen };
-
-	if (which == 0) {
-		memcpy(key.addr, pf->addr, 16);
-		return vz_map_delete_elem(m, &key);
-	}
-	return rte_lpm6_delete(r, pf->addr, (__u8)pf->plen);
 }
 
 /*
@@ -492,13 +262,97 @@ static void usage(const char *argv0)
 		argv0);
 }
 
-int main(int argc, char **argv)
+/* The run's settings: -n, -6, -l, -t, -s; nargs: argv before "--". */
+struct args {
+	__u64 lookups, seed;
+	__u32 n4, n6, trials;
+	int nargs;
+};
+
+/* Everything one run builds: prefixes, keys, both libraries' tables. */
+struct tables {
+	__u32 n4, n6, ndel4, ndel6;
+	__u32 *addr4, *order4, *order6;
+	__u8 *plen4;
+	struct prefix6 *pf6;
+	/* keys: uniform, and inside random prefixes (host order, and big
+	 * endian as veloz's maps take them) */
+	__u32 *ips4, *be4, *rips4, *rbe4;
+	__u8 (*ips6)[16], (*rips6)[16];
+	struct vz_route *rvals4, *rvals6;
+	struct vz_map *m4, *m6;
+	struct rte_lpm *r4;
+	struct rte_lpm6 *r6;
+	/* load time (s), RSS and huge pages grown (KiB): veloz4, rte4,
+	 * veloz6, rte6 */
+	double load[4];
+	long mem[4], hmem[4];
+};
+
+/* 0, or the exit status: 0 after -h, 2 on bad arguments. */
+static int parse_args(struct args *o, int argc, char **argv)
 {
-	__u64 lookups = 10000000, seed = 1;
-	__u32 n4 = 750000, n6 = 190000, i, j, t, trials = 7, ndel4, ndel6;
-	/* huge pages: --in-memory on them; else --no-huge, which EAL will
-	 * not combine with --in-memory (its legacy memory mode): no shared
-	 * config files then either (--no-shconf) */
+	int opt;
+	__u32 i;
+
+	*o = (struct args){ .lookups = 10000000,
+			    .seed = 1,
+			    .n4 = 750000,
+			    .n6 = 190000,
+			    .trials = 7,
+			    .nargs = argc };
+	for (i = 1; i < (__u32)argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			o->nargs = (int)i;
+			break;
+		}
+	while ((opt = getopt(o->nargs, argv, "n:6:l:t:s:h")) != -1) {
+		switch (opt) {
+		case 'n':
+			o->n4 = (__u32)strtoul(optarg, NULL, 0);
+			break;
+		case '6':
+			o->n6 = (__u32)strtoul(optarg, NULL, 0);
+			break;
+		case 'l':
+			o->lookups = strtoull(optarg, NULL, 0);
+			break;
+		case 't':
+			o->trials = (__u32)strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			o->seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'h':
+			usage(argv[0]);
+			return -1;
+		default:
+			usage(argv[0]);
+			return 2;
+		}
+	}
+	if (optind != o->nargs || o->n4 < 1 || o->n4 >= BENCH_ROUTES4 ||
+	    o->n6 < 1 || o->n6 >= BENCH_ROUTES6 || o->lookups < BURST ||
+	    o->trials < 1 || o->trials > MAX_TRIALS) {
+		fprintf(stderr,
+			"vz-lpm-bench: -n 1..%u, -6 1..%u, -l >= %u, "
+			"-t 1..%u\n",
+			BENCH_ROUTES4 - 1, BENCH_ROUTES6 - 1, BURST,
+			MAX_TRIALS);
+		return 2;
+	}
+	o->lookups -= o->lookups % BURST;
+	return 0;
+}
+
+/*
+ * EAL on huge pages (--in-memory) when enough are free; else --no-huge,
+ * which EAL will not combine with --in-memory (its legacy memory mode): no
+ * shared config files then either (--no-shconf). The user's EAL arguments
+ * replace ours. 0, or -1 said.
+ */
+static int start_eal(int argc, char **argv, int nargs, int *huge)
+{
 	char *eal_argv[32] = { argv[0],
 			       "--no-pci",
 			       "--no-telemetry",
@@ -509,292 +363,264 @@ int main(int argc, char **argv)
 			       "--no-shconf",
 			       "-m",
 			       "2048" };
-	int eal_argc = 10, opt, err, nargs, huge;
-	__u32 *addr4, *ips4, *be4, *rips4, *rbe4, *order4, *order6;
-	__u8 *plen4, (*ips6)[16], (*rips6)[16];
-	struct prefix6 *pf6;
-	struct vz_route *rvals4, *rvals6;
-	long hp0, hmem[4];
-	struct vz_map *m4 = bench_map4(), *m6 = bench_map6();
-	struct rte_lpm *r4;
-	struct rte_lpm6 *r6;
-	long rss0, mem[4];
-	double t0, load[4];
+	int eal_argc = 10, i;
 
-	nargs = argc;
-	for (i = 1; i < (__u32)argc; i++)
-		if (!strcmp(argv[i], "--")) {
-			nargs = (int)i;
-			break;
-		}
-	while ((opt = getopt(nargs, argv, "n:6:l:t:s:h")) != -1) {
-		switch (opt) {
-		case 'n':
-			n4 = (__u32)strtoul(optarg, NULL, 0);
-			break;
-		case '6':
-			n6 = (__u32)strtoul(optarg, NULL, 0);
-			break;
-		case 'l':
-			lookups = strtoull(optarg, NULL, 0);
-			break;
-		case 't':
-			trials = (__u32)strtoul(optarg, NULL, 0);
-			break;
-		case 's':
-			seed = strtoull(optarg, NULL, 0);
-			break;
-		case 'h':
-			usage(argv[0]);
-			return 0;
-		default:
-			usage(argv[0]);
-			return 2;
-		}
-	}
-	if (optind != nargs || n4 < 1 || n4 >= BENCH_ROUTES4 || n6 < 1 ||
-	    n6 >= BENCH_ROUTES6 || lookups < BURST || trials < 1 ||
-	    trials > MAX_TRIALS) {
-		fprintf(stderr,
-			"vz-lpm-bench: -n 1..%u, -6 1..%u, -l >= %u, "
-			"-t 1..%u\n",
-			BENCH_ROUTES4 - 1, BENCH_ROUTES6 - 1, BURST,
-			MAX_TRIALS);
-		return 2;
-	}
-	lookups -= lookups % BURST;
-	huge = free_hugepages() >= HUGEPAGES_NEEDED;
-	if (huge)
+	*huge = free_hugepages() >= HUGEPAGES_NEEDED;
+	if (*huge)
 		eal_argc -= 4; /* not --no-huge --no-shconf -m 2048 */
 	else
 		eal_argv[5] = "--no-shconf"; /* not --in-memory */
-	if (nargs < argc) { /* the user's EAL arguments replace ours */
+	if (nargs < argc) {
 		eal_argc = 1;
-		for (i = (__u32)nargs + 1; i < (__u32)argc && eal_argc < 31;
-		     i++)
+		for (i = nargs + 1; i < argc && eal_argc < 31; i++)
 			eal_argv[eal_argc++] = argv[i];
 	}
 	if (rte_eal_init(eal_argc, eal_argv) < 0) {
 		fprintf(stderr, "vz-lpm-bench: rte_eal_init: %s\n",
 			rte_strerror(rte_errno));
-		return 1;
+		return -1;
 	}
+	return 0;
+}
 
-	rng_state = seed;
-	addr4 = calloc(n4, sizeof(*addr4));
-	plen4 = calloc(n4, 1);
-	order4 = calloc(n4, sizeof(*order4));
-	pf6 = calloc(n6, sizeof(*pf6));
-	order6 = calloc(n6, sizeof(*order6));
-	ips4 = calloc(KEYS, 4);
-	be4 = calloc(KEYS, 4);
-	rips4 = calloc(KEYS, 4);
-	rbe4 = calloc(KEYS, 4);
-	ips6 = calloc(KEYS, 16);
-	rips6 = calloc(KEYS, 16);
-	if (!addr4 || !plen4 || !order4 || !pf6 || !order6 || !ips4 || !be4 ||
-	    !rips4 || !rbe4 || !ips6 || !rips6) {
-		fprintf(stderr, "vz-lpm-bench: out of memory\n");
-		return 1;
-	}
-	n4 = make4(addr4, plen4, n4);
-	n6 = make6(pf6, n6);
+/* The prefixes, the keys' room and the route tables: 0, or -1 said. */
+static int alloc_tables(struct tables *t, const struct args *o)
+{
+	t->addr4 = calloc(o->n4, sizeof(*t->addr4));
+	t->plen4 = calloc(o->n4, 1);
+	t->order4 = calloc(o->n4, sizeof(*t->order4));
+	t->pf6 = calloc(o->n6, sizeof(*t->pf6));
+	t->order6 = calloc(o->n6, sizeof(*t->order6));
+	t->ips4 = calloc(KEYS, 4);
+	t->be4 = calloc(KEYS, 4);
+	t->rips4 = calloc(KEYS, 4);
+	t->rbe4 = calloc(KEYS, 4);
+	t->ips6 = calloc(KEYS, 16);
+	t->rips6 = calloc(KEYS, 16);
+	if (!t->addr4 || !t->plen4 || !t->order4 || !t->pf6 || !t->order6 ||
+	    !t->ips4 || !t->be4 || !t->rips4 || !t->rbe4 || !t->ips6 ||
+	    !t->rips6)
+		goto oom;
+	t->n4 = make4(t->addr4, t->plen4, o->n4);
+	t->n6 = make6(t->pf6, o->n6);
 	/* rte_lpm adds and deletes are slow (a few thousand a second): a
 	 * hundredth of each table per trial keeps a run to minutes */
-	ndel4 = n4 / 100 ? n4 / 100 : 1;
-	ndel6 = n6 / 100 ? n6 / 100 : 1;
-	rvals4 = route_table(n4);
-	rvals6 = route_table(n6);
-	if (!rvals4 || !rvals6) {
-		fprintf(stderr, "vz-lpm-bench: out of memory\n");
-		return 1;
-	}
+	t->ndel4 = t->n4 / 100 ? t->n4 / 100 : 1;
+	t->ndel6 = t->n6 / 100 ? t->n6 / 100 : 1;
+	t->rvals4 = route_table(t->n4);
+	t->rvals6 = route_table(t->n6);
+	if (t->rvals4 && t->rvals6)
+		return 0;
+oom:
+	fprintf(stderr, "vz-lpm-bench: out of memory\n");
+	return -1;
+}
 
-	/* keys: uniform, and inside random prefixes of the table */
+/* keys: uniform, and inside random prefixes of the table */
+static void make_keys(struct tables *t)
+{
+	__u32 i, k;
+
 	for (i = 0; i < KEYS; i++) {
-		__u32 k = (__u32)rnd() % n4;
-
-		ips4[i] = (__u32)rnd();
-		be4[i] = htobe32(ips4[i]);
-		rips4[i] = addr4[k] | ((__u32)rnd() & (~0u >> plen4[k]));
-		if (plen4[k] == 32)
-			rips4[i] = addr4[k];
-		rbe4[i] = htobe32(rips4[i]);
-		memset(ips6[i], 0, 16);
-		ips6[i][0] = 0x20;
-		rand_bits(ips6[i], 3);
-		k = (__u32)rnd() % n6;
-		memcpy(rips6[i], pf6[k].addr, 16);
-		rand_bits(rips6[i], pf6[k].plen);
+		k = (__u32)rnd() % t->n4;
+		t->ips4[i] = (__u32)rnd();
+		t->be4[i] = htobe32(t->ips4[i]);
+		t->rips4[i] =
+			t->addr4[k] | ((__u32)rnd() & (~0u >> t->plen4[k]));
+		if (t->plen4[k] == 32)
+			t->rips4[i] = t->addr4[k];
+		t->rbe4[i] = htobe32(t->rips4[i]);
+		memset(t->ips6[i], 0, 16);
+		t->ips6[i][0] = 0x20;
+		rand_bits(t->ips6[i], 3);
+		k = (__u32)rnd() % t->n6;
+		memcpy(t->rips6[i], t->pf6[k].addr, 16);
+		rand_bits(t->rips6[i], t->pf6[k].plen);
 	}
+}
 
-	/* build each table, timed, RSS before and after */
-	rss0 = rss_kib();
-	err = vz_map_init(m4, 1);
-	if (err) {
-		fprintf(stderr, "vz-lpm-bench: vz_map_init: %s\n",
-			strerror(-err));
-		return 1;
-	}
+/* Each table built, timed, RSS (and DPDK's huge pages) before and after. */
+static int build4(struct tables *t)
+{
+	long rss0 = rss_kib(), hp0;
+	int err = vz_map_init(t->m4, 1);
+	double t0;
+	__u32 i;
+
+	if (err)
+		return fprintf(stderr, "vz-lpm-bench: vz_map_init: %s\n",
+			       strerror(-err)),
+		       -1;
 	t0 = now();
-	for (i = 0; i < n4; i++)
-		if (v4_add(m4, NULL, addr4[i], plen4[i], i, 0))
-			return fprintf(stderr, "vz-lpm-bench: veloz add\n"), 1;
-	load[0] = now() - t0;
-	mem[0] = rss_kib() - rss0;
+	for (i = 0; i < t->n4; i++)
+		if (v4_add(t->m4, NULL, t->addr4[i], t->plen4[i], i, 0))
+			return fprintf(stderr, "vz-lpm-bench: veloz add\n"), -1;
+	t->load[0] = now() - t0;
+	t->mem[0] = rss_kib() - rss0;
 
 	hp0 = free_hugepages();
 	rss0 = rss_kib();
-	r4 = rte_lpm_create(
+	t->r4 = rte_lpm_create(
 		"bench4", SOCKET_ID_ANY,
 		&(struct rte_lpm_config){ .max_rules = BENCH_ROUTES4,
 					  .number_tbl8s = 1 << 16 });
-	if (!r4) {
-		fprintf(stderr, "vz-lpm-bench: rte_lpm_create: %s\n",
-			rte_strerror(rte_errno));
-		return 1;
-	}
+	if (!t->r4)
+		return fprintf(stderr, "vz-lpm-bench: rte_lpm_create: %s\n",
+			       rte_strerror(rte_errno)),
+		       -1;
 	t0 = now();
-	for (i = 0; i < n4; i++)
-		if (v4_add(NULL, r4, addr4[i], plen4[i], i, 1))
+	for (i = 0; i < t->n4; i++)
+		if (v4_add(NULL, t->r4, t->addr4[i], t->plen4[i], i, 1))
 			return fprintf(stderr, "vz-lpm-bench: rte_lpm add\n"),
-			       1;
-	load[1] = now() - t0;
-	mem[1] = rss_kib() - rss0;
-	hmem[1] = (hp0 - free_hugepages()) * 2048;
+			       -1;
+	t->load[1] = now() - t0;
+	t->mem[1] = rss_kib() - rss0;
+	t->hmem[1] = (hp0 - free_hugepages()) * 2048;
+	return 0;
+}
 
-	rss0 = rss_kib();
-	err = vz_map_init(m6, 1);
-	if (err) {
-		fprintf(stderr, "vz-lpm-bench: vz_map_init: %s\n",
-			strerror(-err));
-		return 1;
-	}
+static int build6(struct tables *t)
+{
+	long rss0 = rss_kib(), hp0;
+	int err = vz_map_init(t->m6, 1);
+	double t0;
+	__u32 i;
+
+	if (err)
+		return fprintf(stderr, "vz-lpm-bench: vz_map_init: %s\n",
+			       strerror(-err)),
+		       -1;
 	t0 = now();
-	for (i = 0; i < n6; i++)
-		if (v6_add(m6, NULL, &pf6[i], i, 0))
-			return fprintf(stderr, "vz-lpm-bench: veloz add6\n"), 1;
-	load[2] = now() - t0;
-	mem[2] = rss_kib() - rss0;
+	for (i = 0; i < t->n6; i++)
+		if (v6_add(t->m6, NULL, &t->pf6[i], i, 0))
+			return fprintf(stderr, "vz-lpm-bench: veloz add6\n"),
+			       -1;
+	t->load[2] = now() - t0;
+	t->mem[2] = rss_kib() - rss0;
 
 	hp0 = free_hugepages();
 	rss0 = rss_kib();
-	r6 = rte_lpm6_create(
+	t->r6 = rte_lpm6_create(
 		"bench6", SOCKET_ID_ANY,
 		&(struct rte_lpm6_config){ .max_rules = BENCH_ROUTES6,
 					   .number_tbl8s = 1 << 18 });
-	if (!r6) {
-		fprintf(stderr, "vz-lpm-bench: rte_lpm6_create: %s\n",
-			rte_strerror(rte_errno));
-		return 1;
-	}
+	if (!t->r6)
+		return fprintf(stderr, "vz-lpm-bench: rte_lpm6_create: %s\n",
+			       rte_strerror(rte_errno)),
+		       -1;
 	t0 = now();
-	for (i = 0; i < n6; i++)
-		if (v6_add(NULL, r6, &pf6[i], i, 1))
+	for (i = 0; i < t->n6; i++)
+		if (v6_add(NULL, t->r6, &t->pf6[i], i, 1))
 			return fprintf(stderr, "vz-lpm-bench: rte_lpm6 add\n"),
-			       1;
-	load[3] = now() - t0;
-	mem[3] = rss_kib() - rss0;
-	hmem[3] = (hp0 - free_hugepages()) * 2048;
+			       -1;
+	t->load[3] = now() - t0;
+	t->mem[3] = rss_kib() - rss0;
+	t->hmem[3] = (hp0 - free_hugepages()) * 2048;
+	return 0;
+}
 
-	compare4(r4, ips4, be4, KEYS, "uniform");
-	compare4(r4, rips4, rbe4, KEYS, "routed");
-	compare6(r6, (const __u8(*)[16])ips6, KEYS, "uniform");
-	compare6(r6, (const __u8(*)[16])rips6, KEYS, "routed");
+/* Trial tr's lookups: each family, key mix and variant, interleaved. */
+static void time_lookups(const struct tables *t, __u64 lookups, __u32 tr)
+{
+	double t0;
+	__u32 j;
+	int rd;
 
-	printf("vz-lpm-bench: %u IPv4 prefixes, %u IPv6 prefixes, %llu "
-	       "lookups per measure, %u trials (interleaved), seed %llu\n",
-	       n4, n6, (unsigned long long)lookups, trials,
-	       (unsigned long long)seed);
-	for (t = 0; t < trials; t++) {
-#define TIME(slot, expr)                                  \
-	do {                                              \
-		t0 = now();                               \
-		sink += (expr);                           \
-		res[slot][t] = mlps(lookups, now() - t0); \
+#define TIME(slot, expr)                                   \
+	do {                                               \
+		t0 = now();                                \
+		sink += (expr);                            \
+		res[slot][tr] = mlps(lookups, now() - t0); \
 	} while (0)
-		for (j = 0; j < 2; j++) {
-			const __u32 *a4 = j ? rips4 : ips4,
-				    *b4 = j ? rbe4 : be4;
-			__u8(*a6)[16] = j ? rips6 : ips6;
-			const struct vz_route *rv;
-			int rd;
+	for (j = 0; j < 2; j++) {
+		const __u32 *a4 = j ? t->rips4 : t->ips4,
+			    *b4 = j ? t->rbe4 : t->be4;
+		__u8(*a6)[16] = j ? t->rips6 : t->ips6;
+		const struct vz_route *rv;
 
-			for (rd = 0; rd < 2; rd++) {
-				rv = rd ? rvals4 : NULL;
-				TIME(LOOKUP(0, j, V_VZ + 3 * rd),
-				     bench_lookups4(b4, lookups, KEYS - 1, rd));
-				TIME(LOOKUP(0, j, V_RTE + 3 * rd),
-				     rte4_single(r4, a4, lookups, rv));
-				TIME(LOOKUP(0, j, V_RTEB + 3 * rd),
-				     rte4_bulk(r4, a4, lookups, rv));
-				rv = rd ? rvals6 : NULL;
-				TIME(LOOKUP(1, j, V_VZ + 3 * rd),
-				     bench_lookups6((const __u8(*)[16])a6,
-						    lookups, KEYS - 1, rd));
-				TIME(LOOKUP(1, j, V_RTE + 3 * rd),
-				     rte6_single(r6, (const __u8(*)[16])a6,
-						 lookups, rv));
-				TIME(LOOKUP(1, j, V_RTEB + 3 * rd),
-				     rte6_bulk(r6, a6, lookups, rv));
-			}
-		}
-#undef TIME
-
-		/* a random hundredth of each table out and back in, both */
-		for (i = 0; i < n4; i++)
-			order4[i] = i;
-		for (i = 0; i < ndel4; i++) {
-			j = i + (__u32)(rnd() % (n4 - i));
-			__u32 x = order4[i];
-
-			order4[i] = order4[j];
-			order4[j] = x;
-		}
-		for (i = 0; i < n6; i++)
-			order6[i] = i;
-		for (i = 0; i < ndel6; i++) {
-			j = i + (__u32)(rnd() % (n6 - i));
-			__u32 x = order6[i];
-
-			order6[i] = order6[j];
-			order6[j] = x;
-		}
-		for (j = 0; j < 2; j++) {
-			void *vm4 = j ? NULL : m4, *vm6 = j ? NULL : m6;
-
-			t0 = now();
-			for (i = 0; i < ndel4; i++)
-				if (v4_del(vm4, r4, addr4[order4[i]],
-					   plen4[order4[i]], (int)j))
-					return fprintf(stderr, "del4\n"), 1;
-			res[DEL4_VZ + j][t] =
-				(double)ndel4 / (now() - t0) / 1e3;
-			t0 = now();
-			for (i = 0; i < ndel4; i++)
-				if (v4_add(vm4, r4, addr4[order4[i]],
-					   plen4[order4[i]], order4[i], (int)j))
-					return fprintf(stderr, "add4\n"), 1;
-			res[ADD4_VZ + j][t] =
-				(double)ndel4 / (now() - t0) / 1e3;
-			t0 = now();
-			for (i = 0; i < ndel6; i++)
-				if (v6_del(vm6, r6, &pf6[order6[i]], (int)j))
-					return fprintf(stderr, "del6\n"), 1;
-			res[DEL6_VZ + j][t] =
-				(double)ndel6 / (now() - t0) / 1e3;
-			t0 = now();
-			for (i = 0; i < ndel6; i++)
-				if (v6_add(vm6, r6, &pf6[order6[i]], order6[i],
-					   (int)j))
-					return fprintf(stderr, "add6\n"), 1;
-			res[ADD6_VZ + j][t] =
-				(double)ndel6 / (now() - t0) / 1e3;
+		for (rd = 0; rd < 2; rd++) {
+			rv = rd ? t->rvals4 : NULL;
+			TIME(LOOKUP(0, j, V_VZ + 3 * rd),
+			     bench_lookups4(b4, lookups, KEYS - 1, rd));
+			TIME(LOOKUP(0, j, V_RTE + 3 * rd),
+			     rte4_single(t->r4, a4, lookups, rv));
+			TIME(LOOKUP(0, j, V_RTEB + 3 * rd),
+			     rte4_bulk(t->r4, a4, lookups, rv));
+			rv = rd ? t->rvals6 : NULL;
+			TIME(LOOKUP(1, j, V_VZ + 3 * rd),
+			     bench_lookups6((const __u8(*)[16])a6, lookups,
+					    KEYS - 1, rd));
+			TIME(LOOKUP(1, j, V_RTE + 3 * rd),
+			     rte6_single(t->r6, (const __u8(*)[16])a6, lookups,
+					 rv));
+			TIME(LOOKUP(1, j, V_RTEB + 3 * rd),
+			     rte6_bulk(t->r6, a6, lookups, rv));
 		}
 	}
-	compare4(r4, ips4, be4, KEYS, "uniform, after the deletes");
-	compare6(r6, (const __u8(*)[16])ips6, KEYS,
-		 "uniform, after the deletes");
+#undef TIME
+}
+
+/* order[0..k): a random k of 0..n-1 (a partial Fisher-Yates shuffle). */
+static void pick_some(__u32 *order, __u32 n, __u32 k)
+{
+	__u32 i, j, x;
+
+	for (i = 0; i < n; i++)
+		order[i] = i;
+	for (i = 0; i < k; i++) {
+		j = i + (__u32)(rnd() % (n - i));
+		x = order[i];
+		order[i] = order[j];
+		order[j] = x;
+	}
+}
+
+/* Trial tr: a random hundredth of each table out and back in, both. */
+static int time_updates(struct tables *t, __u32 tr)
+{
+	const __u32 *o4 = t->order4, *o6 = t->order6;
+	double t0;
+	__u32 i, j;
+
+	pick_some(t->order4, t->n4, t->ndel4);
+	pick_some(t->order6, t->n6, t->ndel6);
+	for (j = 0; j < 2; j++) {
+		void *vm4 = j ? NULL : t->m4, *vm6 = j ? NULL : t->m6;
+
+		t0 = now();
+		for (i = 0; i < t->ndel4; i++)
+			if (v4_del(vm4, t->r4, t->addr4[o4[i]], t->plen4[o4[i]],
+				   (int)j))
+				return fprintf(stderr, "del4\n"), -1;
+		res[DEL4_VZ + j][tr] = (double)t->ndel4 / (now() - t0) / 1e3;
+		t0 = now();
+		for (i = 0; i < t->ndel4; i++)
+			if (v4_add(vm4, t->r4, t->addr4[o4[i]], t->plen4[o4[i]],
+				   o4[i], (int)j))
+				return fprintf(stderr, "add4\n"), -1;
+		res[ADD4_VZ + j][tr] = (double)t->ndel4 / (now() - t0) / 1e3;
+		t0 = now();
+		for (i = 0; i < t->ndel6; i++)
+			if (v6_del(vm6, t->r6, &t->pf6[o6[i]], (int)j))
+				return fprintf(stderr, "del6\n"), -1;
+		res[DEL6_VZ + j][tr] = (double)t->ndel6 / (now() - t0) / 1e3;
+		t0 = now();
+		for (i = 0; i < t->ndel6; i++)
+			if (v6_add(vm6, t->r6, &t->pf6[o6[i]], o6[i], (int)j))
+				return fprintf(stderr, "add6\n"), -1;
+		res[ADD6_VZ + j][tr] = (double)t->ndel6 / (now() - t0) / 1e3;
+	}
+	return 0;
+}
+
+static void print_lookups(__u32 trials)
+{
+	static const char *const fam[] = { "ipv4", "ipv6" };
+	static const char *const mix[] = { "uniform", "routed" };
+	static const char *const what[] = { "lookup", "+ read route" };
+	__u32 i, f, x, rd;
+	double v, r, b;
+	char name[64];
 
 	printf("\nlookups, Mlookups/s, median of %u (veloz: vz_map_lookup() on a "
 	       "VZ_LPM map, as an NF;\n\"lookup\": the pointer it returns, "
@@ -805,85 +631,131 @@ int main(int argc, char **argv)
 	printf("%-26s %8s %8s %8s %10s %10s\n", "", "veloz", "rte", "rte-bulk",
 	       "veloz/rte", "veloz/bulk");
 	for (i = 0; i < 8; i++) {
-		static const char *const fam[] = { "ipv4", "ipv6" };
-		static const char *const mix[] = { "uniform", "routed" };
-		static const char *const what[] = { "lookup", "+ read route" };
-		__u32 f = i / 4, x = i / 2 % 2, rd = i % 2;
-		double v = bench_median(res[LOOKUP(f, x, V_VZ + 3 * rd)],
-					(int)trials),
-		       r = bench_median(res[LOOKUP(f, x, V_RTE + 3 * rd)],
-					(int)trials),
-		       b = bench_median(res[LOOKUP(f, x, V_RTEB + 3 * rd)],
-					(int)trials);
-		char name[64];
-
+		f = i / 4;
+		x = i / 2 % 2;
+		rd = i % 2;
+		v = bench_median(res[LOOKUP(f, x, V_VZ + 3 * rd)], (int)trials);
+		r = bench_median(res[LOOKUP(f, x, V_RTE + 3 * rd)],
+				 (int)trials);
+		b = bench_median(res[LOOKUP(f, x, V_RTEB + 3 * rd)],
+				 (int)trials);
 		snprintf(name, sizeof(name), "%s %s, %s", fam[f], mix[x],
 			 what[rd]);
 		printf("%-26s %8.1f %8.1f %8.1f %9.2fx %9.2fx\n", name, v, r, b,
 		       v / r, v / b);
 	}
+}
+
+/* One row of updates: veloz's and rte's medians (k/s), and their ratio. */
+static void print_update(const char *name, int vz, __u32 trials)
+{
+	double v = bench_median(res[vz], (int)trials),
+	       r = bench_median(res[vz + 1], (int)trials);
+
+	printf("%-22s %9.0f %9.0f %11.2fx\n", name, v, r, v / r);
+}
+
+static void print_updates(const struct tables *t, __u32 trials)
+{
 	printf("\nupdates and deletes, k/s (first load once; then the median of "
 	       "%u trials of %u IPv4 / %u IPv6 prefixes out and back in)\n",
-	       trials, ndel4, ndel6);
+	       trials, t->ndel4, t->ndel6);
 	printf("%-22s %9s %9s %12s\n", "", "veloz", "rte", "veloz/rte");
 	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv4 first load",
-	       n4 / load[0] / 1e3, n4 / load[1] / 1e3, load[1] / load[0]);
-	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv4 delete",
-	       bench_median(res[DEL4_VZ], (int)trials),
-	       bench_median(res[DEL4_RTE], (int)trials),
-	       bench_median(res[DEL4_VZ], (int)trials) /
-		       bench_median(res[DEL4_RTE], (int)trials));
-	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv4 add",
-	       bench_median(res[ADD4_VZ], (int)trials),
-	       bench_median(res[ADD4_RTE], (int)trials),
-	       bench_median(res[ADD4_VZ], (int)trials) /
-		       bench_median(res[ADD4_RTE], (int)trials));
+	       t->n4 / t->load[0] / 1e3, t->n4 / t->load[1] / 1e3,
+	       t->load[1] / t->load[0]);
+	print_update("ipv4 delete", DEL4_VZ, trials);
+	print_update("ipv4 add", ADD4_VZ, trials);
 	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv6 first load",
-	       n6 / load[2] / 1e3, n6 / load[3] / 1e3, load[3] / load[2]);
-	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv6 delete",
-	       bench_median(res[DEL6_VZ], (int)trials),
-	       bench_median(res[DEL6_RTE], (int)trials),
-	       bench_median(res[DEL6_VZ], (int)trials) /
-		       bench_median(res[DEL6_RTE], (int)trials));
-	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv6 add",
-	       bench_median(res[ADD6_VZ], (int)trials),
-	       bench_median(res[ADD6_RTE], (int)trials),
-	       bench_median(res[ADD6_VZ], (int)trials) /
-		       bench_median(res[ADD6_RTE], (int)trials));
+	       t->n6 / t->load[2] / 1e3, t->n6 / t->load[3] / 1e3,
+	       t->load[3] / t->load[2]);
+	print_update("ipv6 delete", DEL6_VZ, trials);
+	print_update("ipv6 add", ADD6_VZ, trials);
+}
+
+static void print_memory(const struct tables *t, int huge)
+{
 	printf("\nmemory, MiB grown while the table was built: RSS, plus the "
 	       "huge pages DPDK took\n(veloz: trie and the map's rules, "
 	       "%u IPv4 / %u IPv6 max_entries; rte: its tables as configured)\n",
 	       BENCH_ROUTES4, BENCH_ROUTES6);
 	printf("%-22s %9.1f %9.1f   (rte_lpm: %u rules, 2^16 tbl8s)\n", "ipv4",
-	       mem[0] / 1024.0, (mem[1] + hmem[1]) / 1024.0, BENCH_ROUTES4);
+	       t->mem[0] / 1024.0, (t->mem[1] + t->hmem[1]) / 1024.0,
+	       BENCH_ROUTES4);
 	printf("%-22s %9.1f %9.1f   (rte_lpm6: %u rules, 2^18 tbl8s)\n", "ipv6",
-	       mem[2] / 1024.0, (mem[3] + hmem[3]) / 1024.0, BENCH_ROUTES6);
+	       t->mem[2] / 1024.0, (t->mem[3] + t->hmem[3]) / 1024.0,
+	       BENCH_ROUTES6);
 	printf("pages: %ld MiB in transparent huge pages (veloz's tables, rte's "
 	       "route tables); DPDK's tables %s\n",
 	       status_kib("/proc/self/smaps_rollup", "AnonHugePages:") / 1024,
 	       huge ? "on 2 MiB huge pages (hugetlbfs)"
 		    : "on 4 KiB pages (--no-huge): NOT a like-for-like "
 		      "comparison; reserve 2 MiB pages (sysctl vm.nr_hugepages)");
+}
+
+static void free_tables(struct tables *t)
+{
+	vz_map_free(t->m4);
+	vz_map_free(t->m6);
+	free(t->rvals4);
+	free(t->rvals6);
+	free(t->addr4);
+	free(t->plen4);
+	free(t->order4);
+	free(t->pf6);
+	free(t->order6);
+	free(t->ips4);
+	free(t->be4);
+	free(t->rips4);
+	free(t->rbe4);
+	free(t->ips6);
+	free(t->rips6);
+	rte_lpm_free(t->r4);
+	rte_lpm6_free(t->r6);
+}
+
+int main(int argc, char **argv)
+{
+	struct tables t = { .m4 = bench_map4(), .m6 = bench_map6() };
+	struct args o;
+	int ret, huge;
+	__u32 tr;
+
+	ret = parse_args(&o, argc, argv);
+	if (ret)
+		return ret < 0 ? 0 : ret;
+	if (start_eal(argc, argv, o.nargs, &huge))
+		return 1;
+	rng_state = o.seed;
+	if (alloc_tables(&t, &o))
+		return 1;
+	make_keys(&t);
+	if (build4(&t) || build6(&t))
+		return 1;
+	compare4(t.r4, t.ips4, t.be4, KEYS, "uniform");
+	compare4(t.r4, t.rips4, t.rbe4, KEYS, "routed");
+	compare6(t.r6, (const __u8(*)[16])t.ips6, KEYS, "uniform");
+	compare6(t.r6, (const __u8(*)[16])t.rips6, KEYS, "routed");
+
+	printf("vz-lpm-bench: %u IPv4 prefixes, %u IPv6 prefixes, %llu "
+	       "lookups per measure, %u trials (interleaved), seed %llu\n",
+	       t.n4, t.n6, (unsigned long long)o.lookups, o.trials,
+	       (unsigned long long)o.seed);
+	for (tr = 0; tr < o.trials; tr++) {
+		time_lookups(&t, o.lookups, tr);
+		if (time_updates(&t, tr))
+			return 1;
+	}
+	compare4(t.r4, t.ips4, t.be4, KEYS, "uniform, after the deletes");
+	compare6(t.r6, (const __u8(*)[16])t.ips6, KEYS,
+		 "uniform, after the deletes");
+
+	print_lookups(o.trials);
+	print_updates(&t, o.trials);
+	print_memory(&t, huge);
 	printf("answers: %s\n",
 	       wrong ? "MISMATCH (see above)" : "identical in both libraries");
-
-	vz_map_free(m4);
-	vz_map_free(m6);
-	free(rvals4);
-	free(rvals6);
-	free(addr4);
-	free(plen4);
-	free(order4);
-	free(pf6);
-	free(order6);
-	free(ips4);
-	free(be4);
-	free(rips4);
-	free(rbe4);
-	free(ips6);
-	free(rips6);
-	rte_lpm_free(r4);
-	rte_lpm6_free(r6);
+	free_tables(&t);
 	rte_eal_cleanup();
 	return wrong;
 }

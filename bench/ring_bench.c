@@ -230,13 +230,9 @@ static void usage(const char *argv0)
 	fprintf(stderr, "usage: %s [-n ELEMENTS] [-t TRIALS]\n", argv0);
 }
 
-int main(int argc, char **argv)
+/* 0, or the exit status: 0 after -h, 2 on bad arguments. */
+static int parse_args(int argc, char **argv, __u64 *n, unsigned int *trials)
 {
-	static double res[2][2][NLIBS][MAX_TRIALS]; /* [mode][burst][lib] */
-	static const unsigned int bursts[2] = { 1, 32 };
-	__u64 n = 1 << 24;
-	unsigned int trials = 7, t, b, m, lib;
-	struct rings r;
 	char *end;
 	int opt;
 
@@ -244,8 +240,8 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'n':
 			errno = 0;
-			n = strtoull(optarg, &end, 0);
-			if (errno || *end || n < MAX_BURST) {
+			*n = strtoull(optarg, &end, 0);
+			if (errno || *end || *n < MAX_BURST) {
 				fprintf(stderr,
 					"vz-ring-bench: -n: at least %u\n",
 					MAX_BURST);
@@ -253,8 +249,8 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 't':
-			trials = (unsigned int)strtoul(optarg, &end, 0);
-			if (*end || trials < 1 || trials > MAX_TRIALS) {
+			*trials = (unsigned int)strtoul(optarg, &end, 0);
+			if (*end || *trials < 1 || *trials > MAX_TRIALS) {
 				fprintf(stderr, "vz-ring-bench: -t: 1..%u\n",
 					MAX_TRIALS);
 				return 2;
@@ -262,7 +258,7 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(argv[0]);
-			return 0;
+			return -1;
 		default:
 			usage(argv[0]);
 			return 2;
@@ -272,47 +268,59 @@ int main(int argc, char **argv)
 		usage(argv[0]);
 		return 2;
 	}
-	n -= n % MAX_BURST;
+	*n -= *n % MAX_BURST;
+	return 0;
+}
 
-	/* rte_ring_init() on memory of our own: no EAL, no huge pages
-	 * needed, so both rings sit on the same kind of memory */
-	{
-		ssize_t sz = rte_ring_get_memsize(RING_SIZE);
-		void *mem;
+/*
+ * Both rings. rte_ring_init() on memory of our own: no EAL, no huge pages
+ * needed, so both rings sit on the same kind of memory. 0, or -1 said.
+ */
+static int init_rings(struct rings *r)
+{
+	ssize_t sz = rte_ring_get_memsize(RING_SIZE);
+	void *mem;
 
-		if (sz < 0 || posix_memalign(&mem, 64, (size_t)sz)) {
-			fprintf(stderr, "vz-ring-bench: out of memory\n");
-			return 1;
-		}
-		r.rte = mem;
-		if (rte_ring_init(r.rte, "vz-ring-bench", RING_SIZE,
-				  RING_F_SP_ENQ | RING_F_SC_DEQ)) {
-			fprintf(stderr,
-				"vz-ring-bench: rte_ring_init failed\n");
-			return 1;
-		}
-	}
-	if (vz_spsc_init(&r.vz, RING_SIZE, sizeof(void *))) {
+	if (sz < 0 || posix_memalign(&mem, 64, (size_t)sz)) {
 		fprintf(stderr, "vz-ring-bench: out of memory\n");
-		return 1;
+		return -1;
 	}
-
-	printf("vz-ring-bench: rings of %u pointers, %llu elements per "
-	       "measure, %u trials (interleaved)\n",
-	       RING_SIZE, (unsigned long long)n, trials);
-	for (t = 0; t < trials; t++) {
-		for (b = 0; b < 2; b++) {
-			__u64 iters = n / bursts[b];
-
-			res[0][b][LIB_VZ][t] = b ? single_vz_32(&r, iters)
-						 : single_vz_1(&r, iters);
-			res[0][b][LIB_RTE][t] = b ? single_rte_32(&r, iters)
-						  : single_rte_1(&r, iters);
-			for (lib = 0; lib < NLIBS; lib++)
-				res[1][b][lib][t] =
-					two_core(&r, (int)lib, bursts[b], n);
-		}
+	r->rte = mem;
+	if (rte_ring_init(r->rte, "vz-ring-bench", RING_SIZE,
+			  RING_F_SP_ENQ | RING_F_SC_DEQ)) {
+		fprintf(stderr, "vz-ring-bench: rte_ring_init failed\n");
+		return -1;
 	}
+	if (vz_spsc_init(&r->vz, RING_SIZE, sizeof(void *))) {
+		fprintf(stderr, "vz-ring-bench: out of memory\n");
+		return -1;
+	}
+	return 0;
+}
+
+static double res[2][2][NLIBS][MAX_TRIALS]; /* [mode][burst][lib] */
+static const unsigned int bursts[2] = { 1, 32 };
+
+/* Trial t: each burst, one core then two, the libraries interleaved. */
+static void run_trial(struct rings *r, __u64 n, unsigned int t)
+{
+	unsigned int b, lib;
+
+	for (b = 0; b < 2; b++) {
+		__u64 iters = n / bursts[b];
+
+		res[0][b][LIB_VZ][t] =
+			b ? single_vz_32(r, iters) : single_vz_1(r, iters);
+		res[0][b][LIB_RTE][t] =
+			b ? single_rte_32(r, iters) : single_rte_1(r, iters);
+		for (lib = 0; lib < NLIBS; lib++)
+			res[1][b][lib][t] = two_core(r, (int)lib, bursts[b], n);
+	}
+}
+
+static void print_results(unsigned int trials)
+{
+	unsigned int m, b;
 
 	printf("\ncycles per element (rdtsc), median of %u; single core: "
 	       "a burst in, then out;\ntwo cores: producer on CPU 0, "
@@ -330,6 +338,26 @@ int main(int argc, char **argv)
 				 m ? "two cores" : "single core", bursts[b]);
 			printf("%-22s %9.2f %9.2f %9.2fx\n", name, v, x, v / x);
 		}
+}
+
+int main(int argc, char **argv)
+{
+	__u64 n = 1 << 24;
+	unsigned int trials = 7, t;
+	struct rings r;
+	int ret;
+
+	ret = parse_args(argc, argv, &n, &trials);
+	if (ret)
+		return ret < 0 ? 0 : ret;
+	if (init_rings(&r))
+		return 1;
+	printf("vz-ring-bench: rings of %u pointers, %llu elements per "
+	       "measure, %u trials (interleaved)\n",
+	       RING_SIZE, (unsigned long long)n, trials);
+	for (t = 0; t < trials; t++)
+		run_trial(&r, n, t);
+	print_results(trials);
 	printf("elements: %s\n",
 	       wrong ? "MISMATCH (see above)" : "all arrived, in order");
 	vz_spsc_free(&r.vz);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * What afxdp.c (sockets, UMEM, the plain worker loop) shares with
- * src/dispatch/afxdp_dispatcher.c (the dispatch stage: one thread receives
+ * src/afxdp/dispatcher.c (the dispatch stage: one thread receives
  * and sends, workers run the NF).
  */
 #ifndef VZ_AFXDP_AFXDP_H
@@ -90,7 +90,7 @@ void afxdp_drain_taps(struct worker *w, struct vz_worker_counters *c);
 int afxdp_start_thread(pthread_t *thread, void *(*fn)(void *), void *arg,
 		       int cpu, const char *what, unsigned int id);
 
-/* src/dispatch/afxdp_dispatcher.c: --dispatch. Setup after the sockets;
+/* src/afxdp/dispatcher.c: --dispatch. Setup after the sockets;
  * start; stop. */
 int afxdp_dispatch_setup(struct vz_us_run *run, struct afxdp *a);
 int afxdp_dispatch_start(struct vz_us_run *run, struct afxdp *a);

@@ -47,15 +47,86 @@ __u64 vz_dispatch_report_ring_full(struct vz_dispatch_report *r)
 	return n;
 }
 
+/* The counters of s since base (active and flows stay as they are). */
+static struct vz_dispatch_stats since(const struct vz_dispatch_stats *s,
+				      const struct vz_dispatch_stats *base,
+				      unsigned int nworkers)
+{
+	struct vz_dispatch_stats d = *s;
+	unsigned int i;
+
+	d.frames -= base->frames;
+	d.reordered -= base->reordered;
+	d.flows_moved -= base->flows_moved;
+	d.flows_new -= base->flows_new;
+	d.buckets_moved -= base->buckets_moved;
+	d.buckets_forced -= base->buckets_forced;
+	d.flows_forced -= base->flows_forced;
+	for (i = 0; i < nworkers; i++)
+		d.frames_per_worker[i] -= base->frames_per_worker[i];
+	return d;
+}
+
+static void print_json(const struct vz_dispatch_report *r,
+		       const struct vz_dispatch_stats *d,
+		       const struct vz_core_alloc_stats *as, __u64 ring_full,
+		       double mean_active, double t, bool summary)
+{
+	unsigned int i;
+
+	printf("{\"event\": \"%s\", \"t\": %.3f, \"policy\": \"%s\", "
+	       "\"active\": %u, \"workers\": %u, \"mean_active\": "
+	       "%.3f, \"frames\": %llu, \"reordered\": %llu, "
+	       "\"flows_moved\": %llu, \"flows_new\": %llu, "
+	       "\"flows\": %u, \"buckets_moved\": %llu, "
+	       "\"buckets_forced\": %llu, \"flows_forced\": %llu, "
+	       "\"reallocations\": %llu, \"grows\": %llu, "
+	       "\"shrinks\": %llu, \"ring_full\": %llu, "
+	       "\"frames_per_worker\": [",
+	       summary ? "dispatch_summary" : "dispatch", t,
+	       vz_dispatch_policy_name(r->policy), d->active, r->nworkers,
+	       mean_active, (unsigned long long)d->frames,
+	       (unsigned long long)d->reordered,
+	       (unsigned long long)d->flows_moved,
+	       (unsigned long long)d->flows_new, d->flows,
+	       (unsigned long long)d->buckets_moved,
+	       (unsigned long long)d->buckets_forced,
+	       (unsigned long long)d->flows_forced,
+	       (unsigned long long)(as->grows + as->shrinks),
+	       (unsigned long long)as->grows, (unsigned long long)as->shrinks,
+	       (unsigned long long)ring_full);
+	for (i = 0; i < r->nworkers; i++)
+		printf("%s%llu", i ? ", " : "",
+		       (unsigned long long)d->frames_per_worker[i]);
+	printf("]}\n");
+}
+
+static void print_text(const struct vz_dispatch_report *r,
+		       const struct vz_dispatch_stats *d,
+		       const struct vz_core_alloc_stats *as, double mean_active)
+{
+	unsigned int i;
+
+	printf("  dispatch %s: %u of %u workers active (mean %.2f), "
+	       "%llu reordered, %llu flows moved, %llu buckets moved, "
+	       "%llu reallocations; frames per worker:",
+	       vz_dispatch_policy_name(r->policy), d->active, r->nworkers,
+	       mean_active, (unsigned long long)d->reordered,
+	       (unsigned long long)d->flows_moved,
+	       (unsigned long long)d->buckets_moved,
+	       (unsigned long long)(as->grows + as->shrinks));
+	for (i = 0; i < r->nworkers; i++)
+		printf(" %llu", (unsigned long long)d->frames_per_worker[i]);
+	printf("\n");
+}
+
 void vz_dispatch_report_print(struct vz_dispatch_report *r, bool json, double t,
 			      bool summary)
 {
-	struct vz_dispatch_stats s, zero = { 0 };
-	const struct vz_dispatch_stats *base;
+	struct vz_dispatch_stats s, d, zero = { 0 };
 	struct vz_core_alloc_stats as;
 	__u64 active_ns, ns, span, ring_full;
 	double mean_active;
-	unsigned int i;
 
 	pthread_mutex_lock(&r->lock);
 	s = r->snap;
@@ -65,64 +136,16 @@ void vz_dispatch_report_print(struct vz_dispatch_report *r, bool json, double t,
 	ring_full = r->ring_full;
 	pthread_mutex_unlock(&r->lock);
 	/* Per interval, except the summary: the whole run. */
-	base = summary ? &zero : &r->last;
+	d = since(&s, summary ? &zero : &r->last, r->nworkers);
 	span = ns - (summary ? 0 : r->last_ns);
 	mean_active =
 		span ? (double)(active_ns - (summary ? 0 : r->last_active_ns)) /
 				(double)span
 		     : s.active;
-	if (json) {
-		printf("{\"event\": \"%s\", \"t\": %.3f, \"policy\": \"%s\", "
-		       "\"active\": %u, \"workers\": %u, \"mean_active\": "
-		       "%.3f, \"frames\": %llu, \"reordered\": %llu, "
-		       "\"flows_moved\": %llu, \"flows_new\": %llu, "
-		       "\"flows\": %u, \"buckets_moved\": %llu, "
-		       "\"buckets_forced\": %llu, \"flows_forced\": %llu, "
-		       "\"reallocations\": %llu, \"grows\": %llu, "
-		       "\"shrinks\": %llu, \"ring_full\": %llu, "
-		       "\"frames_per_worker\": [",
-		       summary ? "dispatch_summary" : "dispatch", t,
-		       vz_dispatch_policy_name(r->policy), s.active,
-		       r->nworkers, mean_active,
-		       (unsigned long long)(s.frames - base->frames),
-		       (unsigned long long)(s.reordered - base->reordered),
-		       (unsigned long long)(s.flows_moved - base->flows_moved),
-		       (unsigned long long)(s.flows_new - base->flows_new),
-		       s.flows,
-		       (unsigned long long)(s.buckets_moved -
-					    base->buckets_moved),
-		       (unsigned long long)(s.buckets_forced -
-					    base->buckets_forced),
-		       (unsigned long long)(s.flows_forced -
-					    base->flows_forced),
-		       (unsigned long long)(as.grows + as.shrinks),
-		       (unsigned long long)as.grows,
-		       (unsigned long long)as.shrinks,
-		       (unsigned long long)ring_full);
-		for (i = 0; i < r->nworkers; i++)
-			printf("%s%llu", i ? ", " : "",
-			       (unsigned long long)(s.frames_per_worker[i] -
-						    base->frames_per_worker
-							    [i]));
-		printf("]}\n");
-	} else {
-		printf("  dispatch %s: %u of %u workers active (mean %.2f), "
-		       "%llu reordered, %llu flows moved, %llu buckets moved, "
-		       "%llu reallocations; frames per worker:",
-		       vz_dispatch_policy_name(r->policy), s.active,
-		       r->nworkers, mean_active,
-		       (unsigned long long)(s.reordered - base->reordered),
-		       (unsigned long long)(s.flows_moved - base->flows_moved),
-		       (unsigned long long)(s.buckets_moved -
-					    base->buckets_moved),
-		       (unsigned long long)(as.grows + as.shrinks));
-		for (i = 0; i < r->nworkers; i++)
-			printf(" %llu",
-			       (unsigned long long)(s.frames_per_worker[i] -
-						    base->frames_per_worker
-							    [i]));
-		printf("\n");
-	}
+	if (json)
+		print_json(r, &d, &as, ring_full, mean_active, t, summary);
+	else
+		print_text(r, &d, &as, mean_active);
 	fflush(stdout);
 	if (!summary) {
 		r->last = s;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * What a userspace dispatch stage (src/dispatch/afxdp_dispatcher.c,
- * src/dispatch/dpdk_dispatcher.c) reports, once for both: the dispatcher
+ * What a userspace dispatch stage (src/afxdp/dispatcher.c,
+ * src/dpdk/dispatcher.c) reports, once for both: the dispatcher
  * publishes a snapshot of the policy's and the allocator's counters now and
  * then (never waiting on the counting thread), and the counting thread
  * prints it after each counter line, as `dispatch` and, last,

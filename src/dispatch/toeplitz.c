@@ -55,6 +55,36 @@ static __u16 be16(const __u8 *p)
 	return (__u16)(p[0] << 8 | p[1]);
 }
 
+/*
+ * The hash input of the IP header at p + off: its addresses in input,
+ * their length in *addrs, and the L4 protocol and offset. -1 if there is
+ * no IP header to hash, 1 if only the addresses are hashed (a later
+ * fragment carries no ports: hashed like the first), else 0.
+ */
+static inline int l3_input(const __u8 *p, size_t len, size_t off, __u16 proto,
+			   __u8 *input, size_t *addrs, __u8 *next, size_t *l4)
+{
+	if (proto == ETH_P_IP) {
+		if (len < off + 20 || (p[off] >> 4) != 4 || (p[off] & 15) < 5)
+			return -1;
+		memcpy(input, p + off + 12, 8);
+		*addrs = 8;
+		*next = p[off + 9];
+		*l4 = off + (size_t)(p[off] & 15) * 4;
+		return be16(p + off + 6) & 0x3fff ? 1 : 0;
+	}
+	if (proto == ETH_P_IPV6) {
+		if (len < off + 40 || (p[off] >> 4) != 6)
+			return -1;
+		memcpy(input, p + off + 8, 32);
+		*addrs = 32;
+		*next = p[off + 6];
+		*l4 = off + 40; /* extension headers: addresses only (below) */
+		return 0;
+	}
+	return -1;
+}
+
 __u32 vz_rss_hash_frame(const void *frame, size_t len)
 {
 	const __u8 *p = frame;
@@ -62,6 +92,7 @@ __u32 vz_rss_hash_frame(const void *frame, size_t len)
 	size_t off = ETH_HLEN, addrs, l4;
 	__u16 proto;
 	__u8 next;
+	int ret;
 
 	if (len < ETH_HLEN)
 		return 0;
@@ -72,27 +103,10 @@ __u32 vz_rss_hash_frame(const void *frame, size_t len)
 		proto = be16(p + 16);
 		off += 4;
 	}
-	if (proto == ETH_P_IP) {
-		if (len < off + 20 || (p[off] >> 4) != 4 || (p[off] & 15) < 5)
-			return 0;
-		memcpy(input, p + off + 12, 8);
-		addrs = 8;
-		next = p[off + 9];
-		l4 = off + (size_t)(p[off] & 15) * 4;
-		/* Later fragments carry no ports: hash them like the first. */
-		if (be16(p + off + 6) & 0x3fff)
-			return rss_hash(input, addrs);
-	} else if (proto == ETH_P_IPV6) {
-		if (len < off + 40 || (p[off] >> 4) != 6)
-			return 0;
-		memcpy(input, p + off + 8, 32);
-		addrs = 32;
-		next = p[off + 6];
-		l4 = off + 40; /* extension headers: addresses only (below) */
-	} else {
+	ret = l3_input(p, len, off, proto, input, &addrs, &next, &l4);
+	if (ret < 0)
 		return 0;
-	}
-	if ((next == 6 || next == 17) && len >= l4 + 4) {
+	if (!ret && (next == 6 || next == 17) && len >= l4 + 4) {
 		memcpy(input + addrs, p + l4, 4);
 		return rss_hash(input, addrs + 4);
 	}

@@ -281,6 +281,22 @@ static int init_buckets(struct vz_xdp_dispatch *d)
 	return 0;
 }
 
+/* The stage's maps, by name: 0, or -1 with the one missing in err. */
+static int find_maps(struct vz_xdp_dispatch *d, char *err, size_t errlen)
+{
+	if ((d->cfg_fd = map_fd(d, "dsp_config", err, errlen)) < 0 ||
+	    (d->cpu_map_fd = map_fd(d, "cpu_map", err, errlen)) < 0 ||
+	    (d->flows_fd = map_fd(d, "dsp_flows", err, errlen)) < 0 ||
+	    (d->cpu_pkts_fd = map_fd(d, "dsp_cpu_pkts", err, errlen)) < 0 ||
+	    (d->counters_fd = map_fd(d, "dsp_counters", err, errlen)) < 0 ||
+	    (d->bkt_cpu_fd = map_fd(d, "dsp_bkt_cpu", err, errlen)) < 0 ||
+	    (d->bkt_next_fd = map_fd(d, "dsp_bkt_next", err, errlen)) < 0 ||
+	    map_fd(d, "dsp_bkt_seen", err, errlen) < 0 ||
+	    (d->bkt_pkts_fd = map_fd(d, "dsp_bkt_pkts", err, errlen)) < 0)
+		return -1;
+	return 0;
+}
+
 struct vz_xdp_dispatch *vz_xdp_dispatch_open(int policy, unsigned int workers,
 					     struct bpf_object *nf_obj,
 					     char *err, size_t errlen)
@@ -306,15 +322,7 @@ struct vz_xdp_dispatch *vz_xdp_dispatch_open(int policy, unsigned int workers,
 		d->obj = NULL;
 		goto fail;
 	}
-	if ((d->cfg_fd = map_fd(d, "dsp_config", err, errlen)) < 0 ||
-	    (d->cpu_map_fd = map_fd(d, "cpu_map", err, errlen)) < 0 ||
-	    (d->flows_fd = map_fd(d, "dsp_flows", err, errlen)) < 0 ||
-	    (d->cpu_pkts_fd = map_fd(d, "dsp_cpu_pkts", err, errlen)) < 0 ||
-	    (d->counters_fd = map_fd(d, "dsp_counters", err, errlen)) < 0 ||
-	    (d->bkt_cpu_fd = map_fd(d, "dsp_bkt_cpu", err, errlen)) < 0 ||
-	    (d->bkt_next_fd = map_fd(d, "dsp_bkt_next", err, errlen)) < 0 ||
-	    map_fd(d, "dsp_bkt_seen", err, errlen) < 0 ||
-	    (d->bkt_pkts_fd = map_fd(d, "dsp_bkt_pkts", err, errlen)) < 0)
+	if (find_maps(d, err, errlen))
 		goto fail;
 	d->cfg.view.policy = (__u32)policy;
 	d->cfg.view.migrate_gap = VZ_DSP_MIGRATE_GAP;
@@ -427,6 +435,43 @@ static int by_load_desc(const void *a, const void *b, void *arg)
 }
 
 /*
+ * From CPU hi to lo: the largest of hi's buckets that fit in half the
+ * difference of their loads, or if none fits, the smallest one that still
+ * narrows it. Whether any moved.
+ */
+static bool move_buckets(struct vz_xdp_dispatch *d, __u32 hi, __u32 lo,
+			 __u64 *load)
+{
+	__u32 cand[VZ_DSP_BUCKETS], ncand = 0, i, b;
+	__u64 want = (load[hi] - load[lo]) / 2;
+	bool moved = false;
+
+	for (b = 0; b < VZ_DSP_BUCKETS; b++)
+		if (d->bkt_next[b] == hi && d->bkt_delta[b])
+			cand[ncand++] = b;
+	qsort_r(cand, ncand, sizeof(cand[0]), by_load_desc, d->bkt_delta);
+	for (i = 0; i < ncand && want; i++) {
+		b = cand[i];
+		if (d->bkt_delta[b] <= want) {
+			want -= d->bkt_delta[b];
+			move_bucket(d, b, lo, load);
+			moved = true;
+		}
+	}
+	if (moved)
+		return true;
+	/* all too big: the smallest, if it narrows the gap */
+	for (i = ncand; i-- > 0;) {
+		b = cand[i];
+		if (d->bkt_delta[b] < load[hi] - load[lo]) {
+			move_bucket(d, b, lo, load);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
  * RSS++: when the busiest active CPU carries more than (1 + imbalance)
  * times the mean, hand the idlest the fewest buckets that bring the two
  * closest: the largest buckets that fit in half the difference, and if
@@ -434,9 +479,8 @@ static int by_load_desc(const void *a, const void *b, void *arg)
  */
 static void rebalance(struct vz_xdp_dispatch *d)
 {
-	__u64 load[VZ_DSP_MAX_CPUS], total = 0, want;
-	__u32 cand[VZ_DSP_BUCKETS], ncand = 0, i, b, hi, lo;
-	bool moved = false;
+	__u64 load[VZ_DSP_MAX_CPUS], total = 0;
+	__u32 i, hi, lo;
 
 	if (d->cfg.view.nactive < 2)
 		return;
@@ -455,31 +499,7 @@ static void rebalance(struct vz_xdp_dispatch *d)
 						  (double)total /
 						  d->cfg.view.nactive)
 		return;
-	for (b = 0; b < VZ_DSP_BUCKETS; b++)
-		if (d->bkt_next[b] == hi && d->bkt_delta[b])
-			cand[ncand++] = b;
-	qsort_r(cand, ncand, sizeof(cand[0]), by_load_desc, d->bkt_delta);
-	want = (load[hi] - load[lo]) / 2;
-	for (i = 0; i < ncand && want; i++) {
-		b = cand[i];
-		if (d->bkt_delta[b] <= want) {
-			want -= d->bkt_delta[b];
-			move_bucket(d, b, lo, load);
-			moved = true;
-		}
-	}
-	if (!moved) {
-		/* all too big: the smallest, if it narrows the gap */
-		for (i = ncand; i-- > 0;) {
-			b = cand[i];
-			if (d->bkt_delta[b] < load[hi] - load[lo]) {
-				move_bucket(d, b, lo, load);
-				moved = true;
-				break;
-			}
-		}
-	}
-	if (moved)
+	if (move_buckets(d, hi, lo, load))
 		d->rebalances++;
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * What dpdk.c (EAL, ports, memory, the plain worker loop) shares with
- * src/dispatch/dpdk_dispatcher.c (--dispatch: one lcore receives and sends,
+ * What the dpdk backend (dpdk.c the backend, eal_args.c, hugepages.c,
+ * ports.c, packet_path.c the plain worker loop) shares with
+ * src/dpdk/dispatcher.c (--dispatch: one lcore receives and sends,
  * workers run the NF): the backend's state, and the frame and transmit
  * helpers both loops use.
  */
@@ -149,8 +150,8 @@ static inline bool rx_valid(struct rte_mbuf *m, struct vz_worker_counters *c)
 
 /* ---- transmit ------------------------------------------------------------ */
 
-static void flush_tx(struct worker *w, int p, uint16_t q,
-		     struct vz_worker_counters *c)
+static inline void flush_tx(struct worker *w, int p, uint16_t q,
+			    struct vz_worker_counters *c)
 {
 	struct tx_batch *b = &w->tx[p];
 	uint16_t sent, more, i;
@@ -171,8 +172,8 @@ static void flush_tx(struct worker *w, int p, uint16_t q,
 	b->n = 0;
 }
 
-static void flush_all(struct worker *w, uint16_t q,
-		      struct vz_worker_counters *c)
+static inline void flush_all(struct worker *w, uint16_t q,
+			     struct vz_worker_counters *c)
 {
 	int p;
 
@@ -193,9 +194,11 @@ static inline void queue_tx(struct worker *w, int p, uint16_t q,
 /* What the kernel sent out of the TAPs goes out of their ports, on queue q. */
 void dpdk_drain_taps(struct worker *w, uint16_t q,
 		     struct vz_worker_counters *c);
+/* packet_path.c: a worker lcore's loop without --dispatch (arg: its worker). */
+int dpdk_worker_main(void *arg);
 
 /*
- * src/dispatch/dpdk_dispatcher.c: --dispatch. Setup after the ports are
+ * src/dpdk/dispatcher.c: --dispatch. Setup after the ports are
  * started; start and join the dispatcher and worker lcores; teardown before
  * the ports stop (safe after a partial setup).
  */

@@ -504,6 +504,34 @@ static void release_dispatcher(int prog_fd, struct vz_iface_lock *lock)
 	vz_iface_unlock(lock);
 }
 
+/* Frames per test run: about a millisecond of traffic; big at full rate. */
+static __u64 chunk_frames(const struct gen *g)
+{
+	__u64 chunk = g->rate ? g->rate / 1000 : GEN_MAX_CHUNK;
+
+	if (chunk < 1)
+		chunk = 1;
+	return chunk > GEN_MAX_CHUNK ? GEN_MAX_CHUNK : chunk;
+}
+
+/* Long runs show they are alive, on a terminal only, once a second. */
+static void show_progress(__u64 sent, double start, double t, double *shown)
+{
+	if (t - *shown < 1.0)
+		return;
+	fprintf(stderr, "\rsent %llu frames, %.0f pps ",
+		(unsigned long long)sent, (double)sent / (t - start));
+	*shown = t;
+}
+
+/* Has the run sent its --count, or run its --duration? */
+static bool run_over(const struct gen *g, __u64 sent, double elapsed)
+{
+	if (g->count)
+		return sent >= g->count;
+	return g->duration > 0 && elapsed >= g->duration;
+}
+
 /* Send until count or duration; returns frames handed to the kernel. */
 static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 {
@@ -516,22 +544,14 @@ static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 		    .ctx_size_in = sizeof(ctx),
 		    .flags = BPF_F_TEST_XDP_LIVE_FRAMES,
 		    .batch_size = g->batch);
-	__u64 sent = 0, chunk;
+	__u64 sent = 0, chunk = chunk_frames(g);
 	double start = vz_now_s(), due, t, shown = start;
 	bool progress = isatty(STDERR_FILENO);
 
-	/* About a millisecond of traffic per call; big calls at full rate. */
-	chunk = g->rate ? g->rate / 1000 : GEN_MAX_CHUNK;
-	if (chunk < 1)
-		chunk = 1;
-	if (chunk > GEN_MAX_CHUNK)
-		chunk = GEN_MAX_CHUNK;
 	*err = 0;
 	while (!stop_signal) {
 		t = vz_now_s();
-		if (g->duration > 0 && !g->count && t - start >= g->duration)
-			break;
-		if (g->count && sent >= g->count)
+		if (run_over(g, sent, t - start))
 			break;
 		if (g->rate) {
 			due = start + (double)sent / (double)g->rate;
@@ -550,13 +570,8 @@ static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
 			break;
 		}
 		sent += opts.repeat;
-		if (progress && t - shown >= 1.0) {
-			/* long runs show they are alive, on a terminal only */
-			fprintf(stderr, "\rsent %llu frames, %.0f pps ",
-				(unsigned long long)sent,
-				(double)sent / (t - start));
-			shown = t;
-		}
+		if (progress)
+			show_progress(sent, start, t, &shown);
 	}
 	if (progress && shown > start)
 		fputc('\n', stderr);

@@ -338,17 +338,77 @@ static void report(const struct sink *s, const struct totals *t, double secs)
 	printf("]}\n");
 }
 
+/*
+ * Attach the sink in place of the testbed's placeholder that clear_the_way()
+ * found (atomically: XDP_FLAGS_REPLACE), or where there is no program. 0,
+ * or -1 said.
+ */
+static int attach(struct sink *s, int prog_fd, int placeholder_fd, __u32 mode)
+{
+	LIBBPF_OPTS(bpf_xdp_attach_opts, opts, .old_prog_fd = placeholder_fd);
+	int err;
+
+	err = bpf_xdp_attach(s->ifindex, prog_fd,
+			     mode | (placeholder_fd >= 0
+					     ? XDP_FLAGS_REPLACE
+					     : XDP_FLAGS_UPDATE_IF_NOEXIST),
+			     &opts);
+	if (err) {
+		vz_err("cannot attach the sink to %s: %s", s->ifname,
+		       strerror(-err));
+		return -1;
+	}
+	return 0;
+}
+
+/* Back to what was there: the placeholder, or nothing. */
+static void detach(struct sink *s, int prog_fd, int placeholder_fd, __u32 mode)
+{
+	LIBBPF_OPTS(bpf_xdp_attach_opts, opts, .old_prog_fd = prog_fd);
+
+	if (placeholder_fd >= 0)
+		bpf_xdp_attach(s->ifindex, placeholder_fd,
+			       mode | XDP_FLAGS_REPLACE, &opts);
+	else
+		bpf_xdp_detach(s->ifindex, mode | XDP_FLAGS_REPLACE, &opts);
+}
+
+/* Say the sink counts, then wait for --duration or a signal: seconds. */
+static double count(struct sink *s)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	double start;
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (s->json)
+		printf("{\"attached\": \"%s\", \"mode\": \"%s\"}\n", s->ifname,
+		       s->generic ? "generic" : "native");
+	else
+		fprintf(stderr, "sink on %s: counting (Ctrl-C to stop)\n",
+			s->ifname);
+	fflush(stdout);
+	start = vz_now_s();
+	if (s->duration > 0)
+		vz_sleep_until(start + s->duration, &stop_signal);
+	else
+		while (!stop_signal)
+			pause();
+	return vz_now_s() - start;
+}
+
 int main(int argc, char **argv)
 {
 	struct sink s = { .port = SINK_DEFAULT_PORT };
-	struct sigaction sa = { .sa_handler = on_signal };
 	struct vz_iface_lock lock = { .fd = -1 };
 	struct bpf_object *obj = NULL;
 	struct totals *t = NULL;
 	char bpf_path[4096], msg[256];
-	int prog_fd, placeholder_fd = -1, ret = 1, err;
+	int prog_fd, placeholder_fd = -1, ret = 1;
 	__u32 mode;
-	double start, secs;
+	double secs;
 
 	vz_check_stdout_at_exit(); /* a result that never reached stdout fails
 				    */
@@ -375,51 +435,10 @@ int main(int argc, char **argv)
 	if (prog_fd < 0)
 		goto out;
 	mode = s.generic ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
-	{
-		LIBBPF_OPTS(bpf_xdp_attach_opts, opts,
-			    .old_prog_fd = placeholder_fd);
-
-		err = bpf_xdp_attach(
-			s.ifindex, prog_fd,
-			mode | (placeholder_fd >= 0
-					? XDP_FLAGS_REPLACE
-					: XDP_FLAGS_UPDATE_IF_NOEXIST),
-			&opts);
-	}
-	if (err) {
-		vz_err("cannot attach the sink to %s: %s", s.ifname,
-		       strerror(-err));
+	if (attach(&s, prog_fd, placeholder_fd, mode))
 		goto out;
-	}
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	if (s.json)
-		printf("{\"attached\": \"%s\", \"mode\": \"%s\"}\n", s.ifname,
-		       s.generic ? "generic" : "native");
-	else
-		fprintf(stderr, "sink on %s: counting (Ctrl-C to stop)\n",
-			s.ifname);
-	fflush(stdout);
-	start = vz_now_s();
-	if (s.duration > 0)
-		vz_sleep_until(start + s.duration, &stop_signal);
-	else
-		while (!stop_signal)
-			pause();
-	secs = vz_now_s() - start;
-	{
-		/* back to what was there: the placeholder, or nothing */
-		LIBBPF_OPTS(bpf_xdp_attach_opts, opts, .old_prog_fd = prog_fd);
-
-		if (placeholder_fd >= 0)
-			bpf_xdp_attach(s.ifindex, placeholder_fd,
-				       mode | XDP_FLAGS_REPLACE, &opts);
-		else
-			bpf_xdp_detach(s.ifindex, mode | XDP_FLAGS_REPLACE,
-				       &opts);
-	}
+	secs = count(&s);
+	detach(&s, prog_fd, placeholder_fd, mode);
 	if (read_totals(obj, t)) {
 		vz_err("cannot read the sink's counters");
 		goto out;

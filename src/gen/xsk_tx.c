@@ -158,11 +158,57 @@ static int submit(const struct vz_xsk_tx *t, struct sender *s, __u32 n)
 	return kick(s);
 }
 
+/*
+ * Paced: is a frame due? If not, let copy mode drain meanwhile and sleep
+ * toward when one is (not for under 50 us: the sleep would overshoot).
+ * 1 if one is due, 0 if not yet, -errno if the kick failed.
+ */
+static int frame_due(const struct vz_xsk_tx *t, struct sender *s, double start,
+		     double now)
+{
+	double due = start + (double)s->submitted / (double)t->rate;
+	int err;
+
+	if (due <= now)
+		return 1;
+	err = kick(s);
+	if (err)
+		return err;
+	if (due - now > 50e-6)
+		vz_sleep_until(due, t->stop);
+	return 0;
+}
+
+/* Frames to submit now: in flight never more than the UMEM or TX ring. */
+static __u32 batch_room(const struct vz_xsk_tx *t, const struct sender *s)
+{
+	__u64 room = NUM_FRAMES - (s->submitted - s->completed), n;
+
+	if (room > RING_SIZE)
+		room = RING_SIZE;
+	n = room < BATCH ? room : BATCH;
+	if (t->count && t->count - s->submitted < n)
+		n = t->count - s->submitted;
+	return (__u32)n;
+}
+
+/* What was submitted leaves, or is given up after DRAIN_S. */
+static void drain(struct sender *s)
+{
+	double drain_until = vz_now_s() + DRAIN_S;
+
+	while (s->completed < s->submitted && vz_now_s() < drain_until) {
+		if (kick(s))
+			break;
+		reap(s);
+	}
+}
+
 __u64 vz_xsk_tx_send(const struct vz_xsk_tx *t, double *elapsed, int *err)
 {
 	struct sender s = { 0 };
-	double start, now, due, drain_until;
-	__u64 room, n;
+	double start, now;
+	int due;
 
 	*elapsed = 0;
 	*err = open_socket(t, &s);
@@ -177,37 +223,19 @@ __u64 vz_xsk_tx_send(const struct vz_xsk_tx *t, double *elapsed, int *err)
 			     : now - start >= t->duration)
 			break;
 		reap(&s);
-		if (t->rate) {
-			due = start + (double)s.submitted / (double)t->rate;
-			if (due > now) {
-				/* nothing due: let copy mode drain meanwhile */
-				*err = kick(&s);
-				if (*err)
-					break;
-				if (due - now > 50e-6)
-					vz_sleep_until(due, t->stop);
-				continue;
-			}
+		due = t->rate ? frame_due(t, &s, start, now) : 1;
+		if (due < 0) {
+			*err = due;
+			break;
 		}
-		/* frames in flight never exceed the UMEM or the TX ring */
-		room = NUM_FRAMES - (s.submitted - s.completed);
-		if (room > RING_SIZE)
-			room = RING_SIZE;
-		n = room < BATCH ? room : BATCH;
-		if (t->count && t->count - s.submitted < n)
-			n = t->count - s.submitted;
-		*err = submit(t, &s, (__u32)n);
+		if (!due)
+			continue;
+		*err = submit(t, &s, batch_room(t, &s));
 		if (*err)
 			break;
 	}
 	*elapsed = vz_now_s() - start;
-	/* what was submitted leaves, or is given up after DRAIN_S */
-	drain_until = vz_now_s() + DRAIN_S;
-	while (s.completed < s.submitted && vz_now_s() < drain_until) {
-		if (kick(&s))
-			break;
-		reap(&s);
-	}
+	drain(&s);
 	if (*err)
 		vz_err("AF_XDP transmit on %s failed: %s", t->ifname,
 		       strerror(-*err));

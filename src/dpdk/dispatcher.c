@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * The dpdk backend's dispatch stage (--dispatch), the shape of afxdp's
- * (src/dispatch/afxdp_dispatcher.c) and of Calisto's IOKernel: one lcore,
+ * (src/afxdp/dispatcher.c) and of Calisto's IOKernel: one lcore,
  * the dispatcher, owns every port queue. It takes each received mbuf,
  * hashes its flow (the port's RSS hash when it hands one over, else
  * vz_rss_hash_frame, the same Toeplitz hash in software), asks the policy
