@@ -20,7 +20,7 @@
 #include <bpf/bpf.h>
 
 #include "runtime/ctl.h"
-#include "runtime/peercred.h"
+#include "common/peercred.h"
 
 #define LINE_MAX_BYTES (1u << 20)
 #define POLL_MS 200

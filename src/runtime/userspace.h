@@ -17,22 +17,17 @@
 #include <veloz/maps.h>
 #include <veloz/nf_native.h>
 
-#include "cli/common.h"
+#include <xdp/libxdp.h>
+
+#include "common/iface.h"
+#include "runtime/counters.h"
 #include "runtime/ctl.h"
+#include "runtime/nf.h"
 #include "runtime/tap.h"
-#include "xdp/attach.h"
+#include "runtime/xdp_attach.h"
 
 /* Largest --batch: frames taken from a receive ring at once. */
 #define VZ_US_BATCH_MAX 256
-
-/* What a worker counts besides the NF's own per-verdict counters. */
-struct vz_worker_counters {
-	__u64 rx; /* frames taken from a port's receive queue */
-	__u64 rx_invalid; /* received but not given to the NF (see below) */
-	__u64 tx_failed; /* TX or REDIRECT verdicts the port could not send */
-	__u64 pass_failed; /* PASS frames the kernel did not take */
-	__u64 from_kernel; /* frames the kernel sent out through the TAP */
-} __attribute__((aligned(64)));
 
 enum vz_xsk_copy {
 	VZ_XSK_AUTO, /* zero-copy if the driver offers it, else copy */

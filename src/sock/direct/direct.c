@@ -20,7 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/common.h"
+#include "common/err.h"
+#include "common/iface.h"
 #include "sock/direct/direct.h"
 #include "sock/lib/busy.h"
 #include "sock/lib/pmtu.h"
@@ -289,7 +290,7 @@ static void do_init(void)
 		D.init_err = EINVAL;
 		return;
 	}
-	if (vz_udpd_iface_mac(ifname, cfg.mac)) {
+	if (vz_iface_mac(ifname, cfg.mac)) {
 		fprintf(stderr, "libveloz-sock: no interface %s\n", ifname);
 		D.init_err = ENODEV;
 		return;

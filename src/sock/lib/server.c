@@ -31,7 +31,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "runtime/peercred.h"
+#include "common/peercred.h"
 #include "sock/lib/proto.h"
 #include "sock/lib/ring.h"
 #include "sock/lib/server.h"

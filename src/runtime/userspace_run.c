@@ -8,22 +8,21 @@
  * SIGTERM, SIGHUP, SIGPIPE, --duration or a vanished interface, and undoes
  * everything in reverse order.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include "cli/counters.h"
-#include "runtime/peercred.h"
-#include "dispatch/dispatch.h"
-#include "cli/ports.h"
+#include "common/iface.h"
+#include "common/peercred.h"
+#include "dispatch/dispatch.h" /* parse_args: --dispatch's names */
 #include "runtime/clock.h"
+#include "runtime/counters.h"
+#include "runtime/ports.h"
 #include "runtime/userspace.h"
+#include "runtime/xdp_attach.h"
 
 static struct vz_us_run *signalled_run;
 
@@ -295,41 +294,15 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 	return 0;
 }
 
-static int rx_queue_count(const char *ifname)
-{
-	char path[128];
-	struct dirent *ent;
-	DIR *dir;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/sys/class/net/%s/queues", ifname);
-	dir = opendir(path);
-	if (!dir)
-		return 1;
-	while ((ent = readdir(dir)))
-		n += !strncmp(ent->d_name, "rx-", 3);
-	closedir(dir);
-	return n ? n : 1;
-}
-
 static int read_link(struct vz_us_port *port)
 {
-	struct ifreq ifr = { 0 };
-	int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), ret = 0;
+	int ret = vz_iface_mac(port->ifname, port->mac);
 
-	if (sock < 0)
-		return -errno;
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", port->ifname);
-	if (ioctl(sock, SIOCGIFHWADDR, &ifr))
-		ret = -errno;
-	else
-		memcpy(port->mac, ifr.ifr_hwaddr.sa_data, 6);
-	if (!ret && ioctl(sock, SIOCGIFMTU, &ifr))
-		ret = -errno;
-	else
-		port->mtu = ifr.ifr_mtu;
-	close(sock);
-	port->rx_queues = rx_queue_count(port->ifname);
+	if (!ret)
+		ret = vz_iface_mtu(port->ifname, &port->mtu);
+	port->rx_queues = vz_iface_rx_queues(port->ifname);
+	if (ret)
+		errno = -ret; /* the caller says strerror(errno) */
 	return ret;
 }
 

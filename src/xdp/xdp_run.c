@@ -26,13 +26,13 @@
 
 #include <bpf/bpf.h>
 
-#include "cli/common.h"
-#include "cli/counters.h"
-#include "cli/ports.h"
+#include "runtime/nf.h"
+#include "runtime/counters.h"
+#include "runtime/ports.h"
 #include "runtime/clock.h"
 #include "runtime/ctl.h"
-#include "runtime/peercred.h"
-#include "xdp/attach.h"
+#include "common/peercred.h"
+#include "runtime/xdp_attach.h"
 #include "dispatch/xdp_alloc.h"
 #include "dispatch/xdp_stage.h"
 
