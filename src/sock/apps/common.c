@@ -194,8 +194,7 @@ int vz_app_parse_u64(const char *text, uint64_t min, uint64_t max,
 	__u64 v;
 
 	/* a leading digit: no blanks or '+' that strtoull would skip */
-	if (*text < '0' || *text > '9' ||
-	    vz_strtou64(text, 10, min, max, &v))
+	if (*text < '0' || *text > '9' || vz_strtou64(text, 10, min, max, &v))
 		return -1;
 	*out = v;
 	return 0;
