@@ -137,9 +137,11 @@ fuzz-long: build-fuzz
 demo: build
 	$(VENV)/bin/veloz demo
 
-# Style is part of the suite: C by .clang-format, Python by ruff.
+# Style is part of the suite: C by .clang-format, Python by ruff, and the
+# include graph of src/ by its layers (scripts/check-layers).
 lint:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+	$(PY) scripts/check-layers
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench
 
