@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Interface counters through the SIOCETHTOOL ioctl (the MAC: common/iface.h). */
+/* Interface counters through the SIOCETHTOOL ioctl (MAC: common/iface.h). */
 #ifndef VZ_GEN_IFSTATS_H
 #define VZ_GEN_IFSTATS_H
 
