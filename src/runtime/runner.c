@@ -178,6 +178,17 @@ static void print_counters(struct vz_us_run *run, const struct vz_snapshot *s,
 	vz_counters_print(&view, s, prev, t, dt, summary);
 }
 
+/* Counters now, one line since `prev`, and the backend's own report. */
+static void count_once(struct vz_us_run *run, struct vz_snapshot *cur,
+		       const struct vz_snapshot *prev, double t, double dt,
+		       bool summary)
+{
+	take_snapshot(run, cur);
+	print_counters(run, cur, prev, t, dt, summary);
+	if (run->backend->report)
+		run->backend->report(run, t, summary);
+}
+
 /*
  * A port whose interface went away (deleted, its namespace gone): marked
  * gone, as an XDP program went with it and there is nothing to detach.
@@ -223,10 +234,7 @@ static int count_loop(struct vz_us_run *run)
 		if (run->backend->tick)
 			run->backend->tick(run);
 		t = vz_now_s();
-		take_snapshot(run, &cur);
-		print_counters(run, &cur, &prev, t - start, t - last, false);
-		if (run->backend->report)
-			run->backend->report(run, t - start, false);
+		count_once(run, &cur, &prev, t - start, t - last, false);
 		prev = cur;
 		last = t;
 		gone = vanished_port(run);
@@ -238,10 +246,7 @@ static int count_loop(struct vz_us_run *run)
 	run->stop = 1;
 	run->backend->join(run);
 	t = vz_now_s();
-	take_snapshot(run, &cur);
-	print_counters(run, &cur, &first, t - start, t - start, true);
-	if (run->backend->report)
-		run->backend->report(run, t - start, true);
+	count_once(run, &cur, &first, t - start, t - start, true);
 	if (!gone)
 		return 0;
 	vz_err("%s disappeared while running; stopped", gone->ifname);
