@@ -137,7 +137,8 @@ fuzz-long: build-fuzz
 demo: build
 	$(VENV)/bin/veloz demo
 
-# Style is part of the suite: C by .clang-format, Python by ruff.
+# Style is part of the suite: C by .clang-format, Python by ruff, the
+# include and import graphs by their layers, and function and file sizes.
 lint:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 	$(VENV)/bin/ruff check python tests bench nf/fixtures

@@ -3,7 +3,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/common.h"
+#include "common/err.h"
+#include "common/parse.h"
 #include "gen/bpf_object.h"
 
 void vz_beside_executable(const char *name, char *buf, size_t len)

@@ -39,13 +39,15 @@
 
 #include <veloz/csum.h>
 
-#include "cli/common.h"
+#include "common/err.h"
+#include "common/parse.h"
 #include "gen/bpf_object.h"
 #include "gen/gen.h"
 #include "gen/ifstats.h"
 #include "gen/xsk_tx.h"
 #include "runtime/clock.h"
-#include "xdp/attach.h"
+#include "runtime/xdp_attach.h"
+#include "common/iface.h"
 
 #define GEN_DST_PORT 9 /* discard: the default, and the sink's */
 #define GEN_BASE_PORT 1024
@@ -91,19 +93,8 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-static int parse_mac(const char *text, __u8 mac[ETH_ALEN])
-{
-	unsigned int b[ETH_ALEN];
-	char tail;
-	int i;
-
-	if (sscanf(text, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2],
-		   &b[3], &b[4], &b[5], &tail) != ETH_ALEN)
-		return -EINVAL;
-	for (i = 0; i < ETH_ALEN; i++)
-		mac[i] = (__u8)b[i];
-	return 0;
-}
+/* parse_args' name for it (helper `options` replaces that switch) */
+#define parse_mac vz_parse_mac
 
 /* One's complement sum of 16-bit words as they lie in memory (RFC 1071). */
 static __u32 sum16(const void *buf, size_t len, __u32 sum)
@@ -453,7 +444,7 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		       g->ifname);
 		return 2;
 	}
-	if (!have_src_mac && vz_if_mac(g->ifname, g->src_mac)) {
+	if (!have_src_mac && vz_iface_mac(g->ifname, g->src_mac)) {
 		vz_err("cannot read the MAC address of %s", g->ifname);
 		return 2;
 	}

@@ -76,20 +76,3 @@ out:
 	close(fd);
 	return err;
 }
-
-int vz_if_mac(const char *ifname, __u8 mac[6])
-{
-	struct ifreq ifr = { 0 };
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	int err = 0;
-
-	if (fd < 0)
-		return -errno;
-	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
-	if (ioctl(fd, SIOCGIFHWADDR, &ifr))
-		err = -errno;
-	else
-		memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
-	close(fd);
-	return err;
-}

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* Interface facts through SIOCETHTOOL/SIOCGIFHWADDR ioctls. */
+/* Interface counters through the SIOCETHTOOL ioctl (MAC: common/iface.h). */
 #ifndef VZ_GEN_IFSTATS_H
 #define VZ_GEN_IFSTATS_H
 
@@ -14,6 +14,5 @@ struct vz_if_xmit {
 };
 
 int vz_if_xmit_read(const char *ifname, struct vz_if_xmit *out);
-int vz_if_mac(const char *ifname, __u8 mac[6]);
 
 #endif

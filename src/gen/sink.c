@@ -26,11 +26,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "cli/common.h"
+#include "common/err.h"
+#include "common/parse.h"
 #include "gen/bpf_object.h"
 #include "gen/sink.h"
 #include "runtime/clock.h"
-#include "xdp/attach.h"
+#include "runtime/xdp_attach.h"
+#include "common/iface.h"
 
 #define SINK_DEFAULT_PORT 9 /* the generator's: discard */
 

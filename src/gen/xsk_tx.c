@@ -21,7 +21,8 @@
 
 #include <xdp/xsk.h>
 
-#include "cli/common.h"
+#include "common/err.h"
+#include "common/parse.h"
 #include "gen/gen.h"
 #include "gen/xsk_tx.h"
 #include "runtime/clock.h"

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The userspace backends (afxdp, dpdk) share everything but the port: the
- * command line, the checks made before anything is touched, the NF and its
- * native maps, the exception path that hands PASS frames to the kernel, the
- * counters and their printing. A backend supplies the port (struct
- * vz_backend) and a worker loop that calls vz_us_process() on each frame.
+ * One runner for every backend (src/runtime/runner.c): the checks made
+ * before anything is touched, the NF, its control socket, claiming the
+ * interfaces, signals, the counters and their printing. A backend supplies
+ * the port (struct vz_backend). The userspace backends (afxdp, dpdk) also
+ * share the command line (src/cli/userspace_run.c), the NF's native maps
+ * and the exception path that hands PASS frames to the kernel; their
+ * worker loop calls vz_us_process() on each frame. The xdp backend
+ * (src/xdp/xdp_backend.c) runs the NF in the kernel instead (in_kernel).
  */
 #ifndef VZ_RUNTIME_USERSPACE_H
 #define VZ_RUNTIME_USERSPACE_H
@@ -17,22 +20,17 @@
 #include <veloz/maps.h>
 #include <veloz/nf_native.h>
 
-#include "cli/common.h"
+#include <xdp/libxdp.h>
+
+#include "common/iface.h"
+#include "runtime/counters.h"
 #include "runtime/ctl.h"
+#include "runtime/nf.h"
 #include "runtime/tap.h"
-#include "xdp/attach.h"
+#include "runtime/xdp_attach.h"
 
 /* Largest --batch: frames taken from a receive ring at once. */
 #define VZ_US_BATCH_MAX 256
-
-/* What a worker counts besides the NF's own per-verdict counters. */
-struct vz_worker_counters {
-	__u64 rx; /* frames taken from a port's receive queue */
-	__u64 rx_invalid; /* received but not given to the NF (see below) */
-	__u64 tx_failed; /* TX or REDIRECT verdicts the port could not send */
-	__u64 pass_failed; /* PASS frames the kernel did not take */
-	__u64 from_kernel; /* frames the kernel sent out through the TAP */
-} __attribute__((aligned(64)));
 
 enum vz_xsk_copy {
 	VZ_XSK_AUTO, /* zero-copy if the driver offers it, else copy */
@@ -48,8 +46,10 @@ struct vz_us_port {
 	int rx_queues; /* the interface's receive queues */
 	struct vz_iface_lock lock;
 	struct vz_tap tap; /* PASS goes here */
+	bool gone; /* the interface vanished while running */
 };
 
+/* One run, on any backend (the userspace backends' options included). */
 struct vz_us_run {
 	const struct vz_backend *backend;
 	struct vz_nf nf;
@@ -113,9 +113,39 @@ struct vz_backend {
 	 * dispatch stage's); `summary` for the last one.
 	 */
 	void (*report)(struct vz_us_run *run, double t, bool summary);
+
+	/*
+	 * The xdp backend: the NF runs in the kernel. Its BPF maps are the
+	 * ones counted and served, there is no TAP (PASS is the kernel's
+	 * already) and no userspace worker counts anything.
+	 */
+	bool in_kernel;
+	/* Optional: before the NF is opened; may pick another object. 0 or
+	 * the exit code, after one line. */
+	int (*prepare)(struct vz_us_run *run, const char **bpf_path);
+	/* Optional: the counters, instead of reading the native maps. */
+	void (*snapshot)(struct vz_us_run *run, struct vz_snapshot *s);
+	/* Optional: sleep until `until`, working meanwhile. */
+	void (*wait)(struct vz_us_run *run, double until);
+	/* Optional: at each interval, before the counters are read. */
+	void (*tick)(struct vz_us_run *run);
+	/* Optional: more of each counters line (view.extra; arg: the run). */
+	void (*extra)(const void *run, FILE *f, bool json);
+	/* Optional: the "attached" line, instead of the one from describe(). */
+	void (*attached)(struct vz_us_run *run);
 };
 
-/* The whole `run` command; a backend's main() calls this. */
+/* Defaults for every option, then the options, then vz_run(). */
+void vz_run_init(struct vz_us_run *run, const struct vz_backend *backend);
+
+/*
+ * The whole run, after the options: returns the exit code (0, 1, or 2 for
+ * what was refused before anything was touched).
+ */
+int vz_run(struct vz_us_run *run, const char *bpf_path, const char *native_path,
+	   char **sets, int nsets);
+
+/* The whole `run` command of a userspace backend; its main() calls this. */
 int vz_us_main(int argc, char **argv, const struct vz_backend *backend);
 
 /* A worker thread's first call: selects its per-worker map copies. */

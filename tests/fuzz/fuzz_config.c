@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/common.h"
+#include "runtime/nf.h"
 
 static struct vz_nf nf;
 

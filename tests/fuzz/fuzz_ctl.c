@@ -19,7 +19,7 @@
 
 #include <bpf/bpf.h>
 
-#include "cli/common.h"
+#include "runtime/nf.h"
 #include "runtime/ctl.h"
 
 static struct vz_nf nf;

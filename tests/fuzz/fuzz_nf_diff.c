@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/offline.h"
+#include "tools/offline.h"
 #include "runtime/ctl.h"
 
 static struct vz_nf nf;

@@ -20,7 +20,7 @@
 
 #include "check.h"
 #include "runtime/ctl.h"
-#include "runtime/peercred.h"
+#include "common/peercred.h"
 
 #define GROUP 4242
 #define NOBODY 65534

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "common/parse.h"
 
 #ifdef VZ_APPS_HAVE_VELOZ
 #include "veloz/sock.h"
@@ -190,14 +191,10 @@ int vz_app_parse_addr(const char *text, struct sockaddr_in *out)
 int vz_app_parse_u64(const char *text, uint64_t min, uint64_t max,
 		     uint64_t *out)
 {
-	unsigned long long v;
-	char *end;
+	__u64 v;
 
-	if (*text < '0' || *text > '9')
-		return -1;
-	errno = 0;
-	v = strtoull(text, &end, 10);
-	if (errno || *end || v < min || v > max)
+	/* a leading digit: no blanks or '+' that strtoull would skip */
+	if (*text < '0' || *text > '9' || vz_strtou64(text, 10, min, max, &v))
 		return -1;
 	*out = v;
 	return 0;
@@ -205,17 +202,9 @@ int vz_app_parse_u64(const char *text, uint64_t min, uint64_t max,
 
 int vz_app_parse_seconds(const char *text, double max, double *out)
 {
-	char *end;
-	double v;
-
 	if ((*text < '0' || *text > '9') && *text != '.')
 		return -1;
-	errno = 0;
-	v = strtod(text, &end);
-	if (errno || *end || !isfinite(v) || v <= 0 || v > max)
-		return -1;
-	*out = v;
-	return 0;
+	return vz_strtoseconds(text, max, out) ? -1 : 0;
 }
 
 const char *vz_app_addr_str(const struct sockaddr_in *a, char *buf)

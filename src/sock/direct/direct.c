@@ -22,7 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/common.h"
+#include "common/err.h"
+#include "common/iface.h"
 #include "sock/direct/direct.h"
 #include "sock/direct/dsock.h"
 #include "sock/lib/busy.h"
@@ -224,7 +225,7 @@ static void do_init(void)
 		vz_direct.init_err = EINVAL;
 		return;
 	}
-	if (vz_udpd_iface_mac(ifname, cfg.mac)) {
+	if (vz_iface_mac(ifname, cfg.mac)) {
 		fprintf(stderr, "libveloz-sock: no interface %s\n", ifname);
 		vz_direct.init_err = ENODEV;
 		return;

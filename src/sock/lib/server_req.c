@@ -14,7 +14,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "runtime/peercred.h"
+#include "common/peercred.h"
 #include "sock/lib/ssock.h"
 
 /* Is fd an eventfd in non-blocking mode (what the library creates)? */

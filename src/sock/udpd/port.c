@@ -25,8 +25,9 @@
 #include <xdp/libxdp.h>
 #include <xdp/xsk.h>
 
-#include "cli/common.h"
-#include "cli/ports.h"
+#include "common/err.h"
+#include "common/iface.h"
+#include "runtime/ports.h"
 #include "sock/udpd/port.h"
 
 #define FRAME_SIZE 2048u
@@ -71,38 +72,6 @@ static const char *steer_object(char *buf, size_t len)
 	exe[n] = 0;
 	snprintf(buf, len, "%s/udpd_steer.bpf.o", dirname(exe));
 	return buf;
-}
-
-/* Receive queues of the interface, from sysfs (veth: 1 unless set up). */
-static unsigned int rx_queues(const char *ifname)
-{
-	unsigned int n = 0;
-	char path[256];
-
-	for (;;) {
-		snprintf(path, sizeof(path), "/sys/class/net/%s/queues/rx-%u",
-			 ifname, n);
-		if (access(path, F_OK))
-			break;
-		n++;
-	}
-	return n ? n : 1;
-}
-
-int vz_udpd_iface_mac(const char *ifname, __u8 mac[6])
-{
-	struct ifreq ifr = { 0 };
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), err = 0;
-
-	if (fd < 0)
-		return -errno;
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
-	if (ioctl(fd, SIOCGIFHWADDR, &ifr))
-		err = -errno;
-	else
-		memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
-	close(fd);
-	return err;
 }
 
 static int attach(struct vz_udpd_port *p, __be32 ip4, const char *given)
@@ -233,13 +202,13 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
 		free(p);
 		return NULL;
 	}
-	if (vz_udpd_iface_mac(cfg->ifname, p->mac)) {
+	if (vz_iface_mac(cfg->ifname, p->mac)) {
 		vz_err("cannot read the MAC address of %s", cfg->ifname);
 		free(p);
 		return NULL;
 	}
 	p->mode = cfg->skb_mode ? XDP_MODE_SKB : XDP_MODE_NATIVE;
-	p->nqueues = rx_queues(cfg->ifname);
+	p->nqueues = (unsigned int)vz_iface_rx_queues(cfg->ifname);
 	if (p->nqueues > VZ_UDPD_MAX_QUEUES) {
 		vz_err("%s has %u receive queues; udpd takes at most %d",
 		       cfg->ifname, p->nqueues, VZ_UDPD_MAX_QUEUES);

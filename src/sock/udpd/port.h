@@ -43,8 +43,6 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg);
 /* Detach the program, close the sockets, free the UMEM. */
 void vz_udpd_port_close(struct vz_udpd_port *p);
 
-/* An interface's MAC address, without opening anything: 0 or -errno. */
-int vz_udpd_iface_mac(const char *ifname, __u8 mac[6]);
 unsigned int vz_udpd_port_queues(const struct vz_udpd_port *p);
 /* Is the interface still there, under the same name? */
 bool vz_udpd_port_present(const struct vz_udpd_port *p);

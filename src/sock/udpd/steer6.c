@@ -13,7 +13,7 @@
 #include <bpf/bpf.h>
 #include <xdp/libxdp.h>
 
-#include "cli/common.h"
+#include "common/err.h"
 #include "sock/udpd/steer6.h"
 
 #define STEER_PROG "vz_xdp_udpd"

@@ -33,7 +33,9 @@
 
 #include <veloz/sock.h>
 
-#include "cli/common.h"
+#include "common/err.h"
+#include "common/iface.h"
+#include "common/parse.h"
 #include "sock/lib/server.h"
 #include "sock/stack/stack.h"
 #include "sock/udpd/port.h"
@@ -93,18 +95,8 @@ static const char usage[] =
 	"  [--cpu N] [--busy-poll-us N] [--skb-mode] [--copy] [--replace]\n"
 	"  [--interval-ms N] [--json] [--stats-file PATH]\n";
 
-static int parse_mac(const char *text, __u8 mac[6])
-{
-	unsigned int b[6], i;
-	char tail;
-
-	if (sscanf(text, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2],
-		   &b[3], &b[4], &b[5], &tail) != 6)
-		return -1;
-	for (i = 0; i < 6; i++)
-		mac[i] = (__u8)b[i];
-	return 0;
-}
+/* parse_args' name for it (helper `options` replaces that switch) */
+#define parse_mac vz_parse_mac
 
 static int parse_ip4(const char *what, const char *text, __be32 *out)
 {
@@ -675,7 +667,7 @@ int main(int argc, char **argv)
 					     .skb_mode = o.skb_mode,
 					     .copy = o.copy,
 					     .replace = o.replace };
-	if (!o.mac_set && vz_udpd_iface_mac(o.ifname, o.stack.mac)) {
+	if (!o.mac_set && vz_iface_mac(o.ifname, o.stack.mac)) {
 		vz_err("no interface %s", o.ifname);
 		return 2;
 	}

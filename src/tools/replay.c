@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/offline.h"
-#include "cli/pcap_io.h"
+#include "tools/offline.h"
+#include "tools/pcap_io.h"
 #include "runtime/ctl.h"
 
 enum backend { BACKEND_XDP, BACKEND_NATIVE };

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The XDP backend's plumbing around libxdp: making sure bpffs is mounted,
- * one veloz per interface (a lock), finding and removing programs a killed
- * run left behind, attaching and detaching.
+ * The plumbing around libxdp that every backend needs (the xdp backend for
+ * its NF, afxdp and dpdk for their steering program, gen and udpd too):
+ * making sure bpffs is mounted, finding and removing programs a killed run
+ * left behind, detaching. The interface lock is in common/iface.h.
  */
-#ifndef VZ_XDP_ATTACH_H
-#define VZ_XDP_ATTACH_H
+#ifndef VZ_RUNTIME_XDP_ATTACH_H
+#define VZ_RUNTIME_XDP_ATTACH_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,15 +28,6 @@ bool vz_xdp_privileged(void);
  * /sys without it; mount a bpffs there (private to that mount namespace).
  */
 int vz_bpffs_ensure(char *err, size_t errlen);
-
-/* Exclusive claim on an interface, released by vz_iface_unlock(). */
-struct vz_iface_lock {
-	int fd;
-	char path[128];
-};
-int vz_iface_lock(struct vz_iface_lock *lock, int ifindex, const char *ifname,
-		  char *err, size_t errlen);
-void vz_iface_unlock(struct vz_iface_lock *lock);
 
 /* What is attached to an interface now. */
 struct vz_xdp_attached {

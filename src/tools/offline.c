@@ -9,7 +9,7 @@
 
 #include <bpf/bpf.h>
 
-#include "cli/offline.h"
+#include "tools/offline.h"
 
 /* ---- xdp: BPF_PROG_TEST_RUN ---------------------------------------------- */
 

@@ -6,7 +6,6 @@
 #include <linux/magic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -16,9 +15,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "xdp/attach.h"
+#include "runtime/xdp_attach.h"
 
-#define VZ_RUN_DIR "/run/veloz"
 #define VZ_BPFFS "/sys/fs/bpf"
 
 #ifndef CAP_BPF
@@ -55,56 +53,6 @@ int vz_bpffs_ensure(char *err, size_t errlen)
 		return -errno;
 	}
 	return 0;
-}
-
-/*
- * The lock file is named by network namespace and ifindex: interface names
- * repeat across namespaces, and `ip netns exec` shares /run.
- */
-int vz_iface_lock(struct vz_iface_lock *lock, int ifindex, const char *ifname,
-		  char *err, size_t errlen)
-{
-	struct stat ns;
-	char pid[32];
-	ssize_t n;
-
-	lock->fd = -1;
-	if (stat("/proc/self/ns/net", &ns))
-		ns.st_ino = 0;
-	mkdir(VZ_RUN_DIR, 0755);
-	snprintf(lock->path, sizeof(lock->path), VZ_RUN_DIR "/xdp-%lu-%d.lock",
-		 (unsigned long)ns.st_ino, ifindex);
-	lock->fd = open(lock->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (lock->fd < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", lock->path,
-			 strerror(errno));
-		return -errno;
-	}
-	if (flock(lock->fd, LOCK_EX | LOCK_NB)) {
-		n = pread(lock->fd, pid, sizeof(pid) - 1, 0);
-		pid[n > 0 ? n : 0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
-		snprintf(err, errlen, "veloz is already running on %s (pid %s)",
-			 ifname, pid[0] ? pid : "unknown");
-		close(lock->fd);
-		lock->fd = -1;
-		return -EBUSY;
-	}
-	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-	if (ftruncate(lock->fd, 0) ||
-	    pwrite(lock->fd, pid, (size_t)n, 0) != n) {
-		/* the pid is a courtesy for the error above; the lock holds */
-	}
-	return 0;
-}
-
-void vz_iface_unlock(struct vz_iface_lock *lock)
-{
-	if (lock->fd < 0)
-		return;
-	unlink(lock->path);
-	close(lock->fd);
-	lock->fd = -1;
 }
 
 static void append_name(struct vz_xdp_attached *out, const char *name)

@@ -4,8 +4,8 @@
  * per redirect port, per worker (a CPU on xdp, a thread or lcore on the
  * userspace backends) and in total; printed as a table or as JSON lines.
  */
-#ifndef VZ_CLI_COUNTERS_H
-#define VZ_CLI_COUNTERS_H
+#ifndef VZ_RUNTIME_COUNTERS_H
+#define VZ_RUNTIME_COUNTERS_H
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,7 +13,16 @@
 #include <veloz/abi.h>
 #include <veloz/maps.h>
 
-#include "runtime/userspace.h"
+struct vz_ctl;
+
+/* What a userspace worker counts besides the NF's per-verdict counters. */
+struct vz_worker_counters {
+	__u64 rx; /* frames taken from a port's receive queue */
+	__u64 rx_invalid; /* received but not given to the NF (see below) */
+	__u64 tx_failed; /* TX or REDIRECT verdicts the port could not send */
+	__u64 pass_failed; /* PASS frames the kernel did not take */
+	__u64 from_kernel; /* frames the kernel sent out through the TAP */
+} __attribute__((aligned(64)));
 
 struct vz_counts {
 	struct vz_stat verdict[VZ_VERDICT_COUNT];

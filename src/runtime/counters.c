@@ -3,8 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/common.h"
-#include "cli/counters.h"
+#include "runtime/counters.h"
+#include "runtime/ctl.h"
+#include "runtime/nf.h"
 
 void vz_snapshot_add(struct vz_snapshot *s, unsigned int w,
 		     const struct vz_counts *c)

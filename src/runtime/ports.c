@@ -3,7 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/ports.h"
+#include "runtime/ports.h"
+#include "runtime/xdp_attach.h"
 
 int vz_claim_port(struct vz_iface_lock *lock, int ifindex, const char *ifname,
 		  bool replace)

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/pcap_io.h"
+#include "tools/pcap_io.h"
 
 struct vz_pcap_in {
 	pcap_t *pcap;

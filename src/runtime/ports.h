@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Claiming interfaces for a run, whatever the backend. */
-#ifndef VZ_CLI_PORTS_H
-#define VZ_CLI_PORTS_H
+#ifndef VZ_RUNTIME_PORTS_H
+#define VZ_RUNTIME_PORTS_H
 
 #include <stdbool.h>
 
-#include "cli/common.h"
-#include "xdp/attach.h"
+#include "common/iface.h"
+#include "runtime/nf.h"
 
 /*
  * Take the interface's lock, then look at what XDP program it has: none,

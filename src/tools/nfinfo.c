@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/common.h"
+#include "runtime/nf.h"
 
 static void print_maps(struct vz_nf *nf)
 {
