@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * One parser for every C tool's options: the table (options.h) is turned
+ * into getopt_long's array, each value is checked by its row's type and
+ * limits, and the same rows print --help and --describe-options --json.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <net/if.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/common.h"
+#include "common/options.h"
+
+#define OPT_HELP 0x10000 /* getopt values past any short option's */
+#define OPT_DESCRIBE 0x10001
+#define OPT_BASE 0x10100 /* + row index */
+
+static const char *const type_names[] = {
+	[VZ_OPT_FLAG] = "flag",	    [VZ_OPT_U64] = "u64",
+	[VZ_OPT_DOUBLE] = "double", [VZ_OPT_SECONDS] = "seconds",
+	[VZ_OPT_STRING] = "string", [VZ_OPT_IFNAME] = "ifname",
+	[VZ_OPT_ENUM] = "enum",	    [VZ_OPT_MAC] = "mac",
+	[VZ_OPT_IPV4] = "ipv4",	    [VZ_OPT_CUSTOM] = "custom",
+};
+
+static size_t table_len(const struct vz_opts *o)
+{
+	size_t n = 0;
+
+	while (o->table[n].name)
+		n++;
+	return n;
+}
+
+struct vz_option *vz_opts_find(const struct vz_opts *o, const char *name)
+{
+	struct vz_option *opt;
+
+	for (opt = o->table; opt->name; opt++)
+		if (!strcmp(opt->name, name))
+			return opt;
+	return NULL;
+}
+
+bool vz_opts_given(const struct vz_opts *o, const char *name)
+{
+	const struct vz_option *opt = vz_opts_find(o, name);
+
+	return opt && opt->seen;
+}
+
+/* ---- values ---------------------------------------------------------- */
+
+static int parse_double(const struct vz_option *opt, const char *text,
+			double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(text, &end);
+	/* NaN compares false with everything: test for what is wanted */
+	if (errno || end == text || *end || !isfinite(v) ||
+	    !(v >= opt->dmin && v <= opt->dmax)) {
+		vz_err("--%s must be a number from %g to %g, not '%s'",
+		       opt->name, opt->dmin, opt->dmax, text);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_mac(const char *text, __u8 mac[6])
+{
+	unsigned int b[6], i;
+	char tail;
+
+	if (sscanf(text, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2],
+		   &b[3], &b[4], &b[5], &tail) != 6)
+		return -EINVAL;
+	for (i = 0; i < 6; i++)
+		mac[i] = (__u8)b[i];
+	return 0;
+}
+
+/* Store V in a field of 1, 2, 4 or 8 bytes (the table's sizeof). */
+static void store_uint(void *dst, size_t size, __u64 v)
+{
+	switch (size) {
+	case 1:
+		*(__u8 *)dst = (__u8)v;
+		break;
+	case 2:
+		*(__u16 *)dst = (__u16)v;
+		break;
+	case 4:
+		*(__u32 *)dst = (__u32)v;
+		break;
+	default:
+		*(__u64 *)dst = v;
+	}
+}
+
+static __u64 load_uint(const void *src, size_t size)
+{
+	switch (size) {
+	case 1:
+		return *(const __u8 *)src;
+	case 2:
+		return *(const __u16 *)src;
+	case 4:
+		return *(const __u32 *)src;
+	default:
+		return *(const __u64 *)src;
+	}
+}
+
+static int parse_u64(const struct vz_option *opt, const char *text, void *dst)
+{
+	char what[64];
+	__u64 v;
+
+	snprintf(what, sizeof(what), "--%s", opt->name);
+	/* a clamped option takes any whole number and saturates at max */
+	if (vz_parse_u64(what, text, opt->min,
+			 opt->clamp ? UINT64_MAX : opt->max, &v))
+		return -EINVAL;
+	store_uint(dst, opt->size, v > opt->max ? opt->max : v);
+	return 0;
+}
+
+static int parse_enum(const struct vz_option *opt, const char *text, int *dst)
+{
+	char list[256] = "";
+	int i;
+
+	for (i = 0; opt->choices[i]; i++) {
+		if (!strcmp(text, opt->choices[i])) {
+			*dst = i;
+			return 0;
+		}
+		snprintf(list + strlen(list), sizeof(list) - strlen(list),
+			 "%s%s", i ? ", " : "", opt->choices[i]);
+	}
+	vz_err("--%s: unknown value '%s' (%s)", opt->name, text, list);
+	return -EINVAL;
+}
+
+static int parse_value(const struct vz_option *opt, const char *text, void *dst,
+		       void *cfg)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "--%s", opt->name);
+	switch (opt->type) {
+	case VZ_OPT_FLAG:
+		*(bool *)dst = true;
+		return 0;
+	case VZ_OPT_U64:
+		return parse_u64(opt, text, dst);
+	case VZ_OPT_DOUBLE:
+		return parse_double(opt, text, dst);
+	case VZ_OPT_SECONDS:
+		return vz_parse_seconds(what, text, dst) ? -EINVAL : 0;
+	case VZ_OPT_IFNAME:
+		if (!*text || strlen(text) >= IFNAMSIZ || strchr(text, '/') ||
+		    strpbrk(text, " \t\n")) {
+			vz_err("--%s: not an interface name: '%s'", opt->name,
+			       text);
+			return -EINVAL;
+		}
+		/* fall through */
+	case VZ_OPT_STRING:
+		*(const char **)dst = text;
+		return 0;
+	case VZ_OPT_ENUM:
+		return parse_enum(opt, text, dst);
+	case VZ_OPT_MAC:
+		if (parse_mac(text, dst)) {
+			vz_err("--%s: not a MAC address: '%s'", opt->name,
+			       text);
+			return -EINVAL;
+		}
+		return 0;
+	case VZ_OPT_IPV4:
+		if (inet_pton(AF_INET, text, dst) != 1) {
+			vz_err("--%s: not an IPv4 address: '%s'", opt->name,
+			       text);
+			return -EINVAL;
+		}
+		return 0;
+	case VZ_OPT_CUSTOM:
+		return opt->parse(opt, text, dst, cfg);
+	}
+	return -EINVAL;
+}
+
+/* ---- help and describe ----------------------------------------------- */
+
+static void json_string(FILE *out, const char *s)
+{
+	if (!s) {
+		fputs("null", out);
+		return;
+	}
+	fputc('"', out);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(out, "\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", out);
+		else if (c < 0x20)
+			fprintf(out, "\\u%04x", c);
+		else
+			fputc(c, out);
+	}
+	fputc('"', out);
+}
+
+/* The field's value before parsing: the default, as JSON. */
+static void json_default(FILE *out, const struct vz_option *opt,
+			 const void *cfg)
+{
+	const void *src = (const char *)cfg + opt->offset;
+	const __u8 *mac = src;
+	char addr[INET_ADDRSTRLEN];
+	int idx;
+
+	if (!cfg || opt->no_default) {
+		fputs("null", out);
+		return;
+	}
+	switch (opt->type) {
+	case VZ_OPT_FLAG:
+		fputs(*(const bool *)src ? "true" : "false", out);
+		return;
+	case VZ_OPT_U64:
+		fprintf(out, "%llu",
+			(unsigned long long)load_uint(src, opt->size));
+		return;
+	case VZ_OPT_DOUBLE:
+	case VZ_OPT_SECONDS:
+		fprintf(out, "%.17g", *(const double *)src);
+		return;
+	case VZ_OPT_STRING:
+	case VZ_OPT_IFNAME:
+		json_string(out, *(const char *const *)src);
+		return;
+	case VZ_OPT_ENUM:
+		idx = *(const int *)src;
+		json_string(out, idx >= 0 ? opt->choices[idx] : NULL);
+		return;
+	case VZ_OPT_MAC:
+		if (mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5])
+			fprintf(out, "\"%02x:%02x:%02x:%02x:%02x:%02x\"",
+				mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+		else
+			fputs("null", out);
+		return;
+	case VZ_OPT_IPV4:
+		if (((const struct in_addr *)src)->s_addr &&
+		    inet_ntop(AF_INET, src, addr, sizeof(addr)))
+			json_string(out, addr);
+		else
+			fputs("null", out);
+		return;
+	case VZ_OPT_CUSTOM:
+		fputs("null", out);
+		return;
+	}
+}
+
+static void json_limits(FILE *out, const struct vz_option *opt)
+{
+	int i;
+
+	if (opt->type == VZ_OPT_U64)
+		fprintf(out, ", \"min\": %llu, \"max\": %llu, \"clamp\": %s",
+			(unsigned long long)opt->min,
+			(unsigned long long)opt->max,
+			opt->clamp ? "true" : "false");
+	else if (opt->type == VZ_OPT_DOUBLE)
+		fprintf(out, ", \"min\": %.17g, \"max\": %.17g", opt->dmin,
+			opt->dmax);
+	else if (opt->type == VZ_OPT_SECONDS)
+		fprintf(out, ", \"min_exclusive\": 0, \"max\": %.17g",
+			VZ_SECONDS_MAX);
+	else if (opt->type == VZ_OPT_IFNAME)
+		fprintf(out, ", \"max_len\": %d", IFNAMSIZ - 1);
+	if (opt->type != VZ_OPT_ENUM)
+		return;
+	fputs(", \"choices\": [", out);
+	for (i = 0; opt->choices[i]; i++) {
+		fputs(i ? ", " : "", out);
+		json_string(out, opt->choices[i]);
+	}
+	fputc(']', out);
+}
+
+void vz_opts_describe_json(const struct vz_opts *o, const void *cfg, FILE *out)
+{
+	const struct vz_option *opt;
+	char shrt[2] = "";
+
+	fputs("{\"prog\": ", out);
+	json_string(out, o->prog);
+	fputs(", \"options\": [", out);
+	for (opt = o->table; opt->name; opt++) {
+		shrt[0] = (char)opt->short_opt;
+		fprintf(out, "%s\n  {\"name\": ", opt == o->table ? "" : ",");
+		json_string(out, opt->name);
+		fputs(", \"short\": ", out);
+		json_string(out, opt->short_opt ? shrt : NULL);
+		fprintf(out, ", \"type\": ");
+		json_string(out, opt->type == VZ_OPT_CUSTOM && opt->type_name
+					 ? opt->type_name
+					 : type_names[opt->type]);
+		fprintf(out,
+			", \"takes_value\": %s, \"required\": %s, "
+			"\"repeat\": %s",
+			opt->type == VZ_OPT_FLAG ? "false" : "true",
+			opt->required ? "true" : "false",
+			opt->repeat ? "true" : "false");
+		json_limits(out, opt);
+		fputs(", \"default\": ", out);
+		json_default(out, opt, cfg);
+		fputs(", \"metavar\": ", out);
+		json_string(out, opt->metavar);
+		fputs(", \"help\": ", out);
+		json_string(out, opt->help);
+		fputc('}', out);
+	}
+	fputs("\n]}\n", out);
+}
+
+void vz_opts_help(const struct vz_opts *o, FILE *out)
+{
+	const struct vz_option *opt;
+	char left[64];
+
+	fputs(o->usage, out);
+	for (opt = o->table; opt->name; opt++) {
+		if (!opt->help)
+			continue;
+		snprintf(left, sizeof(left), "%s%c%s--%s%s%s",
+			 opt->short_opt ? "-" : "",
+			 opt->short_opt ? opt->short_opt : ' ',
+			 opt->short_opt ? ", " : "  ", opt->name,
+			 opt->type == VZ_OPT_FLAG ? "" : " ",
+			 opt->type == VZ_OPT_FLAG ? ""
+			 : opt->metavar		  ? opt->metavar
+						  : "VALUE");
+		fprintf(out, "  %-26s %s", left, opt->help);
+		if (opt->type == VZ_OPT_U64)
+			fprintf(out, " (%llu..%llu)",
+				(unsigned long long)opt->min,
+				(unsigned long long)opt->max);
+		else if (opt->type == VZ_OPT_DOUBLE)
+			fprintf(out, " (%g..%g)", opt->dmin, opt->dmax);
+		fputc('\n', out);
+	}
+	if (o->epilog)
+		fputs(o->epilog, out);
+}
+
+/* ---- the parser ------------------------------------------------------ */
+
+/* getopt_long's array and short string, built from the table. */
+static struct option *build_getopt(const struct vz_opts *o, char *shorts,
+				   size_t nshorts)
+{
+	size_t i, n = table_len(o), k = 0;
+	struct option *lo = calloc(n + 3, sizeof(*lo));
+
+	if (!lo)
+		return NULL;
+	k += (size_t)snprintf(shorts, nshorts, "%s:h",
+			      o->stop_at_nonopt ? "+" : "");
+	for (i = 0; i < n; i++) {
+		const struct vz_option *opt = &o->table[i];
+
+		lo[i] = (struct option){ opt->name,
+					 opt->type == VZ_OPT_FLAG
+						 ? no_argument
+						 : required_argument,
+					 NULL,
+					 opt->short_opt ? opt->short_opt
+							: (int)(OPT_BASE + i) };
+		if (opt->short_opt && k + 3 < nshorts) {
+			shorts[k++] = (char)opt->short_opt;
+			if (opt->type != VZ_OPT_FLAG)
+				shorts[k++] = ':';
+			shorts[k] = '\0';
+		}
+	}
+	lo[n] = (struct option){ "help", no_argument, NULL, OPT_HELP };
+	lo[n + 1] = (struct option){ "describe-options", no_argument, NULL,
+				     OPT_DESCRIBE };
+	return lo;
+}
+
+static struct vz_option *row_of(const struct vz_opts *o, int c)
+{
+	struct vz_option *opt;
+
+	if (c >= OPT_BASE)
+		return &o->table[c - OPT_BASE];
+	for (opt = o->table; opt->name; opt++)
+		if (opt->short_opt == c)
+			return opt;
+	return NULL;
+}
+
+/*
+ * --describe-options anywhere before "--" answers whatever else is given:
+ * Python asks for the table without knowing what a tool requires.
+ */
+static bool wants_describe(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--describe-options"))
+			return true;
+	return false;
+}
+
+static int check_required(const struct vz_opts *o)
+{
+	const struct vz_option *opt;
+
+	for (opt = o->table; opt->name; opt++) {
+		if (opt->required && !opt->seen) {
+			vz_err("%s: --%s is required (see --help)", o->prog,
+			       opt->name);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int parse_one(const struct vz_opts *o, void *cfg, int c, char **argv)
+{
+	struct vz_option *opt = row_of(o, c);
+
+	if (c == ':') {
+		vz_err("%s: %s needs a value", o->prog, argv[optind - 1]);
+		return -EINVAL;
+	}
+	if (!opt) {
+		vz_err("%s: unknown option '%s' (see --help)", o->prog,
+		       argv[optind - 1]);
+		return -EINVAL;
+	}
+	opt->seen++;
+	return parse_value(opt, optarg, (char *)cfg + opt->offset, cfg);
+}
+
+int vz_opts_parse(const struct vz_opts *o, void *cfg, int argc, char **argv,
+		  int *next)
+{
+	char shorts[128];
+	struct option *lo;
+	int c, ret = 0;
+
+	if (wants_describe(argc, argv)) {
+		vz_opts_describe_json(o, cfg, stdout);
+		exit(0);
+	}
+	lo = build_getopt(o, shorts, sizeof(shorts));
+	if (!lo) {
+		vz_err("%s: out of memory", o->prog);
+		return -ENOMEM;
+	}
+	opterr = 0;
+	optind = 1;
+	while (!ret && (c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+		if (c == 'h' || c == OPT_HELP) {
+			free(lo);
+			vz_opts_help(o, stdout);
+			exit(0);
+		}
+		ret = parse_one(o, cfg, c, argv);
+	}
+	free(lo);
+	if (ret)
+		return ret;
+	if (optind < argc && !o->positional && !o->stop_at_nonopt) {
+		vz_err("%s: unexpected argument '%s' (see --help)", o->prog,
+		       argv[optind]);
+		return -EINVAL;
+	}
+	if (next)
+		*next = optind;
+	return check_required(o);
+}
