@@ -151,6 +151,18 @@ static int parse_enum(const struct vz_option *opt, const char *text, int *dst)
 	return -EINVAL;
 }
 
+static int parse_list(const struct vz_option *opt, const char *text,
+		      struct vz_opt_list *list)
+{
+	if (list->n == VZ_OPT_LIST_MAX) {
+		vz_err("--%s: at most %d values", opt->name, VZ_OPT_LIST_MAX);
+		return -EINVAL;
+	}
+	/* getopt's optarg points into argv, which outlives the parse */
+	list->v[list->n++] = (char *)text;
+	return 0;
+}
+
 static int parse_value(const struct vz_option *opt, const char *text, void *dst,
 		       void *cfg)
 {
@@ -194,6 +206,8 @@ static int parse_value(const struct vz_option *opt, const char *text, void *dst,
 			return -EINVAL;
 		}
 		return 0;
+	case VZ_OPT_LIST:
+		return parse_list(opt, text, dst);
 	case VZ_OPT_CUSTOM:
 		return opt->parse(opt, text, dst, cfg);
 	}
@@ -271,6 +285,7 @@ static void json_default(FILE *out, const struct vz_option *opt,
 		else
 			fputs("null", out);
 		return;
+	case VZ_OPT_LIST:
 	case VZ_OPT_CUSTOM:
 		fputs("null", out);
 		return;
@@ -327,7 +342,8 @@ void vz_opts_describe_json(const struct vz_opts *o, const void *cfg, FILE *out)
 			"\"repeat\": %s",
 			opt->type == VZ_OPT_FLAG ? "false" : "true",
 			opt->required ? "true" : "false",
-			opt->repeat ? "true" : "false");
+			opt->repeat || opt->type == VZ_OPT_LIST ? "true"
+								: "false");
 		json_limits(out, opt);
 		fputs(", \"default\": ", out);
 		json_default(out, opt, cfg);

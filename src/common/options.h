@@ -29,7 +29,15 @@ enum vz_opt_type {
 	VZ_OPT_ENUM, /* one of choices[]: stored as its index, an int */
 	VZ_OPT_MAC, /* __u8[6] */
 	VZ_OPT_IPV4, /* struct in_addr */
+	VZ_OPT_LIST, /* struct vz_opt_list: each time given, one more value */
 	VZ_OPT_CUSTOM, /* parse() does it all; type_name names it */
+};
+
+/* What a VZ_OPT_LIST option holds: --set K=V --set K2=V2... */
+#define VZ_OPT_LIST_MAX 64
+struct vz_opt_list {
+	char *v[VZ_OPT_LIST_MAX]; /* into argv */
+	int n;
 };
 
 struct vz_option;
