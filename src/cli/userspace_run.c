@@ -10,7 +10,6 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/counters.h"
+#include "common/options.h"
 #include "runtime/peercred.h"
 #include "dispatch/dispatch.h"
 #include "cli/ports.h"
@@ -34,45 +34,9 @@ static void on_signal(int sig)
 		signalled_run->stop = 1;
 }
 
-static void usage(const struct vz_backend *be, FILE *out)
-{
-	const char *const *opt;
-
-	fprintf(out,
-		"usage: vz-%s run --bpf NF.bpf.o --native NF.so --iface IF "
-		"[--iface IF]...\n"
-		"         [--set KEY=VALUE]... [--json] [--interval S] "
-		"[--duration S] [--replace]\n"
-		"         [--workers N] [--queues N] [--batch N] [--ops FILE]"
-		" [--ctl-group GROUP]",
-		be->name);
-	for (opt = be->options; opt && *opt; opt++)
-		fprintf(out, " %s", *opt);
-	fprintf(out, "\n");
-}
-
 void vz_us_worker_enter(unsigned int worker)
 {
 	vz_worker_id = worker;
-}
-
-static int parse_count(const char *what, const char *text, __u64 max,
-		       unsigned int *out)
-{
-	__u64 value;
-
-	if (vz_parse_u64(what, text, 1, max, &value))
-		return 2;
-	*out = (unsigned int)value;
-	return 0;
-}
-
-static int parse_seconds(const char *what, const char *text, double *out)
-{
-	char option[32];
-
-	snprintf(option, sizeof(option), "--%s", what);
-	return vz_parse_seconds(option, text, out) ? 2 : 0;
 }
 
 /* Does the backend take --name (as written in its usage list)? */
@@ -89,197 +53,194 @@ static bool backend_has(const struct vz_backend *be, const char *name)
 	return false;
 }
 
-enum {
-	OPT_BPF = 256,
-	OPT_NATIVE,
-	OPT_IFACE,
-	OPT_SET,
-	OPT_JSON,
-	OPT_INTERVAL,
-	OPT_DURATION,
-	OPT_REPLACE,
-	OPT_WORKERS,
-	OPT_QUEUES,
-	OPT_BATCH,
-	OPT_OPS,
-	OPT_CTL_GROUP,
-	OPT_BUSY_POLL, /* from here on: options of some backends only */
-	OPT_COPY,
-	OPT_ZEROCOPY,
-	OPT_MODE,
-	OPT_PMD,
-	OPT_NO_HUGE,
-	OPT_DISPATCH,
-	OPT_ALLOC,
+/* What the command line gives besides struct vz_us_run's own fields. */
+static struct us_cli {
+	const char *bpf_path, *native_path;
+	struct vz_opt_list sets;
+	int pmd; /* index into pmd_names */
+} cli;
+
+static const char *const pmd_names[] = { "af_xdp", "af_packet", "eal", NULL };
+static const char *const mode_names[] = { "native", "skb", NULL };
+static const int mode_values[] = { XDP_MODE_NATIVE, XDP_MODE_SKB };
+
+/* --iface, once per port. */
+static int opt_iface(const struct vz_option *opt, const char *text, void *dst,
+		     void *cfg)
+{
+	struct vz_us_run *run = cfg;
+
+	(void)opt;
+	(void)dst;
+	if (run->nports == VZ_MAX_PORTS) {
+		vz_err("at most %d ports", VZ_MAX_PORTS);
+		return -EINVAL;
+	}
+	run->ports[run->nports++].ifname = text;
+	return 0;
+}
+
+static int opt_group(const struct vz_option *opt, const char *text, void *dst,
+		     void *cfg)
+{
+	(void)cfg;
+	(void)opt;
+	return vz_parse_group("--ctl-group", text, dst);
+}
+
+/* --copy, --zero-copy: the last one given wins. */
+static int opt_copy(const struct vz_option *opt, const char *text, void *dst,
+		    void *cfg)
+{
+	(void)text;
+	(void)cfg;
+	*(enum vz_xsk_copy *)dst =
+		strcmp(opt->name, "copy") ? VZ_XSK_ZEROCOPY : VZ_XSK_COPY;
+	return 0;
+}
+
+_Static_assert(VZ_MAX_SETS == VZ_OPT_LIST_MAX, "--set holds VZ_MAX_SETS");
+
+#define US_OPT(name, type, member, ...) \
+	VZ_OPTION(name, type, struct vz_us_run, member, __VA_ARGS__)
+
+/*
+ * Every backend's rows; those after "busy-poll" belong to some backends
+ * only (be->options says which) and are hidden from the others.
+ */
+static struct vz_option us_options[] = {
+	VZ_OPTION_PTR("bpf", VZ_OPT_STRING, &cli.bpf_path, .required = true,
+		      .metavar = "NF.bpf.o", .help = "the NF's kernel build"),
+	VZ_OPTION_PTR("native", VZ_OPT_STRING, &cli.native_path,
+		      .required = true, .metavar = "NF.so",
+		      .help = "the NF's native build"),
+	US_OPT("iface", VZ_OPT_CUSTOM, ports, .parse = opt_iface,
+	       .required = true, .repeat = true, .type_name = "ifname",
+	       .metavar = "IF", .help = "a port (once per port)"),
+	VZ_OPTION_PTR("set", VZ_OPT_LIST, &cli.sets, .metavar = "KEY=VALUE",
+		      .help = "an NF config setting"),
+	US_OPT("json", VZ_OPT_FLAG, json, .help = "counters as JSON lines"),
+	US_OPT("interval", VZ_OPT_SECONDS, interval, .metavar = "S",
+	       .help = "counters every S seconds"),
+	US_OPT("duration", VZ_OPT_SECONDS, duration, .no_default = true,
+	       .metavar = "S", .help = "stop after S seconds"),
+	US_OPT("replace", VZ_OPT_FLAG, replace,
+	       .help = "replace a stale veloz program"),
+	US_OPT("workers", VZ_OPT_U64, workers, .min = 1, .max = VZ_MAX_WORKERS,
+	       .metavar = "N", .help = "threads running the NF"),
+	US_OPT("queues", VZ_OPT_U64, queues, .min = 1, .max = VZ_MAX_WORKERS,
+	       .no_default = true, .metavar = "N",
+	       .help = "receive queues per port (default: --workers)"),
+	US_OPT("batch", VZ_OPT_U64, batch, .min = 1, .max = VZ_US_BATCH_MAX,
+	       .metavar = "N", .help = "frames per receive burst"),
+	US_OPT("ops", VZ_OPT_STRING, ops_path, .metavar = "FILE",
+	       .help = "map operations applied before start"),
+	US_OPT("ctl-group", VZ_OPT_CUSTOM, ctl_gid, .parse = opt_group,
+	       .type_name = "group", .metavar = "GROUP",
+	       .help = "may use the control socket besides root"),
+	US_OPT("busy-poll", VZ_OPT_FLAG, busy_poll, .help = "busy-poll"),
+	US_OPT("copy", VZ_OPT_FLAG, copy, .parse = opt_copy,
+	       .help = "AF_XDP copy mode"),
+	US_OPT("zero-copy", VZ_OPT_FLAG, copy, .parse = opt_copy,
+	       .help = "AF_XDP zero-copy mode"),
+	US_OPT("mode", VZ_OPT_ENUM, steer_mode, .choices = mode_names,
+	       .values = mode_values, .metavar = "native|skb",
+	       .help = "the steering program's XDP mode"),
+	VZ_OPTION_PTR("pmd", VZ_OPT_ENUM, &cli.pmd, .choices = pmd_names,
+		      .metavar = "af_xdp|af_packet|eal",
+		      .help = "the DPDK poll-mode driver"),
+	US_OPT("no-huge", VZ_OPT_FLAG, no_huge, .help = "no hugepages"),
+	US_OPT("dispatch", VZ_OPT_ENUM, dispatch,
+	       .choices = vz_dispatch_policy_names,
+	       .nchoices = VZ_DISPATCH_POLICIES, .metavar = "POLICY",
+	       .help = "spread flows over --workers by this policy"),
+	US_OPT("alloc", VZ_OPT_FLAG, alloc,
+	       .help = "the core allocator sets the active workers"),
+	VZ_OPTION_END,
 };
+
+static const char *const us_first_backend_option = "busy-poll";
+
+static void set_usage(const struct vz_backend *be, char *buf, size_t len)
+{
+	const char *const *opt;
+	size_t n;
+
+	n = (size_t)snprintf(
+		buf, len,
+		"usage: vz-%s run --bpf NF.bpf.o --native NF.so --iface IF "
+		"[--iface IF]...\n"
+		"         [--set KEY=VALUE]... [--json] [--interval S] "
+		"[--duration S] [--replace]\n"
+		"         [--workers N] [--queues N] [--batch N] [--ops FILE]"
+		" [--ctl-group GROUP]",
+		be->name);
+	for (opt = be->options; opt && *opt && n < len; opt++)
+		n += (size_t)snprintf(buf + n, len - n, " %s", *opt);
+	if (n < len)
+		snprintf(buf + n, len - n, "\n");
+}
+
+/* Hide the rows of other backends' options; refuse them if given. */
+static int backend_rows(const struct vz_backend *be, bool check)
+{
+	struct vz_option *opt = us_options;
+
+	while (strcmp(opt->name, us_first_backend_option))
+		opt++;
+	for (; opt->name; opt++) {
+		opt->hidden = !backend_has(be, opt->name);
+		if (check && opt->hidden && opt->seen) {
+			vz_err("--%s is not an option of the %s backend",
+			       opt->name, be->name);
+			return 2;
+		}
+	}
+	return 0;
+}
 
 static int parse_args(struct vz_us_run *run, int argc, char **argv,
 		      const char **bpf_path, const char **native_path,
 		      char **sets, int *nsets)
 {
-	static const struct option options[] = {
-		{ "bpf", required_argument, NULL, OPT_BPF },
-		{ "native", required_argument, NULL, OPT_NATIVE },
-		{ "iface", required_argument, NULL, OPT_IFACE },
-		{ "set", required_argument, NULL, OPT_SET },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "interval", required_argument, NULL, OPT_INTERVAL },
-		{ "duration", required_argument, NULL, OPT_DURATION },
-		{ "replace", no_argument, NULL, OPT_REPLACE },
-		{ "workers", required_argument, NULL, OPT_WORKERS },
-		{ "queues", required_argument, NULL, OPT_QUEUES },
-		{ "batch", required_argument, NULL, OPT_BATCH },
-		{ "busy-poll", no_argument, NULL, OPT_BUSY_POLL },
-		{ "copy", no_argument, NULL, OPT_COPY },
-		{ "zero-copy", no_argument, NULL, OPT_ZEROCOPY },
-		{ "mode", required_argument, NULL, OPT_MODE },
-		{ "pmd", required_argument, NULL, OPT_PMD },
-		{ "no-huge", no_argument, NULL, OPT_NO_HUGE },
-		{ "dispatch", required_argument, NULL, OPT_DISPATCH },
-		{ "alloc", no_argument, NULL, OPT_ALLOC },
-		{ "ops", required_argument, NULL, OPT_OPS },
-		{ "ctl-group", required_argument, NULL, OPT_CTL_GROUP },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	const struct vz_backend *be = run->backend;
-	int opt, index;
+	char usage[1024];
+	struct vz_opts o = { .usage = usage, .table = us_options };
+	char prog[32];
+	int next;
 
+	snprintf(prog, sizeof(prog), "vz-%s", be->name);
+	o.prog = prog;
+	set_usage(be, usage, sizeof(usage));
+	backend_rows(be, false);
+	cli.pmd = 0; /* af_xdp */
+	/* `vz-afxdp --describe-options` too, without "run" */
+	if (argc >= 2 && !strcmp(argv[1], "--describe-options"))
+		return vz_opts_parse(&o, run, argc, argv, NULL) ? 2 : 0;
 	if (argc < 2 || strcmp(argv[1], "run")) {
-		usage(be, stderr);
+		fputs(usage, stderr);
 		return 2;
 	}
-	optind = 2;
-	while ((opt = getopt_long(argc, argv, "+h", options, &index)) != -1) {
-		if (opt >= OPT_BUSY_POLL && opt != 'h' &&
-		    !backend_has(be, options[index].name)) {
-			vz_err("--%s is not an option of the %s backend",
-			       options[index].name, be->name);
-			return 2;
-		}
-		switch (opt) {
-		case OPT_BPF:
-			*bpf_path = optarg;
-			break;
-		case OPT_NATIVE:
-			*native_path = optarg;
-			break;
-		case OPT_IFACE:
-			if (run->nports == VZ_MAX_PORTS) {
-				vz_err("at most %d ports", VZ_MAX_PORTS);
-				return 2;
-			}
-			run->ports[run->nports++].ifname = optarg;
-			break;
-		case OPT_SET:
-			if (*nsets == VZ_MAX_SETS) {
-				vz_err("at most %d config settings",
-				       VZ_MAX_SETS);
-				return 2;
-			}
-			sets[(*nsets)++] = optarg;
-			break;
-		case OPT_JSON:
-			run->json = true;
-			break;
-		case OPT_INTERVAL:
-			if (parse_seconds("interval", optarg, &run->interval))
-				return 2;
-			break;
-		case OPT_DURATION:
-			if (parse_seconds("duration", optarg, &run->duration))
-				return 2;
-			break;
-		case OPT_REPLACE:
-			run->replace = true;
-			break;
-		case OPT_WORKERS:
-			if (parse_count("--workers", optarg, VZ_MAX_WORKERS,
-					&run->workers))
-				return 2;
-			break;
-		case OPT_QUEUES:
-			if (parse_count("--queues", optarg, VZ_MAX_WORKERS,
-					&run->queues))
-				return 2;
-			break;
-		case OPT_BATCH:
-			if (parse_count("--batch", optarg, VZ_US_BATCH_MAX,
-					&run->batch))
-				return 2;
-			break;
-		case OPT_BUSY_POLL:
-			run->busy_poll = true;
-			break;
-		case OPT_COPY:
-		case OPT_ZEROCOPY:
-			run->copy =
-				opt == OPT_COPY ? VZ_XSK_COPY : VZ_XSK_ZEROCOPY;
-			break;
-		case OPT_MODE:
-			if (!strcmp(optarg, "native")) {
-				run->steer_mode = XDP_MODE_NATIVE;
-			} else if (!strcmp(optarg, "skb")) {
-				run->steer_mode = XDP_MODE_SKB;
-			} else {
-				vz_err("--mode must be native or skb, not '%s'",
-				       optarg);
-				return 2;
-			}
-			break;
-		case OPT_PMD:
-			if (strcmp(optarg, "af_xdp") &&
-			    strcmp(optarg, "af_packet") &&
-			    strcmp(optarg, "eal")) {
-				vz_err("--pmd must be af_xdp, af_packet or eal, "
-				       "not '%s'",
-				       optarg);
-				return 2;
-			}
-			run->pmd = optarg;
-			break;
-		case OPT_NO_HUGE:
-			run->no_huge = true;
-			break;
-		case OPT_OPS:
-			run->ops_path = optarg;
-			break;
-		case OPT_DISPATCH:
-			run->dispatch = vz_dispatch_policy_parse(optarg);
-			if (run->dispatch < 0) {
-				vz_err("--dispatch must be rss-mod, "
-				       "flow-affinity or buckets, not '%s'",
-				       optarg);
-				return 2;
-			}
-			break;
-		case OPT_ALLOC:
-			run->alloc = true;
-			break;
-		case OPT_CTL_GROUP:
-			if (vz_parse_group("--ctl-group", optarg,
-					   &run->ctl_gid))
-				return 2;
-			break;
-		case 'h':
-			usage(be, stdout);
-			exit(0);
-		default:
-			usage(be, stderr);
-			return 2;
-		}
-	}
-	if (optind < argc && !strcmp(argv[optind - 1], "--")) {
-		run->extra_args = &argv[optind];
-		run->nextra = argc - optind;
-	} else if (optind != argc) {
-		usage(be, stderr);
+	/* "--" ends the options; what follows is the EAL's */
+	o.stop_at_nonopt = true;
+	if (vz_opts_parse(&o, run, argc - 1, argv + 1, &next))
+		return 2;
+	next++; /* argv, not argv + 1 */
+	if (backend_rows(be, true))
+		return 2;
+	if (next < argc && !strcmp(argv[next - 1], "--")) {
+		run->extra_args = &argv[next];
+		run->nextra = argc - next;
+	} else if (next != argc) {
+		vz_err("%s: unexpected argument '%s' (see --help)", prog,
+		       argv[next]);
 		return 2;
 	}
-	if (!*bpf_path || !*native_path || !run->nports) {
-		usage(be, stderr);
-		return 2;
-	}
+	run->pmd = pmd_names[cli.pmd];
+	*bpf_path = cli.bpf_path;
+	*native_path = cli.native_path;
+	memcpy(sets, cli.sets.v, sizeof(*sets) * (size_t)cli.sets.n);
+	*nsets = cli.sets.n;
 	if (run->alloc && run->dispatch < 0) {
 		vz_err("--alloc goes with --dispatch");
 		return 2;

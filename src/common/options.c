@@ -56,6 +56,23 @@ bool vz_opts_given(const struct vz_opts *o, const char *name)
 
 /* ---- values ---------------------------------------------------------- */
 
+/* Where a row's value lives: its own pointer, or its field of CFG. */
+static void *field(const struct vz_option *opt, const void *cfg)
+{
+	return opt->ptr ? opt->ptr : (char *)cfg + opt->offset;
+}
+
+static unsigned int nchoices(const struct vz_option *opt)
+{
+	unsigned int n = 0;
+
+	if (opt->nchoices)
+		return opt->nchoices;
+	while (opt->choices[n])
+		n++;
+	return n;
+}
+
 static int parse_double(const struct vz_option *opt, const char *text,
 			double *out)
 {
@@ -136,12 +153,12 @@ static int parse_u64(const struct vz_option *opt, const char *text, void *dst)
 
 static int parse_enum(const struct vz_option *opt, const char *text, int *dst)
 {
+	unsigned int i, n = nchoices(opt);
 	char list[256] = "";
-	int i;
 
-	for (i = 0; opt->choices[i]; i++) {
+	for (i = 0; i < n; i++) {
 		if (!strcmp(text, opt->choices[i])) {
-			*dst = i;
+			*dst = opt->values ? opt->values[i] : (int)i;
 			return 0;
 		}
 		snprintf(list + strlen(list), sizeof(list) - strlen(list),
@@ -149,6 +166,17 @@ static int parse_enum(const struct vz_option *opt, const char *text, int *dst)
 	}
 	vz_err("--%s: unknown value '%s' (%s)", opt->name, text, list);
 	return -EINVAL;
+}
+
+/* The choice whose stored value is V, for describe's default. */
+static const char *enum_name(const struct vz_option *opt, int v)
+{
+	unsigned int i, n = nchoices(opt);
+
+	for (i = 0; i < n; i++)
+		if ((opt->values ? opt->values[i] : (int)i) == v)
+			return opt->choices[i];
+	return NULL;
 }
 
 static int parse_list(const struct vz_option *opt, const char *text,
@@ -171,6 +199,8 @@ static int parse_value(const struct vz_option *opt, const char *text, void *dst,
 	snprintf(what, sizeof(what), "--%s", opt->name);
 	switch (opt->type) {
 	case VZ_OPT_FLAG:
+		if (opt->parse) /* a flag that sets more than a bool */
+			return opt->parse(opt, NULL, dst, cfg);
 		*(bool *)dst = true;
 		return 0;
 	case VZ_OPT_U64:
@@ -242,17 +272,20 @@ static void json_string(FILE *out, const char *s)
 static void json_default(FILE *out, const struct vz_option *opt,
 			 const void *cfg)
 {
-	const void *src = (const char *)cfg + opt->offset;
+	const void *src = field(opt, cfg);
 	const __u8 *mac = src;
 	char addr[INET_ADDRSTRLEN];
-	int idx;
 
-	if (!cfg || opt->no_default) {
+	if ((!cfg && !opt->ptr) || opt->no_default) {
 		fputs("null", out);
 		return;
 	}
 	switch (opt->type) {
 	case VZ_OPT_FLAG:
+		if (opt->parse) {
+			fputs("null", out);
+			return;
+		}
 		fputs(*(const bool *)src ? "true" : "false", out);
 		return;
 	case VZ_OPT_U64:
@@ -268,8 +301,7 @@ static void json_default(FILE *out, const struct vz_option *opt,
 		json_string(out, *(const char *const *)src);
 		return;
 	case VZ_OPT_ENUM:
-		idx = *(const int *)src;
-		json_string(out, idx >= 0 ? opt->choices[idx] : NULL);
+		json_string(out, enum_name(opt, *(const int *)src));
 		return;
 	case VZ_OPT_MAC:
 		if (mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5])
@@ -312,7 +344,7 @@ static void json_limits(FILE *out, const struct vz_option *opt)
 	if (opt->type != VZ_OPT_ENUM)
 		return;
 	fputs(", \"choices\": [", out);
-	for (i = 0; opt->choices[i]; i++) {
+	for (i = 0; i < (int)nchoices(opt); i++) {
 		fputs(i ? ", " : "", out);
 		json_string(out, opt->choices[i]);
 	}
@@ -323,13 +355,17 @@ void vz_opts_describe_json(const struct vz_opts *o, const void *cfg, FILE *out)
 {
 	const struct vz_option *opt;
 	char shrt[2] = "";
+	bool first = true;
 
 	fputs("{\"prog\": ", out);
 	json_string(out, o->prog);
 	fputs(", \"options\": [", out);
 	for (opt = o->table; opt->name; opt++) {
+		if (opt->hidden)
+			continue;
 		shrt[0] = (char)opt->short_opt;
-		fprintf(out, "%s\n  {\"name\": ", opt == o->table ? "" : ",");
+		fprintf(out, "%s\n  {\"name\": ", first ? "" : ",");
+		first = false;
 		json_string(out, opt->name);
 		fputs(", \"short\": ", out);
 		json_string(out, opt->short_opt ? shrt : NULL);
@@ -363,7 +399,7 @@ void vz_opts_help(const struct vz_opts *o, FILE *out)
 
 	fputs(o->usage, out);
 	for (opt = o->table; opt->name; opt++) {
-		if (!opt->help)
+		if (!opt->help || opt->hidden)
 			continue;
 		snprintf(left, sizeof(left), "%s%c%s--%s%s%s",
 			 opt->short_opt ? "-" : "",
@@ -476,7 +512,7 @@ static int parse_one(const struct vz_opts *o, void *cfg, int c, char **argv)
 		return -EINVAL;
 	}
 	opt->seen++;
-	return parse_value(opt, optarg, (char *)cfg + opt->offset, cfg);
+	return parse_value(opt, optarg, field(opt, cfg), cfg);
 }
 
 int vz_opts_parse(const struct vz_opts *o, void *cfg, int argc, char **argv,

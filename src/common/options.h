@@ -61,8 +61,12 @@ struct vz_option {
 	bool no_default; /* describe: the field's initial value means "unset" */
 	__u64 min, max; /* U64 */
 	double dmin, dmax; /* DOUBLE */
-	const char *const *choices; /* ENUM: NULL-terminated */
-	vz_opt_parse_fn parse; /* CUSTOM */
+	const char *const *choices; /* ENUM: NULL-terminated, or nchoices */
+	unsigned int nchoices;
+	const int *values; /* ENUM: store values[i], not i (may be NULL) */
+	bool hidden; /* accepted, but not offered: --help, describe skip it */
+	void *ptr; /* store here, not in the caller's struct (VZ_OPTION_PTR) */
+	vz_opt_parse_fn parse; /* CUSTOM; a FLAG's, called with text NULL */
 	const char *type_name; /* CUSTOM: what describe calls the type */
 	unsigned int seen; /* times given: set by vz_opts_parse() */
 };
@@ -75,6 +79,12 @@ struct vz_option {
 		.name = (_name), .type = (_type),                       \
 		.offset = offsetof(_cfgtype, _member),                  \
 		.size = vz_sizeof_field(_cfgtype, _member), __VA_ARGS__ \
+	}
+/* A row stored outside the parsed struct: a tool's own locals. */
+#define VZ_OPTION_PTR(_name, _type, _ptr, ...)                   \
+	{                                                        \
+		.name = (_name), .type = (_type), .ptr = (_ptr), \
+		.size = sizeof(*(_ptr)), __VA_ARGS__             \
 	}
 #define VZ_OPTION_END        \
 	{                    \
