@@ -80,14 +80,6 @@ static int opt_iface(const struct vz_option *opt, const char *text, void *dst,
 	return 0;
 }
 
-static int opt_group(const struct vz_option *opt, const char *text, void *dst,
-		     void *cfg)
-{
-	(void)cfg;
-	(void)opt;
-	return vz_parse_group("--ctl-group", text, dst);
-}
-
 /* --copy, --zero-copy: the last one given wins. */
 static int opt_copy(const struct vz_option *opt, const char *text, void *dst,
 		    void *cfg)
@@ -135,8 +127,7 @@ static struct vz_option us_options[] = {
 	       .metavar = "N", .help = "frames per receive burst"),
 	US_OPT("ops", VZ_OPT_STRING, ops_path, .metavar = "FILE",
 	       .help = "map operations applied before start"),
-	US_OPT("ctl-group", VZ_OPT_CUSTOM, ctl_gid, .parse = opt_group,
-	       .type_name = "group", .metavar = "GROUP",
+	US_OPT("ctl-group", VZ_OPT_GROUP, ctl_gid, .metavar = "GROUP",
 	       .help = "may use the control socket besides root"),
 	US_OPT("busy-poll", VZ_OPT_FLAG, busy_poll, .help = "busy-poll"),
 	US_OPT("copy", VZ_OPT_FLAG, copy, .parse = opt_copy,
@@ -205,7 +196,10 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 {
 	const struct vz_backend *be = run->backend;
 	char usage[1024];
-	struct vz_opts o = { .usage = usage, .table = us_options };
+	struct vz_opts o = { .usage = usage,
+			     .table = us_options,
+			     .subcommand = "run",
+			     .stop_at_nonopt = true };
 	char prog[32];
 	int next;
 
@@ -214,18 +208,9 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 	set_usage(be, usage, sizeof(usage));
 	backend_rows(be, false);
 	cli.pmd = 0; /* af_xdp */
-	/* `vz-afxdp --describe-options` too, without "run" */
-	if (argc >= 2 && !strcmp(argv[1], "--describe-options"))
-		return vz_opts_parse(&o, run, argc, argv, NULL) ? 2 : 0;
-	if (argc < 2 || strcmp(argv[1], "run")) {
-		fputs(usage, stderr);
-		return 2;
-	}
 	/* "--" ends the options; what follows is the EAL's */
-	o.stop_at_nonopt = true;
-	if (vz_opts_parse(&o, run, argc - 1, argv + 1, &next))
+	if (vz_opts_parse(&o, run, argc, argv, &next))
 		return 2;
-	next++; /* argv, not argv + 1 */
 	if (backend_rows(be, true))
 		return 2;
 	if (next < argc && !strcmp(argv[next - 1], "--")) {

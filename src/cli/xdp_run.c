@@ -15,7 +15,6 @@
  * the next one back (applied at the next interval).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,10 +28,12 @@
 #include "cli/common.h"
 #include "cli/counters.h"
 #include "cli/ports.h"
+#include "common/options.h"
 #include "runtime/clock.h"
 #include "runtime/ctl.h"
 #include "runtime/peercred.h"
 #include "xdp/attach.h"
+#include "dispatch/policy.h"
 #include "dispatch/xdp_alloc.h"
 #include "dispatch/xdp_stage.h"
 
@@ -89,19 +90,6 @@ static void on_signal(int sig)
 static void on_active_signal(int sig)
 {
 	active_delta += sig == SIGUSR2 ? 1 : -1;
-}
-
-static void usage(FILE *out)
-{
-	fprintf(out,
-		"usage: vz-xdp run --bpf NF.bpf.o --native NF.so --iface IF "
-		"[--iface IF]...\n"
-		"                  [--mode native|skb] [--set KEY=VALUE]... "
-		"[--json]\n"
-		"                  [--interval S] [--duration S] [--replace]\n"
-		"                  [--ops FILE] [--dispatch rss-mod|flow-affinity|"
-		"buckets --workers N [--alloc]]\n"
-		"                  [--ctl-group GROUP]\n");
 }
 
 /*
@@ -498,123 +486,101 @@ static int count_loop(struct runner *r)
 	return -ENODEV;
 }
 
+static const char xdp_usage[] =
+	"usage: vz-xdp run --bpf NF.bpf.o --native NF.so --iface IF "
+	"[--iface IF]...\n"
+	"                  [--mode native|skb] [--set KEY=VALUE]... "
+	"[--json]\n"
+	"                  [--interval S] [--duration S] [--replace]\n"
+	"                  [--ops FILE] [--dispatch rss-mod|flow-affinity|"
+	"buckets --workers N [--alloc]]\n"
+	"                  [--ctl-group GROUP]\n";
+
+/* What the command line gives besides struct runner's own fields. */
+static struct xdp_cli {
+	const char *bpf_path, *native_path;
+	struct vz_opt_list sets;
+} cli;
+
+static const char *const mode_names[] = { "native", "skb", NULL };
+static const int mode_values[] = { XDP_MODE_NATIVE, XDP_MODE_SKB };
+
+/* --iface, once per port. */
+static int opt_iface(const struct vz_option *opt, const char *text, void *dst,
+		     void *cfg)
+{
+	struct runner *r = cfg;
+
+	(void)opt;
+	(void)dst;
+	if (r->nports == VZ_MAX_PORTS) {
+		vz_err("at most %d ports", VZ_MAX_PORTS);
+		return -EINVAL;
+	}
+	r->ports[r->nports++].ifname = text;
+	return 0;
+}
+
+_Static_assert(VZ_MAX_SETS == VZ_OPT_LIST_MAX, "--set holds VZ_MAX_SETS");
+
+#define XDP_OPT(name, type, member, ...) \
+	VZ_OPTION(name, type, struct runner, member, __VA_ARGS__)
+
+static struct vz_option xdp_options[] = {
+	VZ_OPTION_PTR("bpf", VZ_OPT_STRING, &cli.bpf_path, .required = true,
+		      .metavar = "NF.bpf.o", .help = "the NF's kernel build"),
+	VZ_OPTION_PTR("native", VZ_OPT_STRING, &cli.native_path,
+		      .required = true, .metavar = "NF.so",
+		      .help = "the NF's native build (config checks)"),
+	XDP_OPT("iface", VZ_OPT_CUSTOM, ports, .parse = opt_iface,
+		.required = true, .repeat = true, .type_name = "ifname",
+		.metavar = "IF", .help = "a port (once per port)"),
+	XDP_OPT("mode", VZ_OPT_ENUM, mode, .choices = mode_names,
+		.values = mode_values, .metavar = "native|skb",
+		.help = "XDP attach mode"),
+	VZ_OPTION_PTR("set", VZ_OPT_LIST, &cli.sets, .metavar = "KEY=VALUE",
+		      .help = "an NF config setting"),
+	XDP_OPT("json", VZ_OPT_FLAG, json, .help = "counters as JSON lines"),
+	XDP_OPT("interval", VZ_OPT_SECONDS, interval, .metavar = "S",
+		.help = "counters every S seconds"),
+	XDP_OPT("duration", VZ_OPT_SECONDS, duration, .no_default = true,
+		.metavar = "S", .help = "stop after S seconds"),
+	XDP_OPT("replace", VZ_OPT_FLAG, replace,
+		.help = "replace a stale veloz program"),
+	XDP_OPT("ops", VZ_OPT_STRING, ops_path, .metavar = "FILE",
+		.help = "map operations applied before start"),
+	XDP_OPT("dispatch", VZ_OPT_ENUM, policy,
+		.choices = vz_dispatch_policy_names,
+		.nchoices = VZ_DISPATCH_POLICIES, .metavar = "POLICY",
+		.help = "a dispatch stage spreads flows over --workers CPUs"),
+	XDP_OPT("workers", VZ_OPT_U64, workers, .min = 0, .max = 1u << 20,
+		.no_default = true, .metavar = "N",
+		.help = "CPUs behind the dispatcher (1)"),
+	XDP_OPT("alloc", VZ_OPT_FLAG, alloc,
+		.help = "the core allocator sets the active workers"),
+	XDP_OPT("ctl-group", VZ_OPT_GROUP, ctl_gid, .metavar = "GROUP",
+		.help = "may use the control socket besides root"),
+	VZ_OPTION_END,
+};
+
+static const struct vz_opts xdp_opts = {
+	.prog = "vz-xdp",
+	.usage = xdp_usage,
+	.table = xdp_options,
+	.subcommand = "run",
+};
+
 static int parse_args(struct runner *r, int argc, char **argv,
 		      const char **bpf_path, const char **native_path,
 		      char **sets, int *nsets)
 {
-	static const struct option options[] = {
-		{ "bpf", required_argument, NULL, 'b' },
-		{ "native", required_argument, NULL, 'n' },
-		{ "iface", required_argument, NULL, 'i' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "set", required_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "interval", required_argument, NULL, 't' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "replace", no_argument, NULL, 'r' },
-		{ "ops", required_argument, NULL, 'p' },
-		{ "dispatch", required_argument, NULL, 'D' },
-		{ "workers", required_argument, NULL, 'w' },
-		{ "alloc", no_argument, NULL, 'A' },
-		{ "ctl-group", required_argument, NULL, 'g' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	__u64 workers;
-	int opt;
-
-	if (argc < 2 || strcmp(argv[1], "run")) {
-		usage(stderr);
+	if (vz_opts_parse(&xdp_opts, r, argc, argv, NULL))
 		return 2;
-	}
-	optind = 2;
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-		switch (opt) {
-		case 'b':
-			*bpf_path = optarg;
-			break;
-		case 'n':
-			*native_path = optarg;
-			break;
-		case 'i':
-			if (r->nports == VZ_MAX_PORTS) {
-				vz_err("at most %d ports", VZ_MAX_PORTS);
-				return 2;
-			}
-			r->ports[r->nports++].ifname = optarg;
-			break;
-		case 'm':
-			if (!strcmp(optarg, "native")) {
-				r->mode = XDP_MODE_NATIVE;
-			} else if (!strcmp(optarg, "skb")) {
-				r->mode = XDP_MODE_SKB;
-			} else {
-				vz_err("XDP mode must be native or skb, not "
-				       "'%s'",
-				       optarg);
-				return 2;
-			}
-			break;
-		case 's':
-			if (*nsets == VZ_MAX_SETS) {
-				vz_err("at most %d config settings",
-				       VZ_MAX_SETS);
-				return 2;
-			}
-			sets[(*nsets)++] = optarg;
-			break;
-		case 'j':
-			r->json = true;
-			break;
-		case 't':
-		case 'd':
-			if (vz_parse_seconds(
-				    opt == 't' ? "--interval" : "--duration",
-				    optarg,
-				    opt == 't' ? &r->interval : &r->duration))
-				return 2;
-			break;
-		case 'r':
-			r->replace = true;
-			break;
-		case 'p':
-			r->ops_path = optarg;
-			break;
-		case 'D':
-			r->policy = vz_xdp_dispatch_policy_parse(optarg);
-			if (r->policy < 0) {
-				vz_err("unknown dispatch policy '%s' (rss-mod, "
-				       "flow-affinity or buckets)",
-				       optarg);
-				return 2;
-			}
-			break;
-		case 'w':
-			if (vz_parse_u64("--workers", optarg, 0, 1u << 20,
-					 &workers))
-				return 2;
-			r->workers = (unsigned int)workers;
-			r->workers_given = true;
-			break;
-		case 'A':
-			r->alloc = true;
-			break;
-		case 'g':
-			if (vz_parse_group("--ctl-group", optarg, &r->ctl_gid))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (!*bpf_path || !*native_path || !r->nports || optind != argc) {
-		usage(stderr);
-		return 2;
-	}
+	*bpf_path = cli.bpf_path;
+	*native_path = cli.native_path;
+	memcpy(sets, cli.sets.v, sizeof(*sets) * (size_t)cli.sets.n);
+	*nsets = cli.sets.n;
+	r->workers_given = vz_opts_given(&xdp_opts, "workers");
 	if (r->workers_given && r->policy < 0) {
 		vz_err("--workers goes with --dispatch on xdp");
 		return 2;

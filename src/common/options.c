@@ -238,6 +238,8 @@ static int parse_value(const struct vz_option *opt, const char *text, void *dst,
 		return 0;
 	case VZ_OPT_LIST:
 		return parse_list(opt, text, dst);
+	case VZ_OPT_GROUP:
+		return vz_parse_group(what, text, dst) ? -EINVAL : 0;
 	case VZ_OPT_CUSTOM:
 		return opt->parse(opt, text, dst, cfg);
 	}
@@ -318,6 +320,7 @@ static void json_default(FILE *out, const struct vz_option *opt,
 			fputs("null", out);
 		return;
 	case VZ_OPT_LIST:
+	case VZ_OPT_GROUP: /* (gid_t)-1, root only: there is no such group */
 	case VZ_OPT_CUSTOM:
 		fputs("null", out);
 		return;
@@ -515,17 +518,13 @@ static int parse_one(const struct vz_opts *o, void *cfg, int c, char **argv)
 	return parse_value(opt, optarg, field(opt, cfg), cfg);
 }
 
-int vz_opts_parse(const struct vz_opts *o, void *cfg, int argc, char **argv,
-		  int *next)
+static int parse_argv(const struct vz_opts *o, void *cfg, int argc, char **argv,
+		      int *next)
 {
 	char shorts[128];
 	struct option *lo;
 	int c, ret = 0;
 
-	if (wants_describe(argc, argv)) {
-		vz_opts_describe_json(o, cfg, stdout);
-		exit(0);
-	}
 	lo = build_getopt(o, shorts, sizeof(shorts));
 	if (!lo) {
 		vz_err("%s: out of memory", o->prog);
@@ -549,7 +548,31 @@ int vz_opts_parse(const struct vz_opts *o, void *cfg, int argc, char **argv,
 		       argv[optind]);
 		return -EINVAL;
 	}
-	if (next)
-		*next = optind;
+	*next = optind;
 	return check_required(o);
+}
+
+int vz_opts_parse(const struct vz_opts *o, void *cfg, int argc, char **argv,
+		  int *next)
+{
+	int ret, shift = 0, n = 0;
+
+	if (wants_describe(argc, argv)) {
+		vz_opts_describe_json(o, cfg, stdout);
+		exit(0);
+	}
+	if (o->subcommand) {
+		if (argc < 2 || strcmp(argv[1], o->subcommand)) {
+			fputs(o->usage, stderr);
+			return -EINVAL;
+		}
+		/* getopt takes the subcommand for the program's name */
+		argc--;
+		argv++;
+		shift = 1;
+	}
+	ret = parse_argv(o, cfg, argc, argv, &n);
+	if (next)
+		*next = n + shift;
+	return ret;
 }

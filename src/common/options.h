@@ -30,6 +30,7 @@ enum vz_opt_type {
 	VZ_OPT_MAC, /* __u8[6] */
 	VZ_OPT_IPV4, /* struct in_addr */
 	VZ_OPT_LIST, /* struct vz_opt_list: each time given, one more value */
+	VZ_OPT_GROUP, /* gid_t: a group name, or a number */
 	VZ_OPT_CUSTOM, /* parse() does it all; type_name names it */
 };
 
@@ -96,6 +97,7 @@ struct vz_opts {
 	const char *usage; /* the synopsis lines, printed before the table */
 	const char *epilog; /* printed after it; may be NULL */
 	struct vz_option *table; /* ends with VZ_OPTION_END */
+	const char *subcommand; /* "run": argv[1] must be it (NULL: none) */
 	bool stop_at_nonopt; /* getopt's '+': leave the rest in argv */
 	bool positional; /* non-option arguments allowed (from *next on) */
 };
@@ -104,7 +106,8 @@ struct vz_opts {
  * Parse argv into CFG by the table. Handles --help (prints, exits 0) and
  * --describe-options [--json] (prints the table, exits 0). On bad input:
  * one line "veloz: ..." on stderr and -EINVAL. *next (may be NULL) is the
- * index of the first argument not parsed.
+ * index of the first argument not parsed. With a subcommand, argv[1] must
+ * be it (but --describe-options needs none).
  */
 int vz_opts_parse(const struct vz_opts *o, void *cfg, int argc, char **argv,
 		  int *next);

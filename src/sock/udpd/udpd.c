@@ -260,14 +260,6 @@ static int opt_gateway(const struct vz_option *opt, const char *text, void *dst,
 	return 0;
 }
 
-static int opt_group(const struct vz_option *opt, const char *text, void *dst,
-		     void *cfg)
-{
-	(void)opt;
-	(void)cfg;
-	return vz_parse_group("--group", text, dst);
-}
-
 #define UDPD_OPT(name, type, member, ...) \
 	VZ_OPTION(name, type, struct opts, member, __VA_ARGS__)
 
@@ -297,8 +289,7 @@ static struct vz_option udpd_options[] = {
 		 .no_default = true, .metavar = "N", .help = "IP MTU (1500)"),
 	UDPD_OPT("socket", VZ_OPT_STRING, socket_path, .metavar = "PATH",
 		 .help = "the control socket"),
-	UDPD_OPT("group", VZ_OPT_CUSTOM, server.gid, .parse = opt_group,
-		 .type_name = "group", .metavar = "NAME|GID",
+	UDPD_OPT("group", VZ_OPT_GROUP, server.gid, .metavar = "NAME|GID",
 		 .help = "may connect besides root"),
 	UDPD_OPT("rcvbuf", VZ_OPT_U64, server.default_rcvbuf, .min = 4096,
 		 .max = 1u << 30, .no_default = true, .metavar = "BYTES",
