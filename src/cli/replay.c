@@ -20,7 +20,7 @@
 
 #include "cli/offline.h"
 #include "cli/pcap_io.h"
-#include "common/options.h"
+#include "common/run_options.h"
 #include "runtime/ctl.h"
 
 enum backend { BACKEND_XDP, BACKEND_NATIVE };
@@ -207,12 +207,13 @@ static int replay_all(struct replay *r, struct vz_pcap_in *in,
 /* ---- options ----------------------------------------------------------- */
 
 struct replay_opts {
-	const char *bpf_path, *native_path, *in_path, *out_path, *ops_path;
+	const char *in_path, *out_path, *ops_path;
 	int backend; /* enum backend */
-	struct vz_opt_list sets;
 	bool json;
 	__u64 repeat;
 };
+
+static struct vz_nf_args nf_args;
 
 static const char *const backend_names[] = {
 	[BACKEND_XDP] = "xdp", [BACKEND_NATIVE] = "native", NULL
@@ -222,10 +223,7 @@ static const char *const backend_names[] = {
 	VZ_OPTION(name, type, struct replay_opts, member, __VA_ARGS__)
 
 static struct vz_option replay_options[] = {
-	REPLAY_OPT("bpf", VZ_OPT_STRING, bpf_path, .required = true,
-		   .metavar = "NF.bpf.o", .help = "the NF's kernel build"),
-	REPLAY_OPT("native", VZ_OPT_STRING, native_path, .required = true,
-		   .metavar = "NF.so", .help = "the NF's native build"),
+	VZ_NF_OPTIONS(&nf_args),
 	REPLAY_OPT("backend", VZ_OPT_ENUM, backend, .required = true,
 		   .choices = backend_names, .no_default = true,
 		   .metavar = "xdp|native", .help = "which build runs"),
@@ -233,8 +231,6 @@ static struct vz_option replay_options[] = {
 		   .metavar = "IN.pcap", .help = "the frames"),
 	REPLAY_OPT("out", VZ_OPT_STRING, out_path, .metavar = "OUT.pcap",
 		   .help = "what the NF sends, in input order"),
-	REPLAY_OPT("set", VZ_OPT_LIST, sets, .metavar = "KEY=VALUE",
-		   .help = "an NF config setting"),
 	REPLAY_OPT("json", VZ_OPT_FLAG, json, .help = "JSON lines"),
 	REPLAY_OPT("repeat", VZ_OPT_U64, repeat, .min = 1, .max = 100000000,
 		   .no_default = true, .metavar = "N",
@@ -299,8 +295,8 @@ int main(int argc, char **argv)
 		vz_err("%s", errbuf);
 		return 2;
 	}
-	if (vz_nf_open(&r.nf, o.bpf_path, o.native_path, o.sets.v, o.sets.n,
-		       1)) {
+	if (vz_nf_open(&r.nf, nf_args.bpf_path, nf_args.native_path,
+		       nf_args.sets.v, nf_args.sets.n, 1)) {
 		err = 2; /* a bad NF or config: bad input */
 		goto out;
 	}

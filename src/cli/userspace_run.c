@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cli/counters.h"
-#include "common/options.h"
+#include "common/run_options.h"
 #include "runtime/peercred.h"
 #include "dispatch/dispatch.h"
 #include "cli/ports.h"
@@ -55,8 +55,7 @@ static bool backend_has(const struct vz_backend *be, const char *name)
 
 /* What the command line gives besides struct vz_us_run's own fields. */
 static struct us_cli {
-	const char *bpf_path, *native_path;
-	struct vz_opt_list sets;
+	struct vz_nf_args nf;
 	int pmd; /* index into pmd_names */
 } cli;
 
@@ -101,23 +100,11 @@ _Static_assert(VZ_MAX_SETS == VZ_OPT_LIST_MAX, "--set holds VZ_MAX_SETS");
  * only (be->options says which) and are hidden from the others.
  */
 static struct vz_option us_options[] = {
-	VZ_OPTION_PTR("bpf", VZ_OPT_STRING, &cli.bpf_path, .required = true,
-		      .metavar = "NF.bpf.o", .help = "the NF's kernel build"),
-	VZ_OPTION_PTR("native", VZ_OPT_STRING, &cli.native_path,
-		      .required = true, .metavar = "NF.so",
-		      .help = "the NF's native build"),
+	VZ_NF_OPTIONS(&cli.nf),
 	US_OPT("iface", VZ_OPT_CUSTOM, ports, .parse = opt_iface,
 	       .required = true, .repeat = true, .type_name = "ifname",
 	       .metavar = "IF", .help = "a port (once per port)"),
-	VZ_OPTION_PTR("set", VZ_OPT_LIST, &cli.sets, .metavar = "KEY=VALUE",
-		      .help = "an NF config setting"),
-	US_OPT("json", VZ_OPT_FLAG, json, .help = "counters as JSON lines"),
-	US_OPT("interval", VZ_OPT_SECONDS, interval, .metavar = "S",
-	       .help = "counters every S seconds"),
-	US_OPT("duration", VZ_OPT_SECONDS, duration, .no_default = true,
-	       .metavar = "S", .help = "stop after S seconds"),
-	US_OPT("replace", VZ_OPT_FLAG, replace,
-	       .help = "replace a stale veloz program"),
+	VZ_RUN_OPTIONS(struct vz_us_run),
 	US_OPT("workers", VZ_OPT_U64, workers, .min = 1, .max = VZ_MAX_WORKERS,
 	       .metavar = "N", .help = "threads running the NF"),
 	US_OPT("queues", VZ_OPT_U64, queues, .min = 1, .max = VZ_MAX_WORKERS,
@@ -125,10 +112,6 @@ static struct vz_option us_options[] = {
 	       .help = "receive queues per port (default: --workers)"),
 	US_OPT("batch", VZ_OPT_U64, batch, .min = 1, .max = VZ_US_BATCH_MAX,
 	       .metavar = "N", .help = "frames per receive burst"),
-	US_OPT("ops", VZ_OPT_STRING, ops_path, .metavar = "FILE",
-	       .help = "map operations applied before start"),
-	US_OPT("ctl-group", VZ_OPT_GROUP, ctl_gid, .metavar = "GROUP",
-	       .help = "may use the control socket besides root"),
 	US_OPT("busy-poll", VZ_OPT_FLAG, busy_poll, .help = "busy-poll"),
 	US_OPT("copy", VZ_OPT_FLAG, copy, .parse = opt_copy,
 	       .help = "AF_XDP copy mode"),
@@ -145,8 +128,6 @@ static struct vz_option us_options[] = {
 	       .choices = vz_dispatch_policy_names,
 	       .nchoices = VZ_DISPATCH_POLICIES, .metavar = "POLICY",
 	       .help = "spread flows over --workers by this policy"),
-	US_OPT("alloc", VZ_OPT_FLAG, alloc,
-	       .help = "the core allocator sets the active workers"),
 	VZ_OPTION_END,
 };
 
@@ -222,10 +203,10 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 		return 2;
 	}
 	run->pmd = pmd_names[cli.pmd];
-	*bpf_path = cli.bpf_path;
-	*native_path = cli.native_path;
-	memcpy(sets, cli.sets.v, sizeof(*sets) * (size_t)cli.sets.n);
-	*nsets = cli.sets.n;
+	*bpf_path = cli.nf.bpf_path;
+	*native_path = cli.nf.native_path;
+	memcpy(sets, cli.nf.sets.v, sizeof(*sets) * (size_t)cli.nf.sets.n);
+	*nsets = cli.nf.sets.n;
 	if (run->alloc && run->dispatch < 0) {
 		vz_err("--alloc goes with --dispatch");
 		return 2;

@@ -28,7 +28,7 @@
 #include "cli/common.h"
 #include "cli/counters.h"
 #include "cli/ports.h"
-#include "common/options.h"
+#include "common/run_options.h"
 #include "runtime/clock.h"
 #include "runtime/ctl.h"
 #include "runtime/peercred.h"
@@ -497,10 +497,7 @@ static const char xdp_usage[] =
 	"                  [--ctl-group GROUP]\n";
 
 /* What the command line gives besides struct runner's own fields. */
-static struct xdp_cli {
-	const char *bpf_path, *native_path;
-	struct vz_opt_list sets;
-} cli;
+static struct vz_nf_args cli;
 
 static const char *const mode_names[] = { "native", "skb", NULL };
 static const int mode_values[] = { XDP_MODE_NATIVE, XDP_MODE_SKB };
@@ -527,28 +524,14 @@ _Static_assert(VZ_MAX_SETS == VZ_OPT_LIST_MAX, "--set holds VZ_MAX_SETS");
 	VZ_OPTION(name, type, struct runner, member, __VA_ARGS__)
 
 static struct vz_option xdp_options[] = {
-	VZ_OPTION_PTR("bpf", VZ_OPT_STRING, &cli.bpf_path, .required = true,
-		      .metavar = "NF.bpf.o", .help = "the NF's kernel build"),
-	VZ_OPTION_PTR("native", VZ_OPT_STRING, &cli.native_path,
-		      .required = true, .metavar = "NF.so",
-		      .help = "the NF's native build (config checks)"),
+	VZ_NF_OPTIONS(&cli),
 	XDP_OPT("iface", VZ_OPT_CUSTOM, ports, .parse = opt_iface,
 		.required = true, .repeat = true, .type_name = "ifname",
 		.metavar = "IF", .help = "a port (once per port)"),
 	XDP_OPT("mode", VZ_OPT_ENUM, mode, .choices = mode_names,
 		.values = mode_values, .metavar = "native|skb",
 		.help = "XDP attach mode"),
-	VZ_OPTION_PTR("set", VZ_OPT_LIST, &cli.sets, .metavar = "KEY=VALUE",
-		      .help = "an NF config setting"),
-	XDP_OPT("json", VZ_OPT_FLAG, json, .help = "counters as JSON lines"),
-	XDP_OPT("interval", VZ_OPT_SECONDS, interval, .metavar = "S",
-		.help = "counters every S seconds"),
-	XDP_OPT("duration", VZ_OPT_SECONDS, duration, .no_default = true,
-		.metavar = "S", .help = "stop after S seconds"),
-	XDP_OPT("replace", VZ_OPT_FLAG, replace,
-		.help = "replace a stale veloz program"),
-	XDP_OPT("ops", VZ_OPT_STRING, ops_path, .metavar = "FILE",
-		.help = "map operations applied before start"),
+	VZ_RUN_OPTIONS(struct runner),
 	XDP_OPT("dispatch", VZ_OPT_ENUM, policy,
 		.choices = vz_dispatch_policy_names,
 		.nchoices = VZ_DISPATCH_POLICIES, .metavar = "POLICY",
@@ -556,10 +539,6 @@ static struct vz_option xdp_options[] = {
 	XDP_OPT("workers", VZ_OPT_U64, workers, .min = 0, .max = 1u << 20,
 		.no_default = true, .metavar = "N",
 		.help = "CPUs behind the dispatcher (1)"),
-	XDP_OPT("alloc", VZ_OPT_FLAG, alloc,
-		.help = "the core allocator sets the active workers"),
-	XDP_OPT("ctl-group", VZ_OPT_GROUP, ctl_gid, .metavar = "GROUP",
-		.help = "may use the control socket besides root"),
 	VZ_OPTION_END,
 };
 
