@@ -20,12 +20,14 @@
 #define OPT_DESCRIBE 0x10001
 #define OPT_BASE 0x10100 /* + row index */
 
+/* As --describe-options names them (python/veloz/options.py reads them). */
 static const char *const type_names[] = {
 	[VZ_OPT_FLAG] = "flag",	    [VZ_OPT_U64] = "u64",
 	[VZ_OPT_DOUBLE] = "double", [VZ_OPT_SECONDS] = "seconds",
 	[VZ_OPT_STRING] = "string", [VZ_OPT_IFNAME] = "ifname",
 	[VZ_OPT_ENUM] = "enum",	    [VZ_OPT_MAC] = "mac",
-	[VZ_OPT_IPV4] = "ipv4",	    [VZ_OPT_CUSTOM] = "custom",
+	[VZ_OPT_IPV4] = "ipv4",	    [VZ_OPT_LIST] = "list",
+	[VZ_OPT_GROUP] = "group",   [VZ_OPT_CUSTOM] = "custom",
 };
 
 static size_t table_len(const struct vz_opts *o)

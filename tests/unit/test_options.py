@@ -57,6 +57,7 @@ def test_describe_is_valid_json_with_every_field(name):
     for r in rows:
         assert KEYS <= r.keys(), r
         assert re.fullmatch(r"[a-z0-9][a-z0-9-]*", r["name"]), r
+        assert isinstance(r["type"], str) and re.fullmatch(r"[a-z0-9-]+", r["type"]), r
         if r["type"] in ("u64", "double"):
             assert r["min"] <= r["max"], r
             if r["default"] is not None:
