@@ -167,3 +167,23 @@ def test_veloz_udpd_config_refuses_past_the_c_limit(tmp_path):
     assert done.returncode == 2, done
     assert done.stderr.count("\n") == 1, done.stderr
     assert f"max_sockets must be a whole number in {row['min']}..{row['max']}" in done.stderr
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "-1", "1e3", "64x", "9" * 40, "0x40"])
+def test_a_whole_number_is_only_digits(bad):
+    done = run([tool("vz-gen"), "--size", bad])
+    assert done.returncode == 2, done
+    assert done.stderr == f"veloz: --size must be a whole number from 60 to 3520, not '{bad}'\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--backend", "foo"], "--backend: unknown value 'foo' (xdp, native)"),
+     (["--json=1"], "unknown option '--json=1'"),
+     (["--repeat"], "--repeat needs a value"),
+     (["--set", "a=1"] * 65, "--set: at most 64 values")],
+)  # fmt: skip
+def test_bad_input_is_one_line(argv, message):
+    done = run([tool("vz-replay"), *argv])
+    assert done.returncode == 2, done
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
