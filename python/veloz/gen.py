@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from veloz import paths, testbed
+from veloz import options, paths, testbed
 from veloz.errors import VelozError
 
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)\s*(pps|bps|bit/s|b/s)?\s*$")
@@ -108,19 +108,13 @@ def command(args: argparse.Namespace) -> list[str]:
         raise VelozError("--generic, --replace and --count-only go with --sink")
     if args.queue != 0 and not args.afxdp:
         raise VelozError("--queue goes with --afxdp (live frames have no queue to choose)")
-    if not 1 <= args.batch <= 256:
-        raise VelozError("--batch must be between 1 and 256 (the kernel's most)")
+    # vz-gen's own limits (its option table), checked before anything runs
+    for option in ("--batch", "--size", "--flows", "--dsts", "--dst-port", "--queue"):
+        options.check("vz-gen", option, getattr(args, option[2:].replace("-", "_")))
     if args.batch != BATCH and args.afxdp:
         raise VelozError("--batch is for live frames, not --afxdp")
-    if not 60 <= args.size <= 3520:
-        raise VelozError("--size must be between 60 and 3520 bytes")
-    if args.flows < 1 or args.flows > 64511:
-        # source ports 1024 .. 1024 + flows - 1
-        raise VelozError("--flows must be between 1 and 64511")
     if args.count is not None and args.count < 1:
         raise VelozError("--count must be positive")
-    if not 1 <= args.dst_port <= 65535:
-        raise VelozError("--dst-port must be between 1 and 65535")
     if args.duration is not None and args.duration <= 0:
         raise VelozError("--duration must be positive")
     rate = 0 if args.rate.strip() == "0" else parse_rate(args.rate, args.size)

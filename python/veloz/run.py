@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from veloz import config, linux_backend, metrics, paths, sim
+from veloz import config, linux_backend, metrics, options, paths, sim
 from veloz.control import objects
 from veloz.errors import VelozError
 
@@ -152,12 +152,11 @@ def _ports(args: argparse.Namespace, values: dict) -> list[str]:
 
 
 def _userspace_options(args: argparse.Namespace) -> list[str]:
-    if not 1 <= args.workers <= 64:
-        raise VelozError("--workers must be between 1 and 64")
-    if args.queues is not None and not 1 <= args.queues <= 64:
-        raise VelozError("--queues must be between 1 and 64")
-    if not 1 <= args.batch <= 256:
-        raise VelozError("--batch must be between 1 and 256")
+    tool = USERSPACE[args.backend]  # its own limits, checked before it runs
+    options.check(tool, "--workers", args.workers)
+    if args.queues is not None:
+        options.check(tool, "--queues", args.queues)
+    options.check(tool, "--batch", args.batch)
     opts = ["--workers", str(args.workers), "--batch", str(args.batch)]
     if args.dispatch:
         opts += ["--dispatch", args.dispatch] + (["--alloc"] if args.alloc else [])
@@ -225,8 +224,8 @@ def command(args: argparse.Namespace) -> list[str]:
     else:
         cmd = [str(paths.tool("vz-xdp")), "run", "--mode", XDP_MODES[args.backend]]
         if args.dispatch:
-            if not 1 <= args.workers <= 64:
-                raise VelozError("--workers must be between 1 and 64")
+            # the userspace runner's bound: vz-xdp's own is looser
+            options.check("vz-afxdp", "--workers", args.workers)
             cmd += ["--dispatch", args.dispatch, "--workers", str(args.workers)]
             cmd += ["--alloc"] if args.alloc else []
         elif args.workers != 1:

@@ -15,6 +15,7 @@ import os
 import stat
 from pathlib import Path
 
+from veloz import options
 from veloz.errors import VelozError
 
 # The largest text file veloz reads whole (configs, route tables, results):
@@ -137,23 +138,13 @@ DEFAULT_FLOAT = (0.0, 1e9)
 BOUNDS: dict[tuple[str, str], tuple[float, float]] = {
     ("run", "--duration"): (1e-3, 1e9),
     ("run", "--interval"): (1e-3, 86400),
-    ("run", "--workers"): (1, 64),
-    ("run", "--queues"): (1, 64),
-    ("run", "--batch"): (1, 256),
-    ("gen", "--size"): (60, 3520),
-    ("gen", "--flows"): (1, 64511),
-    ("gen", "--dsts"): (1, 65536),  # vz-gen's own limit
-    ("gen", "--dst-port"): (1, 65535),
-    ("gen", "--queue"): (0, 1023),
     ("gen", "--count"): (1, (1 << 63) - 1),
     ("gen", "--duration"): (1e-3, 1e9),
-    ("replay", "--repeat"): (1, 100_000_000),
     ("sim", "--cores"): (1, 64),
     ("sim", "--load"): (1e-6, 100),
     ("route-table", "--count"): (1, 2_000_000),
     ("route-table", "--port"): (0, 63),
     ("route-table", "--seed"): (0, (1 << 63) - 1),
-    ("udpd", "--interval-ms"): (1, 86_400_000),
     ("bench", "--trials"): (1, 1000),
     ("bench", "--seconds"): (1e-3, 86400),
     ("bench", "--steps"): (1, 64),
@@ -162,6 +153,22 @@ BOUNDS: dict[tuple[str, str], tuple[float, float]] = {
     ("demo", "--count"): (1, 1 << 40),
     ("demo", "--trials"): (1, 1000),
     ("demo", "--seconds"): (1e-3, 86400),
+}
+
+
+# (command, option) -> the C tool whose option it is: the bounds are that
+# tool's own (its --describe-options), so each limit is written once, in C.
+C_BOUNDS: dict[tuple[str, str], str] = {
+    ("run", "--workers"): "vz-afxdp",  # the userspace backends' runner
+    ("run", "--queues"): "vz-afxdp",
+    ("run", "--batch"): "vz-afxdp",
+    ("replay", "--repeat"): "vz-replay",
+    ("gen", "--size"): "vz-gen",
+    ("gen", "--flows"): "vz-gen",
+    ("gen", "--dsts"): "vz-gen",
+    ("gen", "--dst-port"): "vz-gen",
+    ("gen", "--queue"): "vz-gen",
+    ("udpd", "--interval-ms"): "vz-udpd",
 }
 
 
@@ -177,5 +184,8 @@ def bound_numbers(parser: argparse.ArgumentParser, command: str = "") -> None:
         if action.type in (int, float) and action.option_strings:
             top = command.split()[0] if command else ""
             option = max(action.option_strings, key=len)
+            if (top, option) in C_BOUNDS:
+                action.type = options.Bounded(action.type, C_BOUNDS[top, option], option)
+                continue
             lo, hi = BOUNDS.get((top, option), DEFAULT_INT if action.type is int else DEFAULT_FLOAT)
             action.type = number(action.type, lo, hi)

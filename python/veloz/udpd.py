@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from veloz import metrics, paths, safeio
+from veloz import metrics, options, paths, safeio
 from veloz.errors import VelozError
 
 DEFAULT_SOCKET = "/run/veloz/udpd/udpd.sock"  # include/veloz/sock.h
@@ -62,19 +62,10 @@ Config (TOML; INI: the same keys under [udpd], neighbours as
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
-# key -> (type, vz-udpd flag, bounds for integers)
-_INTS = {
-    "mtu": ("--mtu", 576, 9000),
-    "cpu": ("--cpu", 0, 1023),
-    "busy_poll_us": ("--busy-poll-us", 0, 1_000_000),
-    "rcvbuf": ("--rcvbuf", 4096, 1 << 30),
-    "sndbuf": ("--sndbuf", 4096, 1 << 30),
-    "max_apps": ("--max-apps", 1, 4096),
-    "max_sockets": ("--max-sockets", 1, 65536),
-    "arp_timeout_ms": ("--arp-timeout-ms", 100, 86_400_000),
-    "reasm_timeout_ms": ("--reasm-timeout-ms", 10, 60_000),
-    "reasm_max_bytes": ("--reasm-max-bytes", 65536, 1 << 30),
-}
+# the whole-number keys: each is vz-udpd's --KEY-WITH-DASHES, whose limits
+# are vz-udpd's own (its option table, read by veloz.options)
+_INTS = ("mtu", "cpu", "busy_poll_us", "rcvbuf", "sndbuf", "max_apps", "max_sockets",
+         "arp_timeout_ms", "reasm_timeout_ms", "reasm_max_bytes")  # fmt: skip
 _BOOLS = {"skb_mode": "--skb-mode", "copy": "--copy"}
 _STRS = {"interface", "ipv4", "mac", "gateway", "socket", "group", "ipv6", "gateway6"}
 KEYS = set(_INTS) | set(_BOOLS) | _STRS | {"neighbour"}
@@ -189,6 +180,11 @@ def _ipv6_argv(cfg: dict[str, Any], path: str) -> list[str]:
     return argv
 
 
+def flag_of(key: str) -> str:
+    """vz-udpd's option for a config key: busy_poll_us -> --busy-poll-us."""
+    return "--" + key.replace("_", "-")
+
+
 def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
     """vz-udpd's arguments for a config, every value checked first."""
     unknown = sorted(set(cfg) - KEYS)
@@ -221,7 +217,8 @@ def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
                          f"{net}", code=2)  # fmt: skip
     argv += ["--ip", str(iface)]
     if "mtu" in cfg and (not isinstance(cfg["mtu"], int) or isinstance(cfg["mtu"], bool)):
-        raise VelozError(f"{path}: mtu must be a whole number in 576..9000", code=2)
+        low, high = options.limits("vz-udpd", "--mtu")
+        raise VelozError(f"{path}: mtu must be a whole number in {low}..{high}", code=2)
     argv += _ipv6_argv(cfg, path)
     if "mac" in cfg:
         argv += ["--mac", _mac("mac", cfg["mac"], path)]
@@ -236,9 +233,10 @@ def to_argv(cfg: dict[str, Any], path: str) -> list[str]:
         argv += ["--socket", cfg["socket"]]
     if "group" in cfg:
         argv += ["--group", cfg["group"]]
-    for key, (flag, low, high) in _INTS.items():
+    for key in _INTS:
         if key in cfg:
-            v = cfg[key]
+            v, flag = cfg[key], flag_of(key)
+            low, high = options.limits("vz-udpd", flag)
             if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
                 raise VelozError(f"{path}: {key} must be a whole number in {low}..{high}",
                                  code=2)  # fmt: skip
@@ -369,8 +367,8 @@ def stats_file(cfg: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.interval_ms is not None and not 1 <= args.interval_ms <= 3_600_000:
-        raise VelozError("--interval-ms must be in 1..3600000", code=2)
+    if args.interval_ms is not None:
+        options.check("vz-udpd", "--interval-ms", args.interval_ms)
     if args.check:
         # --check runs nothing: options that shape a run are a mistake here
         for given, option in ((args.json, "--json"), (args.replace, "--replace"),

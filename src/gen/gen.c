@@ -19,7 +19,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <linux/ip.h>
@@ -40,6 +39,7 @@
 #include <veloz/csum.h>
 
 #include "common/err.h"
+#include "common/options.h"
 #include "common/parse.h"
 #include "gen/bpf_object.h"
 #include "gen/gen.h"
@@ -59,6 +59,7 @@
  */
 #define GEN_DEFAULT_BATCH 64
 #define GEN_MAX_BATCH 256
+#define GEN_MAX_SIZE 3520 /* the template frame's room */
 
 struct gen {
 	const char *ifname;
@@ -74,6 +75,7 @@ struct gen {
 	__u32 dst_range_len;
 	bool have_dst_range;
 	__u8 src_mac[ETH_ALEN], dst_mac[ETH_ALEN];
+	bool src_v6, dst_v6; /* --src-ip, --dst-ip: which family */
 	bool ipv6, tcp;
 	bool afxdp; /* through an AF_XDP socket, not live frames */
 	__u32 queue;
@@ -92,9 +94,6 @@ static void on_signal(int sig)
 {
 	stop_signal = sig;
 }
-
-/* parse_args' name for it (helper `options` replaces that switch) */
-#define parse_mac vz_parse_mac
 
 /* One's complement sum of 16-bit words as they lie in memory (RFC 1071). */
 static __u32 sum16(const void *buf, size_t len, __u32 sum)
@@ -232,193 +231,139 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 				   &cfg, sizeof(cfg), obj);
 }
 
-static void usage(FILE *out)
+static const char gen_usage[] =
+	"usage: vz-gen --iface IF --dst-mac MAC --src-ip A --dst-ip A\n"
+	"              [--src-mac MAC] [--size 60..3520] [--rate PPS]"
+	" [--flows N]\n"
+	"              [--count N | --duration S] [--tcp] [--json]"
+	" [--bpf gen.bpf.o]\n"
+	"              [--afxdp [--queue Q]] [--dsts N --dst-range CIDR]\n"
+	"              [--dst-port N] [--batch 1..256]\n"
+	"  addresses are IPv4 or IPv6 (both the same family)\n";
+
+/* --src-ip, --dst-ip: IPv4 or IPv6, and which one it was. */
+static int opt_ip(const struct vz_option *opt, const char *text, void *dst,
+		  void *cfg)
 {
-	fprintf(out,
-		"usage: vz-gen --iface IF --dst-mac MAC --src-ip A --dst-ip A\n"
-		"              [--src-mac MAC] [--size 60..3520] [--rate PPS]"
-		" [--flows N]\n"
-		"              [--count N | --duration S] [--tcp] [--json]"
-		" [--bpf gen.bpf.o]\n"
-		"              [--afxdp [--queue Q]] [--dsts N --dst-range CIDR]\n"
-		"              [--dst-port N] [--batch 1..256]\n"
-		"  addresses are IPv4 or IPv6 (both the same family)\n");
+	struct gen *g = cfg;
+	bool src = !strcmp(opt->name, "src-ip");
+
+	(void)dst;
+	if (inet_pton(AF_INET, text, src ? &g->src_ip : &g->dst_ip) == 1) {
+		*(src ? &g->src_v6 : &g->dst_v6) = false;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, text, src ? &g->src_ip6 : &g->dst_ip6) == 1) {
+		*(src ? &g->src_v6 : &g->dst_v6) = true;
+		return 0;
+	}
+	vz_err("'%s' is not an IP address", text);
+	return -EINVAL;
 }
+
+/* --dst-range: an IPv4 prefix with no host bits set. */
+static int opt_dst_range(const struct vz_option *opt, const char *text,
+			 void *dst, void *cfg)
+{
+	char addr[INET_ADDRSTRLEN + 1], *slash, *end;
+	struct gen *g = cfg;
+	unsigned long long n;
+
+	(void)opt;
+	(void)dst;
+	snprintf(addr, sizeof(addr), "%s", text);
+	slash = strchr(addr, '/');
+	if (slash)
+		*slash = '\0';
+	errno = 0;
+	n = slash ? strtoull(slash + 1, &end, 10) : 99;
+	if (!slash || errno || *end || n > 32 ||
+	    inet_pton(AF_INET, addr, &g->dst_range) != 1 ||
+	    (n < 32 && (ntohl(g->dst_range.s_addr) & ((1u << (32 - n)) - 1)))) {
+		vz_err("--dst-range '%s' is not an IPv4 prefix "
+		       "(e.g. 198.18.128.0/17)",
+		       text);
+		return -EINVAL;
+	}
+	g->dst_range_len = (__u32)n;
+	g->have_dst_range = true;
+	return 0;
+}
+
+#define GEN_OPT(name, type, member, ...) \
+	VZ_OPTION(name, type, struct gen, member, __VA_ARGS__)
+
+/* python/veloz/gen.py checks `veloz gen`'s options by these rows. */
+static struct vz_option gen_options[] = {
+	GEN_OPT("iface", VZ_OPT_IFNAME, ifname, .required = true,
+		.metavar = "IF", .help = "send out of this interface"),
+	GEN_OPT("size", VZ_OPT_U64, size, .min = VZ_GEN_MIN_SIZE,
+		.max = GEN_MAX_SIZE, .metavar = "BYTES",
+		.help = "frame size without FCS"),
+	GEN_OPT("rate", VZ_OPT_U64, rate, .min = 0, .max = UINT64_MAX,
+		.metavar = "PPS", .help = "frames per second (0: flat out)"),
+	GEN_OPT("count", VZ_OPT_U64, count, .min = 0, .max = UINT64_MAX,
+		.metavar = "N", .help = "send N frames (0: for --duration)"),
+	GEN_OPT("duration", VZ_OPT_SECONDS, duration, .no_default = true,
+		.metavar = "S", .help = "send for S seconds (default 10)"),
+	GEN_OPT("flows", VZ_OPT_U64, flows, .min = 1,
+		.max = 65535 - GEN_BASE_PORT, .metavar = "N",
+		.help = "distinct source ports"),
+	GEN_OPT("src-mac", VZ_OPT_MAC, src_mac, .metavar = "MAC",
+		.help = "default: the interface's"),
+	GEN_OPT("dst-mac", VZ_OPT_MAC, dst_mac, .required = true,
+		.metavar = "MAC", .help = "the next hop's MAC"),
+	GEN_OPT("src-ip", VZ_OPT_CUSTOM, src_ip, .parse = opt_ip,
+		.required = true, .type_name = "ip", .metavar = "A",
+		.help = "IPv4 or IPv6 source"),
+	GEN_OPT("dst-ip", VZ_OPT_CUSTOM, dst_ip, .parse = opt_ip,
+		.required = true, .type_name = "ip", .metavar = "A",
+		.help = "IPv4 or IPv6 destination (the source's family)"),
+	GEN_OPT("json", VZ_OPT_FLAG, json, .help = "the result as JSON"),
+	GEN_OPT("tcp", VZ_OPT_FLAG, tcp, .help = "TCP SYNs, not UDP"),
+	GEN_OPT("afxdp", VZ_OPT_FLAG, afxdp,
+		.help = "through an AF_XDP socket, not live frames"),
+	GEN_OPT("queue", VZ_OPT_U64, queue, .min = 0, .max = 4095,
+		.metavar = "Q", .help = "the AF_XDP socket's queue"),
+	GEN_OPT("bpf", VZ_OPT_STRING, bpf_path, .metavar = "PATH",
+		.help = "gen.bpf.o (default: beside this program)"),
+	GEN_OPT("dsts", VZ_OPT_U64, dsts, .min = 1, .max = 65536,
+		.metavar = "N", .help = "destinations spread over --dst-range"),
+	GEN_OPT("dst-range", VZ_OPT_CUSTOM, dst_range, .parse = opt_dst_range,
+		.type_name = "ipv4-prefix", .metavar = "CIDR",
+		.help = "where --dsts come from"),
+	GEN_OPT("dst-port", VZ_OPT_U64, dst_port, .min = 1, .max = 65535,
+		.metavar = "N", .help = "UDP/TCP destination port"),
+	GEN_OPT("batch", VZ_OPT_U64, batch, .min = 1, .max = GEN_MAX_BATCH,
+		.metavar = "N", .help = "live frames per kernel batch"),
+	VZ_OPTION_END,
+};
+
+static const struct vz_opts gen_opts = {
+	.prog = "vz-gen",
+	.usage = gen_usage,
+	.table = gen_options,
+};
 
 static int parse_args(struct gen *g, int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "iface", required_argument, NULL, 'i' },
-		{ "size", required_argument, NULL, 'z' },
-		{ "rate", required_argument, NULL, 'r' },
-		{ "count", required_argument, NULL, 'c' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "flows", required_argument, NULL, 'f' },
-		{ "src-mac", required_argument, NULL, 'S' },
-		{ "dst-mac", required_argument, NULL, 'D' },
-		{ "src-ip", required_argument, NULL, 's' },
-		{ "dst-ip", required_argument, NULL, 't' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "tcp", no_argument, NULL, 'T' },
-		{ "afxdp", no_argument, NULL, 'A' },
-		{ "queue", required_argument, NULL, 'q' },
-		{ "bpf", required_argument, NULL, 'b' },
-		{ "dsts", required_argument, NULL, 'n' },
-		{ "dst-range", required_argument, NULL, 'R' },
-		{ "dst-port", required_argument, NULL, 'P' },
-		{ "batch", required_argument, NULL, 'B' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	bool have_src_mac = false, have_dst_mac = false;
-	bool have_src_ip = false, have_dst_ip = false;
-	bool src_v6 = false, dst_v6 = false;
 	__u32 min_size;
-	unsigned long long n;
-	char *end;
-	int opt;
 
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-		errno = 0;
-		switch (opt) {
-		case 'i':
-			g->ifname = optarg;
-			break;
-		case 'R': {
-			char addr[INET_ADDRSTRLEN + 1], *slash;
-
-			snprintf(addr, sizeof(addr), "%s", optarg);
-			slash = strchr(addr, '/');
-			if (slash)
-				*slash = '\0';
-			n = slash ? strtoull(slash + 1, &end, 10) : 99;
-			if (!slash || *end || n > 32 ||
-			    inet_pton(AF_INET, addr, &g->dst_range) != 1 ||
-			    (n < 32 && (ntohl(g->dst_range.s_addr) &
-					((1u << (32 - n)) - 1)))) {
-				vz_err("--dst-range '%s' is not an IPv4 prefix "
-				       "(e.g. 198.18.128.0/17)",
-				       optarg);
-				return 2;
-			}
-			g->dst_range_len = (__u32)n;
-			g->have_dst_range = true;
-			break;
-		}
-		case 'z':
-		case 'r':
-		case 'c':
-		case 'f':
-		case 'n':
-			n = strtoull(optarg, &end, 10);
-			if (errno || *end || end == optarg ||
-			    optarg[0] == '-') {
-				vz_err("'%s' is not a whole number", optarg);
-				return 2;
-			}
-			if (opt == 'z')
-				g->size = (__u32)(n > 1u << 20 ? 1u << 20 : n);
-			else if (opt == 'r')
-				g->rate = n;
-			else if (opt == 'c')
-				g->count = n;
-			else if (opt == 'n')
-				g->dsts = (__u32)(n > 1u << 20 ? 1u << 20 : n);
-			else
-				g->flows = (__u32)(n > 65536 ? 65536 : n);
-			break;
-		case 'd':
-			if (vz_parse_seconds("--duration", optarg,
-					     &g->duration))
-				return 2;
-			break;
-		case 'S':
-		case 'D':
-			if (parse_mac(optarg,
-				      opt == 'S' ? g->src_mac : g->dst_mac)) {
-				vz_err("'%s' is not a MAC address", optarg);
-				return 2;
-			}
-			*(opt == 'S' ? &have_src_mac : &have_dst_mac) = true;
-			break;
-		case 's':
-		case 't':
-			if (inet_pton(AF_INET, optarg,
-				      opt == 's' ? &g->src_ip : &g->dst_ip) ==
-			    1) {
-				*(opt == 's' ? &src_v6 : &dst_v6) = false;
-			} else if (inet_pton(AF_INET6, optarg,
-					     opt == 's' ? &g->src_ip6
-							: &g->dst_ip6) == 1) {
-				*(opt == 's' ? &src_v6 : &dst_v6) = true;
-			} else {
-				vz_err("'%s' is not an IP address", optarg);
-				return 2;
-			}
-			*(opt == 's' ? &have_src_ip : &have_dst_ip) = true;
-			break;
-		case 'T':
-			g->tcp = true;
-			break;
-		case 'A':
-			g->afxdp = true;
-			break;
-		case 'P':
-			if (vz_parse_u64("--dst-port", optarg, 1, 65535, &n))
-				return 2;
-			g->dst_port = (__u16)n;
-			break;
-		case 'B':
-			if (vz_parse_u64("--batch", optarg, 1, GEN_MAX_BATCH,
-					 &n))
-				return 2;
-			g->batch = (__u32)n;
-			break;
-		case 'q':
-			if (vz_parse_u64("--queue", optarg, 0, 4095, &n))
-				return 2;
-			g->queue = (__u32)n;
-			break;
-		case 'j':
-			g->json = true;
-			break;
-		case 'b':
-			g->bpf_path = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (!g->ifname || !have_dst_mac || !have_src_ip || !have_dst_ip ||
-	    optind != argc) {
-		usage(stderr);
+	if (vz_opts_parse(&gen_opts, g, argc, argv, NULL))
 		return 2;
-	}
-	if (src_v6 != dst_v6) {
+	if (g->src_v6 != g->dst_v6) {
 		vz_err("--src-ip and --dst-ip must both be IPv4 or both IPv6");
 		return 2;
 	}
-	g->ipv6 = dst_v6;
+	g->ipv6 = g->dst_v6;
 	min_size = ETH_HLEN + (g->ipv6 ? 40 : 20) + (g->tcp ? 20 : 8) +
 		   (__u32)sizeof(struct vz_gen_payload);
 	if (min_size < VZ_GEN_MIN_SIZE)
 		min_size = VZ_GEN_MIN_SIZE;
-	if (g->size < min_size || g->size > 3520) {
-		vz_err("--size must be between %u and 3520 bytes for IPv%d/%s",
-		       min_size, g->ipv6 ? 6 : 4, g->tcp ? "TCP" : "UDP");
-		return 2;
-	}
-	if (g->flows < 1 || g->flows > 65535 - GEN_BASE_PORT) {
-		vz_err("--flows must be between 1 and %d",
-		       65535 - GEN_BASE_PORT);
-		return 2;
-	}
-	if (g->dsts < 1 || g->dsts > 65536) {
-		vz_err("--dsts must be between 1 and 65536");
+	if (g->size < min_size) {
+		vz_err("--size must be between %u and %u bytes for IPv%d/%s",
+		       min_size, GEN_MAX_SIZE, g->ipv6 ? 6 : 4,
+		       g->tcp ? "TCP" : "UDP");
 		return 2;
 	}
 	if (g->batch != GEN_DEFAULT_BATCH && g->afxdp) {
@@ -444,7 +389,8 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		       g->ifname);
 		return 2;
 	}
-	if (!have_src_mac && vz_iface_mac(g->ifname, g->src_mac)) {
+	if (!vz_opts_given(&gen_opts, "src-mac") &&
+	    vz_iface_mac(g->ifname, g->src_mac)) {
 		vz_err("cannot read the MAC address of %s", g->ifname);
 		return 2;
 	}

@@ -12,7 +12,6 @@
  * a killed run, which --replace removes.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <linux/if_link.h>
 #include <math.h>
 #include <net/if.h>
@@ -27,6 +26,7 @@
 #include <bpf/libbpf.h>
 
 #include "common/err.h"
+#include "common/options.h"
 #include "common/parse.h"
 #include "gen/bpf_object.h"
 #include "gen/sink.h"
@@ -71,73 +71,44 @@ static __u64 bucket_low(__u32 i)
 	       << (msb - VZ_SINK_SUB_BITS);
 }
 
-static void usage(FILE *out)
-{
-	fprintf(out, "usage: vz-sink --iface IF [--duration S] [--port N] "
-		     "[--generic] [--replace] [--count-only] [--json]\n"
-		     "               [--bpf sink.bpf.o]\n");
-}
+static const char sink_usage[] =
+	"usage: vz-sink --iface IF [--duration S] [--port N] "
+	"[--generic] [--replace] [--count-only] [--json]\n"
+	"               [--bpf sink.bpf.o]\n";
+
+#define SINK_OPT(name, type, member, ...) \
+	VZ_OPTION(name, type, struct sink, member, __VA_ARGS__)
+
+static struct vz_option sink_options[] = {
+	SINK_OPT("iface", VZ_OPT_IFNAME, ifname, .required = true,
+		 .metavar = "IF", .help = "count what arrives here"),
+	SINK_OPT("duration", VZ_OPT_SECONDS, duration, .no_default = true,
+		 .metavar = "S",
+		 .help = "stop after S seconds (default: at a "
+			 "signal)"),
+	SINK_OPT("port", VZ_OPT_U64, port, .min = 1, .max = 65535,
+		 .metavar = "N", .help = "the UDP port counted"),
+	SINK_OPT("generic", VZ_OPT_FLAG, generic, .help = "generic XDP"),
+	SINK_OPT("replace", VZ_OPT_FLAG, replace,
+		 .help = "remove a stale veloz program first"),
+	SINK_OPT("count-only", VZ_OPT_FLAG, count_only,
+		 .help = "count, without latency or sequence checks"),
+	SINK_OPT("json", VZ_OPT_FLAG, json, .help = "the result as JSON"),
+	SINK_OPT("bpf", VZ_OPT_STRING, bpf_path, .metavar = "PATH",
+		 .help = "sink.bpf.o (default: beside this program)"),
+	VZ_OPTION_END,
+};
+
+static const struct vz_opts sink_opts = {
+	.prog = "vz-sink",
+	.usage = sink_usage,
+	.table = sink_options,
+};
 
 static int parse_args(struct sink *s, int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "iface", required_argument, NULL, 'i' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "port", required_argument, NULL, 'p' },
-		{ "generic", no_argument, NULL, 'g' },
-		{ "replace", no_argument, NULL, 'R' },
-		{ "count-only", no_argument, NULL, 'c' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "bpf", required_argument, NULL, 'b' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	__u64 port;
-	int opt;
-
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-		errno = 0;
-		switch (opt) {
-		case 'i':
-			s->ifname = optarg;
-			break;
-		case 'd':
-			if (vz_parse_seconds("--duration", optarg,
-					     &s->duration))
-				return 2;
-			break;
-		case 'p':
-			if (vz_parse_u64("--port", optarg, 1, 65535, &port))
-				return 2;
-			s->port = (__u16)port;
-			break;
-		case 'g':
-			s->generic = true;
-			break;
-		case 'R':
-			s->replace = true;
-			break;
-		case 'c':
-			s->count_only = true;
-			break;
-		case 'j':
-			s->json = true;
-			break;
-		case 'b':
-			s->bpf_path = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (!s->ifname || optind != argc) {
-		usage(stderr);
+	if (vz_opts_parse(&sink_opts, s, argc, argv, NULL))
 		return 2;
-	}
 	s->ifindex = (int)if_nametoindex(s->ifname);
 	if (!s->ifindex) {
 		vz_err("no interface '%s' in this network namespace",

@@ -4,10 +4,11 @@
  * fields (names, sizes and defaults from the object's BTF) and its maps.
  * `veloz nfs` shows it; nothing is loaded into the kernel.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/err.h"
+#include "common/options.h"
 #include "runtime/nf.h"
 
 static void print_maps(struct vz_nf *nf)
@@ -32,41 +33,36 @@ static void print_maps(struct vz_nf *nf)
 	printf("]");
 }
 
+struct nfinfo_opts {
+	const char *bpf_path, *native_path;
+};
+
+static struct vz_option nfinfo_options[] = {
+	VZ_OPTION("bpf", VZ_OPT_STRING, struct nfinfo_opts, bpf_path,
+		  .required = true, .metavar = "NF.bpf.o",
+		  .help = "the NF's kernel build"),
+	VZ_OPTION("native", VZ_OPT_STRING, struct nfinfo_opts, native_path,
+		  .required = true, .metavar = "NF.so",
+		  .help = "the NF's native build"),
+	VZ_OPTION_END,
+};
+
+static const struct vz_opts nfinfo_opts = {
+	.prog = "vz-nfinfo",
+	.usage = "usage: vz-nfinfo --bpf NF.bpf.o --native NF.so\n",
+	.table = nfinfo_options,
+};
+
 int main(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "bpf", required_argument, NULL, 'b' },
-		{ "native", required_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	const char *bpf_path = NULL, *native_path = NULL;
+	struct nfinfo_opts o = { 0 };
 	struct bpf_program *prog;
 	struct vz_nf nf;
-	int opt;
 
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-		switch (opt) {
-		case 'b':
-			bpf_path = optarg;
-			break;
-		case 'n':
-			native_path = optarg;
-			break;
-		case 'h':
-			printf("usage: vz-nfinfo --bpf NF.bpf.o --native NF.so\n");
-			return 0;
-		default:
-			return 2;
-		}
-	}
-	if (!bpf_path || !native_path || optind != argc) {
-		fprintf(stderr,
-			"usage: vz-nfinfo --bpf NF.bpf.o --native NF.so\n");
+	if (vz_opts_parse(&nfinfo_opts, &o, argc, argv, NULL))
 		return 2;
-	}
 	vz_check_stdout_at_exit();
-	if (vz_nf_open(&nf, bpf_path, native_path, NULL, 0, 1))
+	if (vz_nf_open(&nf, o.bpf_path, o.native_path, NULL, 0, 1))
 		return 2;
 	prog = vz_nf_program(&nf);
 	printf("{\"name\": \"%s\", \"program\": \"%s\", \"section\": \"%s\", "

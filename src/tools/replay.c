@@ -11,7 +11,6 @@
  * own tally against the NF's counters.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <linux/if_ether.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/run_options.h"
 #include "tools/offline.h"
 #include "tools/pcap_io.h"
 #include "runtime/ctl.h"
@@ -46,14 +46,6 @@ struct result {
 };
 
 static __u8 out_buf[VZ_OFFLINE_OUT_MAX];
-
-static void usage(FILE *out)
-{
-	fprintf(out,
-		"usage: vz-replay --bpf NF.bpf.o --native NF.so --backend xdp|native\n"
-		"                 --in IN.pcap [--out OUT.pcap] [--set KEY=VALUE]...\n"
-		"                 [--ops FILE] [--json] [--repeat N]\n");
-}
 
 /* ---- output -------------------------------------------------------------- */
 
@@ -212,106 +204,99 @@ static int replay_all(struct replay *r, struct vz_pcap_in *in,
 	return 0;
 }
 
+/* ---- options ----------------------------------------------------------- */
+
+struct replay_opts {
+	const char *in_path, *out_path, *ops_path;
+	int backend; /* enum backend */
+	bool json;
+	__u64 repeat;
+};
+
+static struct vz_nf_args nf_args;
+
+static const char *const backend_names[] = {
+	[BACKEND_XDP] = "xdp", [BACKEND_NATIVE] = "native", NULL
+};
+
+#define REPLAY_OPT(name, type, member, ...) \
+	VZ_OPTION(name, type, struct replay_opts, member, __VA_ARGS__)
+
+static struct vz_option replay_options[] = {
+	VZ_NF_OPTIONS(&nf_args),
+	REPLAY_OPT("backend", VZ_OPT_ENUM, backend, .required = true,
+		   .choices = backend_names, .no_default = true,
+		   .metavar = "xdp|native", .help = "which build runs"),
+	REPLAY_OPT("in", VZ_OPT_STRING, in_path, .required = true,
+		   .metavar = "IN.pcap", .help = "the frames"),
+	REPLAY_OPT("out", VZ_OPT_STRING, out_path, .metavar = "OUT.pcap",
+		   .help = "what the NF sends, in input order"),
+	REPLAY_OPT("json", VZ_OPT_FLAG, json, .help = "JSON lines"),
+	REPLAY_OPT("repeat", VZ_OPT_U64, repeat, .min = 1, .max = 100000000,
+		   .no_default = true, .metavar = "N",
+		   .help = "time each packet over N runs"),
+	REPLAY_OPT("ops", VZ_OPT_STRING, ops_path, .metavar = "FILE",
+		   .help = "control operations applied first"),
+	VZ_OPTION_END,
+};
+
+static const struct vz_opts replay_opts = {
+	.prog = "vz-replay",
+	.usage = "usage: vz-replay --bpf NF.bpf.o --native NF.so "
+		 "--backend xdp|native\n"
+		 "                 --in IN.pcap [--out OUT.pcap] "
+		 "[--set KEY=VALUE]...\n"
+		 "                 [--ops FILE] [--json] [--repeat N]\n",
+	.table = replay_options,
+};
+
+static int parse_args(struct replay_opts *o, int argc, char **argv)
+{
+	if (vz_opts_parse(&replay_opts, o, argc, argv, NULL))
+		return 2;
+	/* opening --out truncates it: refuse it when it is an input */
+	if (o->out_path && vz_same_file(o->out_path, o->in_path)) {
+		vz_err("--out %s is the same file as --in %s", o->out_path,
+		       o->in_path);
+		return 2;
+	}
+	if (o->out_path && o->ops_path &&
+	    vz_same_file(o->out_path, o->ops_path)) {
+		vz_err("--out %s is the same file as --ops %s", o->out_path,
+		       o->ops_path);
+		return 2;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "bpf", required_argument, NULL, 'b' },
-		{ "native", required_argument, NULL, 'n' },
-		{ "backend", required_argument, NULL, 'k' },
-		{ "in", required_argument, NULL, 'i' },
-		{ "out", required_argument, NULL, 'o' },
-		{ "set", required_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "repeat", required_argument, NULL, 'r' },
-		{ "ops", required_argument, NULL, 'p' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	const char *bpf_path = NULL, *native_path = NULL, *backend = NULL;
-	const char *in_path = NULL, *out_path = NULL, *ops_path = NULL;
-	char *sets[VZ_MAX_SETS], errbuf[512];
+	struct replay_opts o = { .backend = -1 };
+	const char *in_path, *out_path, *ops_path;
+	char errbuf[512];
 	struct vz_ctl ctl;
 	struct replay r = { 0 };
 	struct vz_pcap_out *out = NULL;
 	struct vz_pcap_in *in;
-	int opt, nsets = 0, err = 1, failed;
+	int err = 1, failed;
 	struct stat st;
 
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-		switch (opt) {
-		case 'b':
-			bpf_path = optarg;
-			break;
-		case 'n':
-			native_path = optarg;
-			break;
-		case 'k':
-			backend = optarg;
-			break;
-		case 'i':
-			in_path = optarg;
-			break;
-		case 'o':
-			out_path = optarg;
-			break;
-		case 'j':
-			r.json = true;
-			break;
-		case 's':
-			if (nsets == VZ_MAX_SETS) {
-				vz_err("at most %d config settings",
-				       VZ_MAX_SETS);
-				return 2;
-			}
-			sets[nsets++] = optarg;
-			break;
-		case 'p':
-			ops_path = optarg;
-			break;
-		case 'r':
-			if (vz_parse_u64("--repeat", optarg, 1, 100000000,
-					 &r.repeat))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (!bpf_path || !native_path || !backend || !in_path) {
-		usage(stderr);
-		return 2;
-	}
 	vz_check_stdout_at_exit();
-	/* opening --out truncates it: refuse it when it is an input */
-	if (out_path && vz_same_file(out_path, in_path)) {
-		vz_err("--out %s is the same file as --in %s", out_path,
-		       in_path);
+	if (parse_args(&o, argc, argv))
 		return 2;
-	}
-	if (out_path && ops_path && vz_same_file(out_path, ops_path)) {
-		vz_err("--out %s is the same file as --ops %s", out_path,
-		       ops_path);
-		return 2;
-	}
-	if (!strcmp(backend, "xdp")) {
-		r.backend = BACKEND_XDP;
-	} else if (!strcmp(backend, "native")) {
-		r.backend = BACKEND_NATIVE;
-	} else {
-		vz_err("replay runs on the xdp or native backend, not '%s'",
-		       backend);
-		return 2;
-	}
+	in_path = o.in_path;
+	out_path = o.out_path;
+	ops_path = o.ops_path;
+	r.backend = (enum backend)o.backend;
+	r.json = o.json;
+	r.repeat = o.repeat;
 	in = vz_pcap_open_in(in_path, errbuf, sizeof(errbuf));
 	if (!in) {
 		vz_err("%s", errbuf);
 		return 2;
 	}
-	if (vz_nf_open(&r.nf, bpf_path, native_path, sets, nsets, 1)) {
+	if (vz_nf_open(&r.nf, nf_args.bpf_path, nf_args.native_path,
+		       nf_args.sets.v, nf_args.sets.n, 1)) {
 		err = 2; /* a bad NF or config: bad input */
 		goto out;
 	}

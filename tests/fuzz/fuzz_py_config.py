@@ -227,7 +227,7 @@ def check_nf(nf: str, ops: list[Op], assignments: list[str]) -> None:
 
 FLAGS = {"--iface", "--ip", "--mac", "--gateway", "--socket", "--group", "--neigh", "--ip6",
          "--gateway6",
-         *(flag for flag, _, _ in udpd._INTS.values())}  # fmt: skip
+         *(udpd.flag_of(key) for key in udpd._INTS)}  # fmt: skip
 _MAC = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 
 

@@ -20,7 +20,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
@@ -35,6 +34,7 @@
 
 #include "common/err.h"
 #include "common/iface.h"
+#include "common/options.h"
 #include "common/parse.h"
 #include "sock/lib/server.h"
 #include "sock/stack/stack.h"
@@ -57,7 +57,8 @@ struct opts {
 	bool skb_mode, copy, replace, json, mac_set;
 	int cpu;
 	__u32 busy_poll_us;
-	double interval_s;
+	__u64 interval_ms;
+	double interval_s; /* interval_ms, for the loop */
 };
 
 struct udpd {
@@ -94,9 +95,6 @@ static const char usage[] =
 	"  [--arp-timeout-ms N] [--reasm-timeout-ms N] [--reasm-max-bytes N]\n"
 	"  [--cpu N] [--busy-poll-us N] [--skb-mode] [--copy] [--replace]\n"
 	"  [--interval-ms N] [--json] [--stats-file PATH]\n";
-
-/* parse_args' name for it (helper `options` replaces that switch) */
-#define parse_mac vz_parse_mac
 
 static int parse_ip4(const char *what, const char *text, __be32 *out)
 {
@@ -195,7 +193,7 @@ static int parse_neigh(const char *text, struct vz_stack_config *c)
 	*eq = 0;
 	if (parse_ip4("--neigh", buf, &n->ip4))
 		return -1;
-	if (parse_mac(eq + 1, n->mac)) {
+	if (vz_parse_mac(eq + 1, n->mac)) {
 		vz_err("--neigh: not a MAC address: %s", eq + 1);
 		return -1;
 	}
@@ -203,213 +201,142 @@ static int parse_neigh(const char *text, struct vz_stack_config *c)
 	return 0;
 }
 
-static int parse_u32(const char *what, const char *text, __u64 min, __u64 max,
-		     __u32 *out)
+/* Option-table adapters for the parsers above: DST is the row's field. */
+static int opt_ip(const struct vz_option *opt, const char *text, void *dst,
+		  void *cfg)
 {
-	__u64 v;
+	(void)opt;
+	(void)cfg;
+	return parse_prefix(text, dst);
+}
 
-	if (vz_parse_u64(what, text, min, max, &v))
+static int opt_ip6(const struct vz_option *opt, const char *text, void *dst,
+		   void *cfg)
+{
+	struct vz_stack_config *c = dst;
+
+	(void)opt;
+	(void)cfg;
+	return parse_ip6("--ip6", text, c->ip6, &c->prefix6_len);
+}
+
+static int opt_gateway6(const struct vz_option *opt, const char *text,
+			void *dst, void *cfg)
+{
+	(void)opt;
+	(void)cfg;
+	return parse_ip6("--gateway6", text, dst, NULL);
+}
+
+static int opt_neigh(const struct vz_option *opt, const char *text, void *dst,
+		     void *cfg)
+{
+	(void)opt;
+	(void)cfg;
+	return parse_neigh(text, dst);
+}
+
+static int opt_gateway(const struct vz_option *opt, const char *text, void *dst,
+		       void *cfg)
+{
+	(void)opt;
+	(void)cfg;
+	if (parse_ip4("--gateway", text, dst))
 		return -1;
-	*out = (__u32)v;
+	if (!unicast(*(__be32 *)dst)) {
+		vz_err("--gateway: %s is not a unicast address", text);
+		return -1;
+	}
 	return 0;
 }
 
+#define UDPD_OPT(name, type, member, ...) \
+	VZ_OPTION(name, type, struct opts, member, __VA_ARGS__)
+
+/* The limits here are the only ones: `veloz udpd` reads them from
+ * --describe-options (python/veloz/udpd.py). */
+static struct vz_option udpd_options[] = {
+	UDPD_OPT("iface", VZ_OPT_IFNAME, ifname, .required = true,
+		 .metavar = "IF", .help = "the interface to serve"),
+	UDPD_OPT("ip", VZ_OPT_CUSTOM, stack, .parse = opt_ip, .required = true,
+		 .type_name = "ipv4-prefix", .metavar = "A.B.C.D/LEN",
+		 .help = "the stack's unicast IPv4 address and prefix"),
+	UDPD_OPT("ip6", VZ_OPT_CUSTOM, stack, .parse = opt_ip6,
+		 .type_name = "ipv6-prefix", .metavar = "ADDR/LEN",
+		 .help = "the stack's IPv6 address and prefix"),
+	UDPD_OPT("gateway6", VZ_OPT_CUSTOM, stack.gateway6,
+		 .parse = opt_gateway6, .type_name = "ipv6", .metavar = "ADDR",
+		 .help = "an IPv6 router"),
+	UDPD_OPT("mac", VZ_OPT_MAC, stack.mac, .metavar = "MAC",
+		 .help = "the stack's MAC (default: the interface's)"),
+	UDPD_OPT("gateway", VZ_OPT_CUSTOM, stack.gateway, .parse = opt_gateway,
+		 .type_name = "ipv4", .metavar = "A.B.C.D",
+		 .help = "the IPv4 router"),
+	UDPD_OPT("neigh", VZ_OPT_CUSTOM, stack, .parse = opt_neigh,
+		 .repeat = true, .type_name = "neighbour",
+		 .metavar = "A.B.C.D=MAC", .help = "a static ARP entry"),
+	UDPD_OPT("mtu", VZ_OPT_U64, stack.mtu, .min = 576, .max = 9000,
+		 .no_default = true, .metavar = "N", .help = "IP MTU (1500)"),
+	UDPD_OPT("socket", VZ_OPT_STRING, socket_path, .metavar = "PATH",
+		 .help = "the control socket"),
+	UDPD_OPT("group", VZ_OPT_GROUP, server.gid, .metavar = "NAME|GID",
+		 .help = "may connect besides root"),
+	UDPD_OPT("rcvbuf", VZ_OPT_U64, server.default_rcvbuf, .min = 4096,
+		 .max = 1u << 30, .no_default = true, .metavar = "BYTES",
+		 .help = "default receive ring per socket"),
+	UDPD_OPT("sndbuf", VZ_OPT_U64, server.default_sndbuf, .min = 4096,
+		 .max = 1u << 30, .no_default = true, .metavar = "BYTES",
+		 .help = "default send ring per socket"),
+	UDPD_OPT("max-apps", VZ_OPT_U64, server.max_apps, .min = 1, .max = 4096,
+		 .no_default = true, .metavar = "N",
+		 .help = "connected applications at once"),
+	UDPD_OPT("max-sockets", VZ_OPT_U64, server.max_sockets, .min = 1,
+		 .max = 65536, .no_default = true, .metavar = "N",
+		 .help = "sockets at once"),
+	UDPD_OPT("arp-timeout-ms", VZ_OPT_U64, stack.arp_timeout_ms, .min = 100,
+		 .max = 86400000, .no_default = true, .metavar = "N",
+		 .help = "ARP cache entry lifetime"),
+	UDPD_OPT("reasm-timeout-ms", VZ_OPT_U64, stack.reasm_timeout_ms,
+		 .min = 10, .max = 60000, .no_default = true, .metavar = "N",
+		 .help = "how long a partial datagram waits"),
+	UDPD_OPT("reasm-max-bytes", VZ_OPT_U64, stack.reasm_max_bytes,
+		 .min = 65536, .max = 1u << 30, .no_default = true,
+		 .metavar = "N", .help = "all partial datagrams together"),
+	UDPD_OPT("cpu", VZ_OPT_U64, cpu, .min = 0, .max = CPU_SETSIZE - 1,
+		 .no_default = true, .metavar = "N", .help = "pin the poller"),
+	UDPD_OPT("busy-poll-us", VZ_OPT_U64, busy_poll_us, .min = 0,
+		 .max = 1000000, .metavar = "N",
+		 .help = "spin this long idle, then sleep"),
+	UDPD_OPT("skb-mode", VZ_OPT_FLAG, skb_mode,
+		 .help = "generic XDP (any interface)"),
+	UDPD_OPT("copy", VZ_OPT_FLAG, copy, .help = "force AF_XDP copy mode"),
+	UDPD_OPT("replace", VZ_OPT_FLAG, replace,
+		 .help = "replace an XDP program already attached"),
+	UDPD_OPT("interval-ms", VZ_OPT_U64, interval_ms, .min = 1,
+		 .max = 3600000, .metavar = "N", .help = "stats period"),
+	UDPD_OPT("json", VZ_OPT_FLAG, json, .help = "stats as JSON lines"),
+	UDPD_OPT("stats-file", VZ_OPT_STRING, stats_file, .metavar = "PATH",
+		 .help = "the latest stats line, for status and metrics"),
+	VZ_OPTION_END,
+};
+
+static const struct vz_opts udpd_opts = {
+	.prog = "vz-udpd",
+	.usage = usage,
+	.table = udpd_options,
+};
+
 static int parse_args(struct opts *o, int argc, char **argv)
 {
-	enum {
-		O_IFACE = 256,
-		O_IP,
-		O_MAC,
-		O_GW,
-		O_NEIGH,
-		O_MTU,
-		O_SOCKET,
-		O_GROUP,
-		O_RCVBUF,
-		O_SNDBUF,
-		O_MAX_APPS,
-		O_MAX_SOCKETS,
-		O_ARP_TIMEOUT,
-		O_REASM_TIMEOUT,
-		O_REASM_BYTES,
-		O_CPU,
-		O_SKB,
-		O_COPY,
-		O_REPLACE,
-		O_INTERVAL,
-		O_BUSY,
-		O_JSON,
-		O_STATS_FILE,
-		O_HELP,
-		O_IP6,
-		O_GW6,
-	};
-	static const struct option longopts[] = {
-		{ "iface", required_argument, NULL, O_IFACE },
-		{ "ip", required_argument, NULL, O_IP },
-		{ "ip6", required_argument, NULL, O_IP6 },
-		{ "gateway6", required_argument, NULL, O_GW6 },
-		{ "mac", required_argument, NULL, O_MAC },
-		{ "gateway", required_argument, NULL, O_GW },
-		{ "neigh", required_argument, NULL, O_NEIGH },
-		{ "mtu", required_argument, NULL, O_MTU },
-		{ "socket", required_argument, NULL, O_SOCKET },
-		{ "group", required_argument, NULL, O_GROUP },
-		{ "rcvbuf", required_argument, NULL, O_RCVBUF },
-		{ "sndbuf", required_argument, NULL, O_SNDBUF },
-		{ "max-apps", required_argument, NULL, O_MAX_APPS },
-		{ "max-sockets", required_argument, NULL, O_MAX_SOCKETS },
-		{ "arp-timeout-ms", required_argument, NULL, O_ARP_TIMEOUT },
-		{ "reasm-timeout-ms", required_argument, NULL,
-		  O_REASM_TIMEOUT },
-		{ "reasm-max-bytes", required_argument, NULL, O_REASM_BYTES },
-		{ "cpu", required_argument, NULL, O_CPU },
-		{ "busy-poll-us", required_argument, NULL, O_BUSY },
-		{ "skb-mode", no_argument, NULL, O_SKB },
-		{ "copy", no_argument, NULL, O_COPY },
-		{ "replace", no_argument, NULL, O_REPLACE },
-		{ "interval-ms", required_argument, NULL, O_INTERVAL },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "stats-file", required_argument, NULL, O_STATS_FILE },
-		{ "help", no_argument, NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	bool mac_set = false;
-	__u64 v;
-	int c;
-
 	*o = (struct opts){ .cpu = -1,
-			    .interval_s = 1.0,
+			    .interval_ms = 1000,
 			    .busy_poll_us = BUSY_POLL_US };
 	o->server.gid = (gid_t)-1;
 	o->socket_path = VZ_UDPD_DEFAULT_SOCKET;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-		int err = 0;
-
-		switch (c) {
-		case O_IFACE:
-			o->ifname = optarg;
-			break;
-		case O_IP:
-			err = parse_prefix(optarg, &o->stack);
-			break;
-		case O_MAC:
-			err = parse_mac(optarg, o->stack.mac);
-			if (err)
-				vz_err("--mac: not a MAC address: %s", optarg);
-			mac_set = true;
-			break;
-		case O_GW:
-			err = parse_ip4("--gateway", optarg, &o->stack.gateway);
-			if (!err && !unicast(o->stack.gateway)) {
-				vz_err("--gateway: %s is not a unicast address",
-				       optarg);
-				err = -1;
-			}
-			break;
-		case O_NEIGH:
-			err = parse_neigh(optarg, &o->stack);
-			break;
-		case O_IP6:
-			err = parse_ip6("--ip6", optarg, o->stack.ip6,
-					&o->stack.prefix6_len);
-			break;
-		case O_GW6:
-			err = parse_ip6("--gateway6", optarg, o->stack.gateway6,
-					NULL);
-			break;
-		case O_MTU:
-			err = vz_parse_u64("--mtu", optarg, 576, 9000, &v);
-			o->stack.mtu = (__u16)v;
-			break;
-		case O_SOCKET:
-			o->socket_path = optarg;
-			break;
-		case O_GROUP:
-			err = vz_parse_group("--group", optarg, &o->server.gid);
-			break;
-		case O_RCVBUF:
-			err = parse_u32("--rcvbuf", optarg, 4096, 1u << 30,
-					&o->server.default_rcvbuf);
-			break;
-		case O_SNDBUF:
-			err = parse_u32("--sndbuf", optarg, 4096, 1u << 30,
-					&o->server.default_sndbuf);
-			break;
-		case O_MAX_APPS:
-			err = vz_parse_u64("--max-apps", optarg, 1, 4096, &v);
-			o->server.max_apps = (unsigned int)v;
-			break;
-		case O_MAX_SOCKETS:
-			err = vz_parse_u64("--max-sockets", optarg, 1, 65536,
-					   &v);
-			o->server.max_sockets = (unsigned int)v;
-			break;
-		case O_ARP_TIMEOUT:
-			err = parse_u32("--arp-timeout-ms", optarg, 100,
-					86400000, &o->stack.arp_timeout_ms);
-			break;
-		case O_REASM_TIMEOUT:
-			err = parse_u32("--reasm-timeout-ms", optarg, 10, 60000,
-					&o->stack.reasm_timeout_ms);
-			break;
-		case O_REASM_BYTES:
-			err = parse_u32("--reasm-max-bytes", optarg, 65536,
-					1u << 30, &o->stack.reasm_max_bytes);
-			break;
-		case O_CPU:
-			err = vz_parse_u64("--cpu", optarg, 0, CPU_SETSIZE - 1,
-					   &v);
-			o->cpu = (int)v;
-			break;
-		case O_BUSY:
-			err = parse_u32("--busy-poll-us", optarg, 0, 1000000,
-					&o->busy_poll_us);
-			break;
-		case O_SKB:
-			o->skb_mode = true;
-			break;
-		case O_COPY:
-			o->copy = true;
-			break;
-		case O_REPLACE:
-			o->replace = true;
-			break;
-		case O_INTERVAL:
-			err = vz_parse_u64("--interval-ms", optarg, 1, 3600000,
-					   &v);
-			o->interval_s = (double)v / 1000;
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_STATS_FILE:
-			o->stats_file = optarg;
-			break;
-		case O_HELP:
-			fputs(usage, stdout);
-			exit(0);
-		case ':':
-			vz_err("%s needs a value", argv[optind - 1]);
-			return -1;
-		default:
-			vz_err("unknown option %s (see --help)",
-			       argv[optind - 1]);
-			return -1;
-		}
-		if (err)
-			return -1;
-	}
-	if (optind < argc) {
-		vz_err("unexpected argument %s (see --help)", argv[optind]);
+	if (vz_opts_parse(&udpd_opts, o, argc, argv, NULL))
 		return -1;
-	}
-	if (!o->ifname || !o->stack.ip4) {
-		vz_err("--iface and --ip are required (see --help)");
-		return -1;
-	}
-	o->mac_set = mac_set;
+	o->interval_s = (double)o->interval_ms / 1000;
+	o->mac_set = vz_opts_given(&udpd_opts, "mac");
 	o->server.path = o->socket_path;
 	o->server.local_ip4 = o->stack.ip4;
 	memcpy(o->server.local_ip6, o->stack.ip6, 16);
