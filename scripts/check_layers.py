@@ -24,8 +24,8 @@ C_LAYERS = [
     ("include/veloz", 0),
     ("nf", 1),
     ("src/common", 1),
-    ("src/runtime", 2),
-    ("src/dispatch", 3),
+    ("src/dispatch", 2),  # the policies, Toeplitz, the core allocator: no runtime
+    ("src/runtime", 3),
     ("src/xdp", 4),
     ("src/afxdp", 4),
     ("src/dpdk", 4),
@@ -41,37 +41,41 @@ C_LAYERS = [
 # combine them, then the command line.
 PY_LAYERS = [
     ("veloz.errors", 0),
-    ("veloz.safeio", 1),
     ("veloz.paths", 1),
-    ("veloz.version", 2),
-    ("veloz.proc", 2),
-    ("veloz.config", 2),
-    ("veloz.control", 2),
-    ("veloz.linux_backend", 2),
-    ("veloz.nfs", 2),
-    ("veloz.build_nf", 2),
-    ("veloz.sim", 2),
-    ("veloz.testbed", 2),
-    ("veloz.metrics", 3),
-    ("veloz.gen", 3),
-    ("veloz.replay", 3),
-    ("veloz.run", 4),
-    ("veloz.udpd", 4),
-    ("veloz.status", 4),
-    ("veloz.lab", 4),
-    ("veloz.demo", 5),
-    ("veloz.testbed_cli", 6),
-    ("veloz.cli", 7),
-    ("veloz.docs", 8),
+    ("veloz.options", 2),  # the C tools' option tables
+    ("veloz.safeio", 3),  # argparse types and checks, bounded by those tables
+    ("veloz.version", 3),
+    ("veloz.proc", 4),
+    ("veloz.config", 4),
+    ("veloz.control", 4),
+    ("veloz.linux_backend", 4),
+    ("veloz.nfs", 4),
+    ("veloz.build_nf", 4),
+    ("veloz.sim", 4),
+    ("veloz.testbed", 4),
+    ("veloz.metrics", 5),
+    ("veloz.gen", 5),
+    ("veloz.replay", 5),
+    ("veloz.run", 6),
+    ("veloz.udpd", 6),
+    ("veloz.status", 6),
+    ("veloz.lab", 6),
+    ("veloz.demo", 7),
+    ("veloz.testbed_cli", 8),
+    ("veloz.cli", 9),
+    ("veloz.docs", 10),
     ("veloz", 0),  # the package's __init__: a docstring
 ]
 
+ROOT_PACKAGE = "veloz"
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def layer_of(name: str, table: list[tuple[str, int]], sep: str) -> tuple[str, int] | None:
     best = None
     for prefix, rank in table:
+        if prefix == ROOT_PACKAGE and name != prefix:
+            continue  # the package's __init__ is its own layer, not its modules'
         if (name == prefix or name.startswith(prefix + sep)) and (
             best is None or len(prefix) > len(best[0])
         ):

@@ -75,27 +75,3 @@ def check(tool: str, option: str, value: int | float, what: str | None = None) -
     lo, hi = limits(tool, option)
     if not lo <= value <= hi:
         raise VelozError(f"{what or option} must be between {lo} and {hi}", code=2)
-
-
-class Bounded:
-    """An argparse type for `kind` within TOOL's limits for OPTION.
-
-    The limits are read when first needed, not when the parser is built:
-    `veloz --help` runs no C tool. `bounds` is what safeio.number() offers
-    (tests/cli generates its bad values from it).
-    """
-
-    def __init__(self, kind: type, tool: str, option: str) -> None:
-        self.kind, self.tool, self.option = kind, tool, option
-        self.__name__ = kind.__name__  # argparse's "invalid int value" wording
-
-    @property
-    def bounds(self) -> tuple[type, int | float, int | float]:
-        lo, hi = limits(self.tool, self.option)
-        return self.kind, lo, hi
-
-    def __call__(self, text: str) -> int | float:
-        from veloz import safeio  # safeio builds these: no import loop
-
-        _, lo, hi = self.bounds
-        return safeio.number(self.kind, lo, hi)(text)

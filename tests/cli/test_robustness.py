@@ -47,6 +47,7 @@ from pathlib import Path
 
 import pytest
 
+import veloz.lab.hosts  # noqa: F401  before _in_process patches Popen: it subclasses it
 from veloz import cli, paths
 from veloz.control.client import Ctl
 
