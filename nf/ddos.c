@@ -100,8 +100,8 @@ VZ_INLINE int ddos_parse_l4(const struct vz_ctx *ctx, struct ddos_pkt *p,
 }
 
 /*
- * A non-first fragment carries no L4 header; one at offset 8 (64 bytes)
- * could overwrite a TCP header's flags.
+ * A non-first fragment carries no L4 header; a TCP one at offset 1 (8
+ * bytes) could overwrite the first fragment's flags (RFC 1858).
  */
 VZ_INLINE int ddos_fragment(__u32 frag_offset, __u8 proto)
 {
