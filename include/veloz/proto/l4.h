@@ -62,8 +62,8 @@ VZ_INLINE int vz_parse_l4(const struct vz_ctx *ctx, __u8 proto, __u32 off,
 	vz_tcphdr *tcp;
 	vz_udphdr *udp;
 
-	out->tcp_flags = 0;
-	out->has_ports = 0;
+	/* all of it: a caller may read the ports of another protocol as 0 */
+	__builtin_memset(out, 0, sizeof(*out));
 	if (proto == IPPROTO_TCP) {
 		tcp = vz_header(ctx, off, sizeof(*tcp));
 		if (!tcp || len < sizeof(*tcp))
