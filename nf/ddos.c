@@ -134,9 +134,11 @@ VZ_INLINE int ddos_parse_ipv6(const struct vz_ctx *ctx, struct ddos_pkt *p,
 	struct vz_ipv6_l4 l4;
 	__u32 end;
 
-	if (!ip6 || !vz_ipv6_len_ok(ip6, frame_len - off))
+	if (!ip6)
 		return DDOS_BAD;
-	end = off + sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+	end = vz_ipv6_end(ip6, off);
+	if (end > frame_len)
+		return DDOS_BAD;
 	p->family = 6;
 	__builtin_memcpy(p->saddr, &ip6->saddr, 16);
 	if (vz_ipv6_skip_ext(ctx, ip6->nexthdr, off + sizeof(*ip6), end,

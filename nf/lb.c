@@ -208,7 +208,7 @@ VZ_INLINE int lb_parse_ipv6(struct vz_ctx *ctx, __u64 frame_len,
 	vz_ipv6hdr *ip6h = vz_ipv6(ctx, ETH_HLEN);
 	__u32 payload_len;
 
-	if (!ip6h || !vz_ipv6_len_ok(ip6h, frame_len - ETH_HLEN))
+	if (!ip6h || vz_ipv6_end(ip6h, ETH_HLEN) > frame_len)
 		goto malformed;
 	if (ip6h->nexthdr == IPPROTO_FRAGMENT) {
 		lb_count(VZ_LB_FRAGMENT);

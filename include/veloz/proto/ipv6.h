@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * IPv6: the header at an offset, checked (vz_ipv6) or not
- * (vz_ipv6_header), its length and traffic class, and the walk over
+ * (vz_ipv6_header), where it ends, its traffic class, and the walk over
  * extension headers to the upper-layer header (vz_ipv6_skip_ext).
  */
 #ifndef VELOZ_PROTO_IPV6_H
@@ -47,12 +47,12 @@ VZ_INLINE vz_ipv6hdr *vz_ipv6(const struct vz_ctx *ctx, __u32 off)
 }
 
 /*
- * Does the payload length fit in room, the bytes the frame holds from the
- * header on (fragments included)?
+ * Where the packet whose header is at off ends: off + 40 + payload length.
+ * Past the frame's length (fragments included) means it is cut short.
  */
-VZ_INLINE int vz_ipv6_len_ok(const vz_ipv6hdr *ip6, __u64 room)
+VZ_INLINE __u32 vz_ipv6_end(const vz_ipv6hdr *ip6, __u32 off)
 {
-	return sizeof(*ip6) + (__u64)bpf_ntohs(ip6->payload_len) <= room;
+	return off + sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
 }
 
 /* Where the extension headers lead. */
@@ -65,7 +65,7 @@ struct vz_ipv6_l4 {
 /*
  * Walk the extension headers (hop-by-hop, routing, destination options,
  * AH, fragment) that follow a header whose next header is nexthdr, from
- * off, within the packet's end (header offset + 40 + payload length).
+ * off, within the packet's end (vz_ipv6_end()).
  * Stops at the first other protocol, or at a non-first fragment, whose
  * bytes are data. 0 with out filled in; -1 when a header is cut short,
  * runs past end, or more than max of them come in a row, so that no chain

@@ -62,8 +62,7 @@ VZ_INLINE int vz_parse_l4(const struct vz_ctx *ctx, __u8 proto, __u32 off,
 	vz_tcphdr *tcp;
 	vz_udphdr *udp;
 
-	/* all of it: a caller may read the ports of another protocol as 0 */
-	__builtin_memset(out, 0, sizeof(*out));
+	/* every field on every path: callers read the ports of any protocol */
 	if (proto == IPPROTO_TCP) {
 		tcp = vz_header(ctx, off, sizeof(*tcp));
 		if (!tcp || len < sizeof(*tcp))
@@ -71,16 +70,21 @@ VZ_INLINE int vz_parse_l4(const struct vz_ctx *ctx, __u8 proto, __u32 off,
 		out->sport = tcp->source;
 		out->dport = tcp->dest;
 		out->tcp_flags = vz_tcp_flags(tcp);
+		out->has_ports = 1;
 	} else if (proto == IPPROTO_UDP) {
 		udp = vz_header(ctx, off, sizeof(*udp));
 		if (!udp || len < sizeof(*udp))
 			return -1;
 		out->sport = udp->source;
 		out->dport = udp->dest;
+		out->tcp_flags = 0;
+		out->has_ports = 1;
 	} else {
-		return 0;
+		out->sport = 0;
+		out->dport = 0;
+		out->tcp_flags = 0;
+		out->has_ports = 0;
 	}
-	out->has_ports = 1;
 	return 0;
 }
 
