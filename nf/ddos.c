@@ -48,9 +48,6 @@
  * Token buckets are updated without atomics: a source spread over several
  * CPUs at once may get a few packets past its limit while they race.
  */
-#include <linux/in.h>
-#include <linux/ip.h>
-#include <linux/ipv6.h>
 #include <veloz/nf.h>
 
 VZ_LPM(ddos_allow4, struct vz_lpm4_key, __u32, VZ_DDOS_ALLOW_MAX);
@@ -66,8 +63,6 @@ VZ_PERCPU_ARRAY(ddos_totals, struct vz_stat, VZ_DDOS_TOTAL_COUNT);
 #define DDOS_VLAN_MAX 2
 /* Longer chains are malformed: a filter must not be walked around. */
 #define DDOS_IPV6_EXT_MAX 6
-#define DDOS_TCP_HLEN 20
-#define DDOS_UDP_HLEN 8
 
 enum ddos_parse {
 	DDOS_IP,
@@ -79,9 +74,7 @@ enum ddos_parse {
 struct ddos_pkt {
 	__u8 family; /* 4 or 6 */
 	__u8 proto; /* L4 protocol, after any IPv6 extension headers */
-	__u8 has_ports; /* TCP or UDP header present: dport (and flags) valid */
-	__u8 tcp_flags;
-	__u16 dport; /* network order */
+	struct vz_l4 l4; /* has_ports: TCP or UDP header present */
 	__u8 saddr[16]; /* IPv4 in saddr[0..3], the rest zero */
 };
 
@@ -102,133 +95,73 @@ VZ_INLINE void ddos_count(__u32 which, __u64 frame_len)
 VZ_INLINE int ddos_parse_l4(const struct vz_ctx *ctx, struct ddos_pkt *p,
 			    __u32 off, __u32 len)
 {
-	__u8 *l4;
+	return vz_parse_l4(ctx, p->proto, off, len, &p->l4) ? DDOS_BAD
+							    : DDOS_IP;
+}
 
-	if (p->proto == IPPROTO_TCP) {
-		l4 = vz_header(ctx, off, DDOS_TCP_HLEN);
-		if (len < DDOS_TCP_HLEN || !l4)
-			return DDOS_BAD;
-		p->tcp_flags = l4[13];
-	} else if (p->proto == IPPROTO_UDP) {
-		l4 = vz_header(ctx, off, DDOS_UDP_HLEN);
-		if (len < DDOS_UDP_HLEN || !l4)
-			return DDOS_BAD;
-	} else {
-		return DDOS_IP;
-	}
-	__builtin_memcpy(&p->dport, l4 + 2, sizeof(p->dport));
-	p->has_ports = 1;
-	return DDOS_IP;
+/*
+ * A non-first fragment carries no L4 header; a TCP one at offset 1 (8
+ * bytes) could overwrite the first fragment's flags (RFC 1858).
+ */
+VZ_INLINE int ddos_fragment(__u32 frag_offset, __u8 proto)
+{
+	return frag_offset == 1 && proto == IPPROTO_TCP ? DDOS_BAD : DDOS_IP;
 }
 
 VZ_INLINE int ddos_parse_ipv4(const struct vz_ctx *ctx, struct ddos_pkt *p,
 			      __u32 off, __u64 frame_len)
 {
-	vz_iphdr *iph = vz_header(ctx, off, sizeof(*iph));
-	__u32 hlen, tot, frag;
+	vz_iphdr *iph = vz_ipv4(ctx, off);
+	__u32 hlen, frag;
 
-	if (!iph)
+	if (!iph || !vz_ipv4_len_ok(iph, frame_len - off))
 		return DDOS_BAD;
-	hlen = (__u32)iph->ihl * 4;
-	tot = bpf_ntohs(iph->tot_len);
-	if (iph->version != 4 || hlen < sizeof(*iph) || tot < hlen ||
-	    tot > frame_len - off)
-		return DDOS_BAD;
+	hlen = vz_ipv4_hlen(iph);
 	p->family = 4;
 	p->proto = iph->protocol;
 	__builtin_memcpy(p->saddr, &iph->saddr, 4);
-	frag = bpf_ntohs(iph->frag_off) & 0x1fff; /* offset, 8-byte units */
+	frag = vz_ipv4_frag_offset(iph);
 	if (frag)
-		return frag == 1 && p->proto == IPPROTO_TCP ? DDOS_BAD
-							    : DDOS_IP;
-	return ddos_parse_l4(ctx, p, off + hlen, tot - hlen);
+		return ddos_fragment(frag, p->proto);
+	return ddos_parse_l4(ctx, p, off + hlen,
+			     bpf_ntohs(iph->tot_len) - hlen);
 }
 
 VZ_INLINE int ddos_parse_ipv6(const struct vz_ctx *ctx, struct ddos_pkt *p,
 			      __u32 off, __u64 frame_len)
 {
-	vz_ipv6hdr *ip6 = vz_header(ctx, off, sizeof(*ip6));
-	__u32 end, frag, i;
-	__u8 *ext, nexthdr;
+	vz_ipv6hdr *ip6 = vz_ipv6(ctx, off);
+	struct vz_ipv6_l4 l4;
+	__u32 end;
 
 	if (!ip6)
 		return DDOS_BAD;
-	end = off + sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
-	if (ip6->version != 6 || end > frame_len)
+	end = vz_ipv6_end(ip6, off);
+	if (end > frame_len)
 		return DDOS_BAD;
 	p->family = 6;
 	__builtin_memcpy(p->saddr, &ip6->saddr, 16);
-	nexthdr = ip6->nexthdr;
-	off += sizeof(*ip6);
-	for (i = 0; i <= DDOS_IPV6_EXT_MAX; i++) {
-		switch (nexthdr) {
-		case IPPROTO_HOPOPTS:
-		case IPPROTO_ROUTING:
-		case IPPROTO_DSTOPTS:
-			ext = vz_header(ctx, off, 2);
-			if (!ext)
-				return DDOS_BAD;
-			nexthdr = ext[0];
-			off += ((__u32)ext[1] + 1) * 8;
-			break;
-		case IPPROTO_AH:
-			ext = vz_header(ctx, off, 2);
-			if (!ext)
-				return DDOS_BAD;
-			nexthdr = ext[0];
-			off += ((__u32)ext[1] + 2) * 4;
-			break;
-		case IPPROTO_FRAGMENT:
-			ext = vz_header(ctx, off, 8);
-			if (!ext)
-				return DDOS_BAD;
-			nexthdr = ext[0];
-			off += 8;
-			frag = ((__u32)ext[2] << 5) | (ext[3] >> 3);
-			if (!frag)
-				break;
-			/* a non-first fragment: what follows is data */
-			p->proto = nexthdr;
-			if (off > end || (frag == 1 && nexthdr == IPPROTO_TCP))
-				return DDOS_BAD;
-			return DDOS_IP;
-		default:
-			p->proto = nexthdr;
-			if (off > end)
-				return DDOS_BAD;
-			return ddos_parse_l4(ctx, p, off, end - off);
-		}
-		if (off > end)
-			return DDOS_BAD;
-	}
-	return DDOS_BAD;
+	if (vz_ipv6_skip_ext(ctx, ip6->nexthdr, off + sizeof(*ip6), end,
+			     DDOS_IPV6_EXT_MAX, &l4))
+		return DDOS_BAD;
+	p->proto = l4.proto;
+	if (l4.frag_offset)
+		return ddos_fragment(l4.frag_offset, p->proto);
+	return ddos_parse_l4(ctx, p, l4.off, end - l4.off);
 }
 
 VZ_INLINE int ddos_parse(const struct vz_ctx *ctx, struct ddos_pkt *p,
 			 __u64 frame_len)
 {
-	struct ethhdr *eth = vz_header(ctx, 0, sizeof(*eth));
-	__u32 off = sizeof(*eth), i;
-	__be16 proto;
-	__u8 *tag;
+	struct vz_l2 l2;
 
-	if (!eth)
+	if (vz_parse_l2(ctx, &l2, DDOS_VLAN_MAX,
+			VZ_VLAN_8021Q | VZ_VLAN_8021AD))
 		return DDOS_NOT_IP;
-	proto = eth->h_proto;
-	for (i = 0; i < DDOS_VLAN_MAX; i++) {
-		if (proto != bpf_htons(ETH_P_8021Q) &&
-		    proto != bpf_htons(ETH_P_8021AD))
-			break;
-		tag = vz_header(ctx, off, 4);
-		if (!tag)
-			return DDOS_NOT_IP;
-		__builtin_memcpy(&proto, tag + 2, sizeof(proto));
-		off += 4;
-	}
-	if (proto == bpf_htons(ETH_P_IP))
-		return ddos_parse_ipv4(ctx, p, off, frame_len);
-	if (proto == bpf_htons(ETH_P_IPV6))
-		return ddos_parse_ipv6(ctx, p, off, frame_len);
+	if (l2.proto == bpf_htons(ETH_P_IP))
+		return ddos_parse_ipv4(ctx, p, l2.l3_off, frame_len);
+	if (l2.proto == bpf_htons(ETH_P_IPV6))
+		return ddos_parse_ipv6(ctx, p, l2.l3_off, frame_len);
 	return DDOS_NOT_IP;
 }
 
@@ -274,10 +207,10 @@ VZ_INLINE int ddos_rule_match(const struct vz_ddos_rule *r,
 		return 0;
 	if (r->proto && r->proto != p->proto)
 		return 0;
-	if (r->dport && (!p->has_ports || r->dport != p->dport))
+	if (r->dport && (!p->l4.has_ports || r->dport != p->l4.dport))
 		return 0;
-	if (r->tcp_mask && (!p->has_ports || p->proto != IPPROTO_TCP ||
-			    (p->tcp_flags & r->tcp_mask) != r->tcp_value))
+	if (r->tcp_mask && (!p->l4.has_ports || p->proto != IPPROTO_TCP ||
+			    (p->l4.tcp_flags & r->tcp_mask) != r->tcp_value))
 		return 0;
 	return 1;
 }

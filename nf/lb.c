@@ -44,17 +44,8 @@
  * send.
  */
 #include <veloz/nf.h>
-#include <linux/in.h>
-#include <linux/ip.h>
-#include <linux/ipv6.h>
-#include <linux/tcp.h>
-#include <linux/udp.h>
 
 #define LB_TTL 64
-#define LB_IP_MF 0x2000
-#define LB_IP_DF 0x4000
-#define LB_IP_OFFSET 0x1fff
-#define LB_NEXTHDR_FRAGMENT 44
 /* jhash's seed; python/veloz/control/lb.py's flow_hash() repeats it. */
 #define LB_HASH_SEED 0x5a17b00cu
 
@@ -75,7 +66,7 @@ struct lb_packet {
 	};
 	__u32 l3_len; /* inner IP header + payload, from the header */
 	__u16 ip_id; /* network order; IPv4 only */
-	__u16 df; /* LB_IP_DF or 0, host order */
+	__u16 df; /* VZ_IP_DF or 0, host order */
 	__u8 tos; /* TOS or traffic class */
 	__u8 syn;
 };
@@ -167,23 +158,13 @@ VZ_INLINE __u32 lb_flow_hash(const struct lb_packet *pkt)
 VZ_INLINE int lb_parse_l4(struct vz_ctx *ctx, __u32 off, __u32 l4_len,
 			  struct lb_packet *pkt)
 {
-	if (pkt->flow.proto == IPPROTO_TCP) {
-		vz_tcphdr *tcp = vz_header(ctx, off, sizeof(*tcp));
+	struct vz_l4 l4;
 
-		if (!tcp || l4_len < sizeof(*tcp))
-			return -1;
-		pkt->flow.sport = tcp->source;
-		pkt->flow.dport = tcp->dest;
-		/* the flags byte by hand: bitfield order is the compiler's */
-		pkt->syn = ((__u8 *)tcp)[13] & 0x02;
-	} else {
-		vz_udphdr *udp = vz_header(ctx, off, sizeof(*udp));
-
-		if (!udp || l4_len < sizeof(*udp))
-			return -1;
-		pkt->flow.sport = udp->source;
-		pkt->flow.dport = udp->dest;
-	}
+	if (vz_parse_l4(ctx, pkt->flow.proto, off, l4_len, &l4))
+		return -1;
+	pkt->flow.sport = l4.sport;
+	pkt->flow.dport = l4.dport;
+	pkt->syn = l4.tcp_flags & VZ_TCP_SYN;
 	return 0;
 }
 
@@ -191,34 +172,29 @@ VZ_INLINE int lb_parse_l4(struct vz_ctx *ctx, __u32 off, __u32 l4_len,
 VZ_INLINE int lb_parse_ipv4(struct vz_ctx *ctx, __u64 frame_len,
 			    struct lb_packet *pkt)
 {
-	vz_iphdr *iph = vz_header(ctx, ETH_HLEN, sizeof(*iph));
-	__u32 ihl, tot_len;
-	__u16 frag;
+	vz_iphdr *iph = vz_ipv4(ctx, ETH_HLEN);
+	__u32 ihl;
 
-	if (!iph)
-		goto malformed;
-	/* version and IHL by hand: bitfield order is the compiler's */
-	ihl = (__u32)(*(__u8 *)iph & 0xf) * 4;
-	tot_len = bpf_ntohs(iph->tot_len);
-	if (*(__u8 *)iph >> 4 != 4 || ihl < sizeof(*iph) || tot_len < ihl ||
-	    tot_len > frame_len - ETH_HLEN || !vz_header(ctx, ETH_HLEN, ihl))
+	/* options too: the kernel would drop a header cut short */
+	if (!iph || !vz_ipv4_len_ok(iph, frame_len - ETH_HLEN) ||
+	    !vz_header(ctx, ETH_HLEN, vz_ipv4_hlen(iph)))
 		goto malformed;
 	if (iph->protocol != IPPROTO_TCP && iph->protocol != IPPROTO_UDP)
 		return VZ_PASS;
-	frag = bpf_ntohs(iph->frag_off);
-	if (frag & (LB_IP_MF | LB_IP_OFFSET)) {
+	if (vz_ipv4_is_fragment(iph)) {
 		lb_count(VZ_LB_FRAGMENT);
 		return VZ_PASS;
 	}
+	ihl = vz_ipv4_hlen(iph);
 	pkt->flow.proto = iph->protocol;
 	pkt->flow.family = 4;
 	__builtin_memcpy(pkt->flow.src, &iph->saddr, 4);
 	__builtin_memcpy(pkt->flow.dst, &iph->daddr, 4);
-	pkt->l3_len = tot_len;
+	pkt->l3_len = bpf_ntohs(iph->tot_len);
 	pkt->ip_id = iph->id;
-	pkt->df = frag & LB_IP_DF;
+	pkt->df = bpf_ntohs(iph->frag_off) & VZ_IP_DF;
 	pkt->tos = iph->tos;
-	if (lb_parse_l4(ctx, ETH_HLEN + ihl, tot_len - ihl, pkt))
+	if (lb_parse_l4(ctx, ETH_HLEN + ihl, pkt->l3_len - ihl, pkt))
 		goto malformed;
 	return 0;
 malformed:
@@ -229,28 +205,24 @@ malformed:
 VZ_INLINE int lb_parse_ipv6(struct vz_ctx *ctx, __u64 frame_len,
 			    struct lb_packet *pkt)
 {
-	vz_ipv6hdr *ip6h = vz_header(ctx, ETH_HLEN, sizeof(*ip6h));
-	__u32 first, payload_len;
+	vz_ipv6hdr *ip6h = vz_ipv6(ctx, ETH_HLEN);
+	__u32 payload_len;
 
-	if (!ip6h)
+	if (!ip6h || vz_ipv6_end(ip6h, ETH_HLEN) > frame_len)
 		goto malformed;
-	first = bpf_ntohl(*(vz_be32 *)ip6h);
-	payload_len = bpf_ntohs(ip6h->payload_len);
-	if (first >> 28 != 6 ||
-	    payload_len > frame_len - ETH_HLEN - sizeof(*ip6h))
-		goto malformed;
-	if (ip6h->nexthdr == LB_NEXTHDR_FRAGMENT) {
+	if (ip6h->nexthdr == IPPROTO_FRAGMENT) {
 		lb_count(VZ_LB_FRAGMENT);
 		return VZ_PASS;
 	}
 	if (ip6h->nexthdr != IPPROTO_TCP && ip6h->nexthdr != IPPROTO_UDP)
 		return VZ_PASS;
+	payload_len = bpf_ntohs(ip6h->payload_len);
 	pkt->flow.proto = ip6h->nexthdr;
 	pkt->flow.family = 6;
 	__builtin_memcpy(pkt->flow.src, &ip6h->saddr, 16);
 	__builtin_memcpy(pkt->flow.dst, &ip6h->daddr, 16);
 	pkt->l3_len = sizeof(*ip6h) + payload_len;
-	pkt->tos = (__u8)(first >> 20);
+	pkt->tos = vz_ipv6_tclass(ip6h);
 	if (lb_parse_l4(ctx, ETH_HLEN + sizeof(*ip6h), payload_len, pkt))
 		goto malformed;
 	return 0;
@@ -327,7 +299,7 @@ VZ_INLINE int lb_encap(struct vz_ctx *ctx, const struct lb_packet *pkt,
 			iph->frag_off = bpf_htons(pkt->df);
 		} else {
 			iph->id = 0;
-			iph->frag_off = bpf_htons(LB_IP_DF);
+			iph->frag_off = bpf_htons(VZ_IP_DF);
 		}
 		iph->ttl = LB_TTL;
 		iph->protocol = inner_proto;
@@ -358,7 +330,7 @@ VZ_INLINE int lb_encap(struct vz_ctx *ctx, const struct lb_packet *pkt,
 
 VZ_NF(lb)
 {
-	struct ethhdr *eth = vz_header(ctx, 0, sizeof(*eth));
+	struct ethhdr *eth = vz_eth(ctx);
 	__u64 frame_len = vz_frame_len(ctx);
 	struct vz_lb_backend *backend = 0;
 	struct vz_lb_vip_key vip_key;

@@ -42,7 +42,7 @@ VZ_NF(memaccess)
 		table->slot[slot] += i;
 	}
 	if (vz_config.reflect) {
-		struct ethhdr *eth = vz_header(ctx, 0, sizeof(*eth));
+		struct ethhdr *eth = vz_eth(ctx);
 
 		if (!eth)
 			return VZ_DROP;

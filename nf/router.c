@@ -13,8 +13,6 @@
  * With fib=1 the kernel's own FIB answers instead of our tables, through
  * bpf_fib_lookup(), as in the paper; that needs the xdp backends.
  */
-#include <linux/ip.h>
-#include <linux/ipv6.h>
 #include <veloz/nf.h>
 
 VZ_CONFIG(struct vz_router_config) = { .fib = 0,
@@ -113,7 +111,7 @@ VZ_INLINE const struct vz_route *dir24_lookup(const __u8 *daddr,
 
 VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 {
-	vz_iphdr *iph = vz_header(ctx, ETH_HLEN, sizeof(*iph));
+	vz_iphdr *iph = vz_ipv4(ctx, ETH_HLEN);
 	struct vz_lpm4_key key = { .prefixlen = 32 };
 	struct vz_nexthop *nh = 0;
 	struct vz_fib fib;
@@ -121,8 +119,11 @@ VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 	__u8 first_octet;
 	int verdict;
 
-	if (!iph || iph->version != 4 || iph->ihl < 5 ||
-	    bpf_ntohs(iph->tot_len) < iph->ihl * 4)
+	/*
+	 * The total length is not held against the frame: forwarding
+	 * rewrites only TTL and MACs and passes the rest on as it came.
+	 */
+	if (!iph || !vz_ipv4_len_ok(iph, 0xffff))
 		return count(VZ_DROP, VZ_ROUTER_MALFORMED);
 	first_octet = ((__u8 *)&iph->daddr)[0];
 	/* multicast, limited broadcast: not for forwarding */
@@ -159,14 +160,14 @@ VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 
 VZ_INLINE int route_ipv6(struct vz_ctx *ctx, struct ethhdr *eth)
 {
-	vz_ipv6hdr *ip6h = vz_header(ctx, ETH_HLEN, sizeof(*ip6h));
+	vz_ipv6hdr *ip6h = vz_ipv6(ctx, ETH_HLEN);
 	struct vz_lpm6_key key = { .prefixlen = 128 };
 	struct vz_nexthop *nh = 0;
 	struct vz_fib fib;
 	__u8 *dst;
 	int verdict;
 
-	if (!ip6h || ip6h->version != 6)
+	if (!ip6h)
 		return count(VZ_DROP, VZ_ROUTER_MALFORMED);
 	dst = ip6h->daddr.s6_addr;
 	/* multicast (NDP among it) and link-local stay on the link */
@@ -192,7 +193,7 @@ VZ_INLINE int route_ipv6(struct vz_ctx *ctx, struct ethhdr *eth)
 
 VZ_NF(router)
 {
-	struct ethhdr *eth = vz_header(ctx, 0, sizeof(*eth));
+	struct ethhdr *eth = vz_eth(ctx);
 
 	if (!eth)
 		return count(VZ_DROP, VZ_ROUTER_MALFORMED);

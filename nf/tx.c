@@ -4,7 +4,7 @@
 
 VZ_NF(tx)
 {
-	struct ethhdr *eth = vz_header(ctx, 0, sizeof(*eth));
+	struct ethhdr *eth = vz_eth(ctx);
 
 	if (!eth)
 		return VZ_DROP;

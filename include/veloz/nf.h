@@ -9,8 +9,8 @@
  *
  * Everything an NF touches goes through this header: the packet context
  * (vz_data, vz_data_end, vz_header, vz_ingress_port), the verdicts (VZ_DROP,
- * VZ_PASS, VZ_TX, VZ_REDIRECT(port)), header types (vz_iphdr, vz_ipv6hdr,
- * vz_tcphdr, vz_udphdr), head adjustment, checksum helpers, time,
+ * VZ_PASS, VZ_TX, VZ_REDIRECT(port)), protocol parsing (veloz/proto/:
+ * Ethernet, VLAN, IPv4, IPv6, TCP/UDP), head adjustment, checksum helpers, time,
  * maps (VZ_ARRAY, VZ_PERCPU_ARRAY, VZ_HASH, VZ_PERCPU_HASH, VZ_LRU_HASH,
  * VZ_LPM) and the NF's configuration (VZ_CONFIG, VZ_CONFIG_CHECK).
  *
@@ -39,56 +39,17 @@
 #ifndef VELOZ_NF_H
 #define VELOZ_NF_H
 
-#include <linux/types.h>
-#include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <veloz/abi.h>
+#include <veloz/proto.h> /* struct vz_ctx, vz_header(), the parsers */
 
-#if defined(__bpf__)
-#define VZ_BUILD_BPF 1
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_endian.h>
-#define VZ_INLINE static __always_inline
-#else
-#define VZ_BUILD_NATIVE 1
+#ifdef VZ_BUILD_NATIVE
 #include <errno.h>
 #include <string.h>
 #include <time.h>
-#include <bpf/bpf_endian.h> /* bpf_htons() and friends work in userspace */
 #include <veloz/maps.h>
-#include <veloz/nf_native.h>
-#define VZ_INLINE static inline __attribute__((always_inline))
 #ifndef SEC
 #define SEC(name)
 #endif
 #endif
-
-/* ---- Header types ----------------------------------------------------------
- *
- * A frame starts 4-byte aligned and the IP header follows 14 bytes of
- * Ethernet, so IP, TCP and ICMP headers sit 2 bytes off the alignment their
- * C structs promise, in both builds. BPF and x86 do not mind; C does, and the
- * sanitizers say so: NFs read L3/L4 headers through these types, which are
- * the kernel's structs with the 2-byte alignment frames really give them
- * (DPDK packs its header structs for the same reason). The BPF build keeps
- * the plain structs, so its code is what the kernel's own programs compile to.
- */
-#include <linux/ip.h>
-#include <linux/ipv6.h>
-#include <linux/tcp.h>
-#include <linux/udp.h>
-#ifdef VZ_BUILD_BPF
-typedef struct iphdr vz_iphdr;
-typedef struct ipv6hdr vz_ipv6hdr;
-typedef struct tcphdr vz_tcphdr;
-typedef __be32 vz_be32;
-#else
-typedef struct iphdr vz_iphdr __attribute__((aligned(2)));
-typedef struct ipv6hdr vz_ipv6hdr __attribute__((aligned(2)));
-typedef struct tcphdr vz_tcphdr __attribute__((aligned(2)));
-typedef __be32 vz_be32 __attribute__((aligned(2)));
-#endif
-typedef struct udphdr vz_udphdr; /* 16-bit fields only: aligned as is */
 
 /* ---- Maps ---------------------------------------------------------------- */
 
@@ -240,21 +201,6 @@ VZ_ARRAY(vz_ports, __u32, VZ_MAX_PORTS);
 /* ---- Packet context ------------------------------------------------------ */
 
 #ifdef VZ_BUILD_BPF
-struct vz_ctx {
-	struct xdp_md *xdp;
-	__u32 redirect_port;
-};
-
-VZ_INLINE void *vz_data(const struct vz_ctx *ctx)
-{
-	return (void *)(long)ctx->xdp->data;
-}
-
-VZ_INLINE void *vz_data_end(const struct vz_ctx *ctx)
-{
-	return (void *)(long)ctx->xdp->data_end;
-}
-
 VZ_INLINE __u32 vz_ingress_port(const struct vz_ctx *ctx)
 {
 	__u32 ifindex = ctx->xdp->ingress_ifindex;
@@ -281,16 +227,6 @@ VZ_INLINE __u64 vz_time_ns(void)
 }
 
 #else /* native */
-
-VZ_INLINE void *vz_data(const struct vz_ctx *ctx)
-{
-	return ctx->data;
-}
-
-VZ_INLINE void *vz_data_end(const struct vz_ctx *ctx)
-{
-	return ctx->data_end;
-}
 
 VZ_INLINE __u32 vz_ingress_port(const struct vz_ctx *ctx)
 {
@@ -326,35 +262,6 @@ VZ_INLINE __u64 vz_time_ns(void)
 }
 
 #endif
-
-/*
- * A pointer to len bytes at offset off of the packet, or NULL when the
- * packet is shorter. The only way an NF should reach packet bytes: the
- * bounds check is what the verifier wants and what keeps the native build
- * from reading past a frame.
- */
-VZ_INLINE void *vz_header(const struct vz_ctx *ctx, __u32 off, __u32 len)
-{
-	__u8 *data = vz_data(ctx);
-	__u8 *data_end = vz_data_end(ctx);
-
-	if (off > VZ_HEADER_OFF_MAX || len > VZ_HEADER_LEN_MAX)
-		return 0;
-#ifdef VZ_BUILD_BPF
-	/* the comparison the verifier learns packet bounds from */
-	if (data + off + len > data_end)
-		return 0;
-#else
-	if ((long)off + len > data_end - data)
-		return 0;
-#endif
-	return data + off;
-}
-
-VZ_INLINE __u32 vz_len(const struct vz_ctx *ctx)
-{
-	return (__u32)((__u8 *)vz_data_end(ctx) - (__u8 *)vz_data(ctx));
-}
 
 /* The whole frame's length, fragments beyond the linear part included. */
 VZ_INLINE __u64 vz_frame_len(const struct vz_ctx *ctx)
@@ -515,17 +422,7 @@ VZ_INLINE int vz_fib_lookup(struct vz_ctx *ctx __attribute__((unused)),
 }
 #endif
 
-/* ---- Protocol helpers: one implementation for both builds ---------------- */
-
+/* Protocol parsing (veloz/proto/) is included at the top. */
 #include <veloz/csum.h>
-
-VZ_INLINE void vz_eth_swap(struct ethhdr *eth)
-{
-	__u8 tmp[ETH_ALEN];
-
-	__builtin_memcpy(tmp, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
-	__builtin_memcpy(eth->h_dest, tmp, ETH_ALEN);
-}
 
 #endif /* VELOZ_NF_H */

@@ -7,22 +7,15 @@
  * needs the map to be called xsks_map.
  *
  * Its name starts with vz_xdp_, so a copy left behind by a killed run is
- * recognised as veloz's and removed with --replace.
+ * recognised as veloz's and removed with --replace. Why udpd has a
+ * steering program of its own: veloz/xsk_steer.h.
  */
-#include <linux/bpf.h>
-#include <bpf/bpf_helpers.h>
-
-struct {
-	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__type(key, __u32);
-	__type(value, __u32);
-	__uint(max_entries, 64);
-} xsks_map SEC(".maps");
+#include <veloz/xsk_steer.h>
 
 SEC("xdp")
 int vz_xdp_xsk(struct xdp_md *ctx)
 {
-	return (int)bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+	return vz_xsk_redirect(ctx);
 }
 
 char vz_license[] SEC("license") = "Dual BSD/GPL";

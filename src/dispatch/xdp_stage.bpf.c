@@ -5,17 +5,14 @@
  * as the cpumap's program.
  */
 #include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <linux/in.h>
-#include <linux/ip.h>
-#include <linux/ipv6.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <veloz/proto/vlan.h>
+#include <veloz/proto/ipv4.h>
+#include <veloz/proto/ipv6.h>
+#include <veloz/proto/l4.h>
 
 #include "dispatch/xdp_stage.h"
-
-#define ETH_P_8021AD_ 0x88a8
-#define ETH_P_8021Q_ 0x8100
 
 struct {
 	__uint(type, BPF_MAP_TYPE_CPUMAP);
@@ -91,32 +88,21 @@ static const volatile __u8 rss_key[VZ_RSS_KEY_LEN] = VZ_RSS_KEY;
  * addresses alone otherwise. Returns the hash input's length, 0 for a frame
  * that is not IP (or is cut short), which hashes to 0.
  */
-static __always_inline __u32 parse(struct xdp_md *ctx,
+static __always_inline __u32 parse(struct xdp_md *xdp,
 				   struct vz_dsp_flow_key *key, __u8 *in)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	__u32 off = sizeof(*eth), addrs, l4;
-	__u16 proto;
+	struct vz_ctx ctx = { .xdp = xdp };
+	struct vz_l4_ports *ports;
+	__u32 addrs, l4;
+	struct vz_l2 l2;
 	__u8 next;
-	__u16 *ports;
 
-	if ((void *)(eth + 1) > data_end)
+	if (vz_parse_l2(&ctx, &l2, 1, VZ_VLAN_8021Q | VZ_VLAN_8021AD))
 		return 0;
-	proto = eth->h_proto;
-	if (proto == bpf_htons(ETH_P_8021Q_) ||
-	    proto == bpf_htons(ETH_P_8021AD_)) {
-		if (data + sizeof(*eth) + 4 > data_end)
-			return 0;
-		proto = *(__u16 *)(data + sizeof(*eth) + 2);
-		off += 4;
-	}
-	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = data + off;
+	if (l2.proto == bpf_htons(ETH_P_IP)) {
+		vz_iphdr *ip = vz_ipv4(&ctx, l2.l3_off);
 
-		if ((void *)(ip + 1) > data_end || ip->version != 4 ||
-		    ip->ihl < 5)
+		if (!ip)
 			return 0;
 		__builtin_memcpy(in, &ip->saddr, 4);
 		__builtin_memcpy(in + 4, &ip->daddr, 4);
@@ -127,13 +113,13 @@ static __always_inline __u32 parse(struct xdp_md *ctx,
 		addrs = 8;
 		next = ip->protocol;
 		/* fragments (first or later) hash the addresses alone */
-		if (ip->frag_off & bpf_htons(0x3fff))
+		if (vz_ipv4_is_fragment(ip))
 			return addrs;
-		l4 = off + ip->ihl * 4;
-	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = data + off;
+		l4 = l2.l3_off + vz_ipv4_hlen(ip);
+	} else if (l2.proto == bpf_htons(ETH_P_IPV6)) {
+		vz_ipv6hdr *ip6 = vz_ipv6(&ctx, l2.l3_off);
 
-		if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+		if (!ip6)
 			return 0;
 		__builtin_memcpy(in, &ip6->saddr, 16);
 		__builtin_memcpy(in + 16, &ip6->daddr, 16);
@@ -143,20 +129,19 @@ static __always_inline __u32 parse(struct xdp_md *ctx,
 		key->proto = ip6->nexthdr;
 		addrs = 32;
 		next = ip6->nexthdr;
-		l4 = off + sizeof(*ip6);
+		l4 = l2.l3_off + sizeof(*ip6);
 	} else {
 		return 0;
 	}
 	if (next != IPPROTO_TCP && next != IPPROTO_UDP)
 		return addrs;
-	l4 &= 0xff; /* at most 18 + 60: tells the verifier so */
-	ports = data + l4;
-	if ((void *)(ports + 2) > data_end)
+	ports = vz_l4_ports(&ctx, l4);
+	if (!ports)
 		return addrs;
-	key->sport = ports[0];
-	key->dport = ports[1];
-	__builtin_memcpy(in + addrs, ports, 4);
-	return addrs + 4;
+	key->sport = ports->source;
+	key->dport = ports->dest;
+	__builtin_memcpy(in + addrs, ports, sizeof(*ports));
+	return addrs + sizeof(*ports);
 }
 
 static __always_inline void count(__u32 counter)

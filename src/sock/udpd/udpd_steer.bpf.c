@@ -17,19 +17,10 @@
  * Its name starts with vz_xdp_, so a copy left by a killed udpd is
  * recognised as veloz's and replaced.
  */
-#include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <linux/ip.h>
-#include <linux/ipv6.h>
-#include <bpf/bpf_endian.h>
-#include <bpf/bpf_helpers.h>
-
-struct {
-	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__type(key, __u32);
-	__type(value, __u32);
-	__uint(max_entries, 64);
-} xsks_map SEC(".maps");
+#include <veloz/proto/vlan.h>
+#include <veloz/proto/ipv4.h>
+#include <veloz/proto/ipv6.h>
+#include <veloz/xsk_steer.h>
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -46,7 +37,7 @@ struct {
 } udpd_config6 SEC(".maps");
 
 /* IPv6 to our address, or to its solicited-node group ff02::1:ffXX:XXXX. */
-static __always_inline int ours6(const struct ipv6hdr *ip,
+static __always_inline int ours6(const vz_ipv6hdr *ip,
 				 const struct in6_addr *us)
 {
 	const __u32 *d = ip->daddr.in6_u.u6_addr32;
@@ -71,52 +62,53 @@ struct arp_eth_ip4 {
 	__u8 tpa[4];
 } __attribute__((packed));
 
-SEC("xdp")
-int vz_xdp_udpd(struct xdp_md *ctx)
+/* The IPv4 address a frame is for: its destination, an ARP's target. */
+static __always_inline int target4(const struct vz_ctx *ctx,
+				   const struct vz_l2 *l2, __u32 *target)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
+	if (l2->proto == bpf_htons(ETH_P_IP)) {
+		/* not checked further: udpd's stack counts what is malformed */
+		vz_iphdr *ip = vz_ipv4_header(ctx, l2->l3_off);
+
+		if (!ip)
+			return -1;
+		*target = ip->daddr;
+		return 0;
+	}
+	if (l2->proto == bpf_htons(ETH_P_ARP)) {
+		struct arp_eth_ip4 *arp =
+			vz_header(ctx, l2->l3_off, sizeof(*arp));
+
+		if (!arp)
+			return -1;
+		__builtin_memcpy(target, arp->tpa, 4);
+		return 0;
+	}
+	return -1;
+}
+
+SEC("xdp")
+int vz_xdp_udpd(struct xdp_md *xdp)
+{
+	struct vz_ctx ctx = { .xdp = xdp };
 	__u32 key = 0, *ours = bpf_map_lookup_elem(&udpd_config, &key);
-	void *l3 = eth + 1;
-	__be16 proto;
+	struct in6_addr *us6;
+	vz_ipv6hdr *ip6;
+	struct vz_l2 l2;
 	__u32 target;
 
-	if (!ours || !*ours || l3 > end)
+	if (!ours || !*ours || vz_parse_l2(&ctx, &l2, 1, VZ_VLAN_8021Q))
 		return XDP_PASS;
-	proto = eth->h_proto;
-	if (proto == bpf_htons(ETH_P_8021Q)) {
-		if (l3 + 4 > end)
+	if (l2.proto == bpf_htons(ETH_P_IPV6)) {
+		ip6 = vz_ipv6_header(&ctx, l2.l3_off);
+		us6 = bpf_map_lookup_elem(&udpd_config6, &key);
+		if (!ip6 || !us6 || !ours6(ip6, us6))
 			return XDP_PASS;
-		proto = *(__be16 *)(l3 + 2);
-		l3 += 4;
+		return vz_xsk_redirect(xdp);
 	}
-	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = l3;
-
-		if ((void *)(ip + 1) > end)
-			return XDP_PASS;
-		target = ip->daddr;
-	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = l3;
-		struct in6_addr *us6 = bpf_map_lookup_elem(&udpd_config6, &key);
-
-		if ((void *)(ip6 + 1) > end || !us6 || !ours6(ip6, us6))
-			return XDP_PASS;
-		return (int)bpf_redirect_map(&xsks_map, ctx->rx_queue_index,
-					     XDP_PASS);
-	} else if (proto == bpf_htons(ETH_P_ARP)) {
-		struct arp_eth_ip4 *arp = l3;
-
-		if ((void *)(arp + 1) > end)
-			return XDP_PASS;
-		__builtin_memcpy(&target, arp->tpa, 4);
-	} else {
+	if (target4(&ctx, &l2, &target) || target != *ours)
 		return XDP_PASS;
-	}
-	if (target != *ours)
-		return XDP_PASS;
-	return (int)bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+	return vz_xsk_redirect(xdp);
 }
 
 char vz_license[] SEC("license") = "Dual BSD/GPL";
