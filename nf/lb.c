@@ -66,6 +66,7 @@ VZ_ARRAY(lb_self, struct vz_lb_self, 1);
 VZ_PERCPU_ARRAY(lb_vip_stats, struct vz_stat, VZ_LB_MAX_VIPS);
 VZ_PERCPU_ARRAY(lb_backend_stats, struct vz_stat, VZ_LB_MAX_BACKENDS);
 VZ_PERCPU_ARRAY(lb_counters, __u64, VZ_LB_COUNTERS);
+VZ_BTF_EXPORT(enum vz_lb_counter, lb_counter);
 
 /* What the parser learns about a packet. */
 struct lb_packet {

@@ -10,6 +10,16 @@
 
 #include <linux/types.h>
 
+/*
+ * VZ_BTF_EXPORT(enum vz_lb_counter, lb_counter): puts a type into the NF
+ * object's BTF, where python/veloz/control/abi.py reads its names and
+ * values. An enum used only for its constants is otherwise absent from BTF.
+ * The variable sits in a section libbpf skips (neither a map nor data), so
+ * nothing is loaded for it; `used` keeps the compiler from dropping it.
+ */
+#define VZ_BTF_EXPORT(type, name) \
+	static type vz_btf_##name __attribute__((section(".vz_btf"), used))
+
 /* Verdicts. The values are the XDP actions, so the BPF build maps them 1:1. */
 enum vz_verdict {
 	VZ_ABORTED = 0, /* NF error or failed redirect: dropped, counted */
