@@ -44,6 +44,7 @@
  * send.
  */
 #include <veloz/nf.h>
+#include <veloz/jhash.h>
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
@@ -55,8 +56,6 @@
 #define LB_IP_DF 0x4000
 #define LB_IP_OFFSET 0x1fff
 #define LB_NEXTHDR_FRAGMENT 44
-/* jhash's seed; python/veloz/control/lb.py's flow_hash() repeats it. */
-#define LB_HASH_SEED 0x5a17b00cu
 
 VZ_HASH(lb_vips, struct vz_lb_vip_key, struct vz_lb_vip, VZ_LB_MAX_VIPS);
 VZ_ARRAY(lb_ring, __u32, VZ_LB_RING_ENTRIES);
@@ -99,66 +98,11 @@ VZ_INLINE void lb_stat(void *map, __u32 index, __u64 bytes)
 	}
 }
 
-/* Bob Jenkins' lookup3, as the kernel's jhash2(), over the 10 flow words. */
-#define LB_ROL32(x, k) (((x) << (k)) | ((x) >> (32 - (k))))
-#define LB_JHASH_MIX(a, b, c)         \
-	do {                          \
-		a -= c;               \
-		a ^= LB_ROL32(c, 4);  \
-		c += b;               \
-		b -= a;               \
-		b ^= LB_ROL32(a, 6);  \
-		a += c;               \
-		c -= b;               \
-		c ^= LB_ROL32(b, 8);  \
-		b += a;               \
-		a -= c;               \
-		a ^= LB_ROL32(c, 16); \
-		c += b;               \
-		b -= a;               \
-		b ^= LB_ROL32(a, 19); \
-		a += c;               \
-		c -= b;               \
-		c ^= LB_ROL32(b, 4);  \
-		b += a;               \
-	} while (0)
-
+/* Maglev's slot: include/veloz/jhash.h, shared with the control plane. */
 VZ_INLINE __u32 lb_flow_hash(const struct lb_packet *pkt)
 {
-	const __u32 *k = pkt->words;
-	__u32 a, b, c;
-
 	_Static_assert(sizeof(pkt->words) == 40, "the hash covers 10 words");
-	a = b = c = 0xdeadbeef + (10 << 2) + LB_HASH_SEED;
-	a += k[0];
-	b += k[1];
-	c += k[2];
-	LB_JHASH_MIX(a, b, c);
-	a += k[3];
-	b += k[4];
-	c += k[5];
-	LB_JHASH_MIX(a, b, c);
-	a += k[6];
-	b += k[7];
-	c += k[8];
-	LB_JHASH_MIX(a, b, c);
-	a += k[9];
-	/* final(a, b, c) */
-	c ^= b;
-	c -= LB_ROL32(b, 14);
-	a ^= c;
-	a -= LB_ROL32(c, 11);
-	b ^= a;
-	b -= LB_ROL32(a, 25);
-	c ^= b;
-	c -= LB_ROL32(b, 16);
-	a ^= c;
-	a -= LB_ROL32(c, 4);
-	b ^= a;
-	b -= LB_ROL32(a, 14);
-	c ^= b;
-	c -= LB_ROL32(b, 24);
-	return c;
+	return vz_lb_flow_hash(pkt->words);
 }
 
 /*

@@ -211,7 +211,12 @@ class Layout:
     def field(self, name: str) -> Field:
         return self.fields[self.names.index(name)]
 
-    def pack(self, **values: Any) -> bytes:
+    def pack(self, *row: Any, **values: Any) -> bytes:
+        """By name, or every field in declaration order (as struct.pack)."""
+        if row:
+            if values or len(row) != len(self.fields):
+                raise TypeError(f"struct {self.name}: give all {len(self.fields)} fields, in order")
+            values = dict(zip(self.names, row, strict=True))
         unknown = set(values) - set(self.names)
         if unknown:
             raise TypeError(f"struct {self.name} has no field {sorted(unknown)[0]}")
