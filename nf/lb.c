@@ -18,7 +18,9 @@
  *      stale entry left by an earlier connection on the same 5-tuple must
  *      not pin it.
  *   3. The ring: slot = jhash(5-tuple) % VZ_LB_RING_SIZE in the VIP's row
- *      of lb_ring; the backend found there is written to lb_conns.
+ *      of lb_ring; the backend found there is written to lb_conns. The
+ *      hash is include/veloz/jhash.h; the control plane builds the Maglev
+ *      table in python/veloz/control/maglev.py and writes it to lb_ring.
  *
  * What is not balanced:
  *   - ICMP, ICMPv6, other protocols, IPv6 extension headers, VLAN tags,
