@@ -203,7 +203,7 @@ struct vz_ddos_rule {
 	__u8 tcp_mask; /* match when (flags & tcp_mask) == tcp_value */
 	__u8 tcp_value;
 	__u8 pad0;
-	__u16 dport; /* network order; 0: any (needs proto TCP or UDP) */
+	__be16 dport; /* 0: any (needs proto TCP or UDP) */
 	__u16 pad1;
 	__u32 gen; /* new per rule written to a slot: resets its buckets */
 	__u32 rate; /* VZ_DDOS_LIMIT: tokens per second; 0: never refill */
