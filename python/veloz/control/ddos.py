@@ -64,7 +64,9 @@ class _Abi(abi.View):
     RATE_MAX = abi.Lazy(lambda a: a.layout("vz_ddos_rule").field("rate").max)
     ALLOWED = abi.Lazy(lambda a: abi.define("VZ_DDOS_ALLOWED"))
     ACTIONS = abi.Lazy(lambda a: a.named("vz_ddos_action", "VZ_DDOS_"))
-    ACTION_NAMES = abi.Lazy(lambda a: {v: k for k, v in a.named("vz_ddos_action", "VZ_DDOS_").items()})
+    ACTION_NAMES = abi.Lazy(
+        lambda a: {v: k for k, v in a.named("vz_ddos_action", "VZ_DDOS_").items()}
+    )
     # "fin" -> 0x01 ... in bit order
     TCP_FLAGS = abi.Lazy(lambda a: {k.removeprefix("VZ_TCP_").lower(): v for k, v in
                                     sorted(abi.defines().items(), key=lambda kv: kv[1])

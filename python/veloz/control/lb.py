@@ -503,7 +503,9 @@ def ctl_backend_add(args: argparse.Namespace, ctl: Ctl) -> int:
     ctl.apply(ops + changed)
     bid = int.from_bytes(ops[0].key, "little")
     mine = sum(op.value == u32(bid) for op in changed)
-    print(f"backend {backend} added to {vip}: {mine} of {ABI.RING_SIZE} slots, {len(changed)} changed")
+    print(
+        f"backend {backend} added to {vip}: {mine} of {ABI.RING_SIZE} slots, {len(changed)} changed"
+    )
     return 0
 
 
