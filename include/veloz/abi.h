@@ -2,8 +2,10 @@
 /*
  * Structures and constants shared by NFs (BPF and native builds), the C
  * control plane and the Python lab. Fixed-width types only, so the BPF and
- * the x86-64 layouts are identical; Python reads field names and offsets of
- * NF configs from the BPF object's BTF rather than repeating them.
+ * the x86-64 layouts are identical. Python repeats none of it: every map
+ * key and value layout, enum and map size it needs is read from the built
+ * NF object's BTF (python/veloz/control/abi.py), the few plain numbers from
+ * this file's #defines.
  */
 #ifndef VELOZ_ABI_H
 #define VELOZ_ABI_H
