@@ -388,6 +388,11 @@ def define(name: str) -> int:
     return values[name]
 
 
+def max_port() -> int:
+    """The highest port number a run can have (VZ_MAX_PORTS - 1)."""
+    return define("VZ_MAX_PORTS") - 1
+
+
 # ---- lazy views: a module's ABI names, read on first use ------------------------
 
 
