@@ -19,44 +19,44 @@ static inline __attribute__((always_inline)) __u32 vz_rol32(__u32 x, int k)
 	return (x << k) | (x >> (32 - k));
 }
 
-#define VZ_JHASH_MIX(a, b, c)          \
-	do {                           \
-		a -= c;                \
-		a ^= vz_rol32(c, 4);   \
-		c += b;                \
-		b -= a;                \
-		b ^= vz_rol32(a, 6);   \
-		a += c;                \
-		c -= b;                \
-		c ^= vz_rol32(b, 8);   \
-		b += a;                \
-		a -= c;                \
-		a ^= vz_rol32(c, 16);  \
-		c += b;                \
-		b -= a;                \
-		b ^= vz_rol32(a, 19);  \
-		a += c;                \
-		c -= b;                \
-		c ^= vz_rol32(b, 4);   \
-		b += a;                \
+#define VZ_JHASH_MIX(a, b, c)         \
+	do {                          \
+		a -= c;               \
+		a ^= vz_rol32(c, 4);  \
+		c += b;               \
+		b -= a;               \
+		b ^= vz_rol32(a, 6);  \
+		a += c;               \
+		c -= b;               \
+		c ^= vz_rol32(b, 8);  \
+		b += a;               \
+		a -= c;               \
+		a ^= vz_rol32(c, 16); \
+		c += b;               \
+		b -= a;               \
+		b ^= vz_rol32(a, 19); \
+		a += c;               \
+		c -= b;               \
+		c ^= vz_rol32(b, 4);  \
+		b += a;               \
 	} while (0)
 
-#define VZ_JHASH_FINAL(a, b, c)        \
-	do {                           \
-		c ^= b;                \
-		c -= vz_rol32(b, 14);  \
-		a ^= c;                \
-		a -= vz_rol32(c, 11);  \
-		b ^= a;                \
-		b -= vz_rol32(a, 25);  \
-		c ^= b;                \
-		c -= vz_rol32(b, 16);  \
-		a ^= c;                \
-		a -= vz_rol32(c, 4);   \
-		b ^= a;                \
-		b -= vz_rol32(a, 14);  \
-		c ^= b;                \
-		c -= vz_rol32(b, 24);  \
+#define VZ_JHASH_FINAL(a, b, c)       \
+	do {                          \
+		c ^= b;               \
+		c -= vz_rol32(b, 14); \
+		a ^= c;               \
+		a -= vz_rol32(c, 11); \
+		b ^= a;               \
+		b -= vz_rol32(a, 25); \
+		c ^= b;               \
+		c -= vz_rol32(b, 16); \
+		a ^= c;               \
+		a -= vz_rol32(c, 4);  \
+		b ^= a;               \
+		b -= vz_rol32(a, 14); \
+		c ^= b;               \
+		c -= vz_rol32(b, 24); \
 	} while (0)
 
 /* jhash2(k, length, initval): length is in 32-bit words. */
