@@ -58,6 +58,8 @@ VZ_LRU_HASH(ddos_buckets, struct vz_ddos_bucket_key, struct vz_ddos_bucket,
 	    VZ_DDOS_BUCKETS_MAX);
 VZ_PERCPU_ARRAY(ddos_rule_stats, struct vz_ddos_rule_stat, VZ_DDOS_RULES_MAX);
 VZ_PERCPU_ARRAY(ddos_totals, struct vz_stat, VZ_DDOS_TOTAL_COUNT);
+VZ_BTF_EXPORT(enum vz_ddos_total, ddos_total);
+VZ_BTF_EXPORT(enum vz_ddos_action, ddos_action);
 
 #define DDOS_NS_PER_S 1000000000ull
 #define DDOS_VLAN_MAX 2

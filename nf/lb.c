@@ -18,7 +18,9 @@
  *      stale entry left by an earlier connection on the same 5-tuple must
  *      not pin it.
  *   3. The ring: slot = jhash(5-tuple) % VZ_LB_RING_SIZE in the VIP's row
- *      of lb_ring; the backend found there is written to lb_conns.
+ *      of lb_ring; the backend found there is written to lb_conns. The
+ *      hash is include/veloz/jhash.h; the control plane builds the Maglev
+ *      table in python/veloz/control/maglev.py and writes it to lb_ring.
  *
  * What is not balanced:
  *   - ICMP, ICMPv6, other protocols, IPv6 extension headers, VLAN tags,
@@ -44,10 +46,9 @@
  * send.
  */
 #include <veloz/nf.h>
+#include <veloz/jhash.h>
 
 #define LB_TTL 64
-/* jhash's seed; python/veloz/control/lb.py's flow_hash() repeats it. */
-#define LB_HASH_SEED 0x5a17b00cu
 
 VZ_HASH(lb_vips, struct vz_lb_vip_key, struct vz_lb_vip, VZ_LB_MAX_VIPS);
 VZ_ARRAY(lb_ring, __u32, VZ_LB_RING_ENTRIES);
@@ -57,6 +58,7 @@ VZ_ARRAY(lb_self, struct vz_lb_self, 1);
 VZ_PERCPU_ARRAY(lb_vip_stats, struct vz_stat, VZ_LB_MAX_VIPS);
 VZ_PERCPU_ARRAY(lb_backend_stats, struct vz_stat, VZ_LB_MAX_BACKENDS);
 VZ_PERCPU_ARRAY(lb_counters, __u64, VZ_LB_COUNTERS);
+VZ_BTF_EXPORT(enum vz_lb_counter, lb_counter);
 
 /* What the parser learns about a packet. */
 struct lb_packet {
@@ -89,66 +91,11 @@ VZ_INLINE void lb_stat(void *map, __u32 index, __u64 bytes)
 	}
 }
 
-/* Bob Jenkins' lookup3, as the kernel's jhash2(), over the 10 flow words. */
-#define LB_ROL32(x, k) (((x) << (k)) | ((x) >> (32 - (k))))
-#define LB_JHASH_MIX(a, b, c)         \
-	do {                          \
-		a -= c;               \
-		a ^= LB_ROL32(c, 4);  \
-		c += b;               \
-		b -= a;               \
-		b ^= LB_ROL32(a, 6);  \
-		a += c;               \
-		c -= b;               \
-		c ^= LB_ROL32(b, 8);  \
-		b += a;               \
-		a -= c;               \
-		a ^= LB_ROL32(c, 16); \
-		c += b;               \
-		b -= a;               \
-		b ^= LB_ROL32(a, 19); \
-		a += c;               \
-		c -= b;               \
-		c ^= LB_ROL32(b, 4);  \
-		b += a;               \
-	} while (0)
-
+/* Maglev's slot: include/veloz/jhash.h, shared with the control plane. */
 VZ_INLINE __u32 lb_flow_hash(const struct lb_packet *pkt)
 {
-	const __u32 *k = pkt->words;
-	__u32 a, b, c;
-
 	_Static_assert(sizeof(pkt->words) == 40, "the hash covers 10 words");
-	a = b = c = 0xdeadbeef + (10 << 2) + LB_HASH_SEED;
-	a += k[0];
-	b += k[1];
-	c += k[2];
-	LB_JHASH_MIX(a, b, c);
-	a += k[3];
-	b += k[4];
-	c += k[5];
-	LB_JHASH_MIX(a, b, c);
-	a += k[6];
-	b += k[7];
-	c += k[8];
-	LB_JHASH_MIX(a, b, c);
-	a += k[9];
-	/* final(a, b, c) */
-	c ^= b;
-	c -= LB_ROL32(b, 14);
-	a ^= c;
-	a -= LB_ROL32(c, 11);
-	b ^= a;
-	b -= LB_ROL32(a, 25);
-	c ^= b;
-	c -= LB_ROL32(b, 16);
-	a ^= c;
-	a -= LB_ROL32(c, 4);
-	b ^= a;
-	b -= LB_ROL32(a, 14);
-	c ^= b;
-	c -= LB_ROL32(b, 24);
-	return c;
+	return vz_lb_flow_hash(pkt->words);
 }
 
 /*

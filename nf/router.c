@@ -34,6 +34,9 @@ VZ_ARRAY(router_tbl24, __u32, VZ_ROUTER_TBL24);
 VZ_ARRAY(router_tbl8, __u32, VZ_ROUTER_TBL8_GROUPS * 256);
 VZ_ARRAY(router_tbl8_owner, __u32, VZ_ROUTER_TBL8_GROUPS);
 VZ_PERCPU_ARRAY(router_counters, __u64, VZ_ROUTER_COUNTERS);
+VZ_BTF_EXPORT(enum vz_router_counter, router_counter);
+VZ_BTF_EXPORT(enum vz_route_kind, route_kind);
+VZ_BTF_EXPORT(enum vz_router_table, router_table);
 
 VZ_INLINE int count(int verdict, __u32 counter)
 {

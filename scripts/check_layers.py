@@ -24,6 +24,7 @@ C_LAYERS = [
     ("include/veloz", 0),
     ("nf", 1),
     ("src/common", 1),
+    ("src/lb", 1),  # jhash for Python (ctypes): include/veloz only
     ("src/dispatch", 2),  # the policies, Toeplitz, the core allocator: no runtime
     ("src/runtime", 3),
     ("src/xdp", 4),

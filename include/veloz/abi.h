@@ -2,13 +2,25 @@
 /*
  * Structures and constants shared by NFs (BPF and native builds), the C
  * control plane and the Python lab. Fixed-width types only, so the BPF and
- * the x86-64 layouts are identical; Python reads field names and offsets of
- * NF configs from the BPF object's BTF rather than repeating them.
+ * the x86-64 layouts are identical. Python repeats none of it: every map
+ * key and value layout, enum and map size it needs is read from the built
+ * NF object's BTF (python/veloz/control/abi.py), the few plain numbers from
+ * this file's #defines.
  */
 #ifndef VELOZ_ABI_H
 #define VELOZ_ABI_H
 
 #include <linux/types.h>
+
+/*
+ * VZ_BTF_EXPORT(enum vz_lb_counter, lb_counter): puts a type into the NF
+ * object's BTF, where python/veloz/control/abi.py reads its names and
+ * values. An enum used only for its constants is otherwise absent from BTF.
+ * The variable sits in a section libbpf skips (neither a map nor data), so
+ * nothing is loaded for it; `used` keeps the compiler from dropping it.
+ */
+#define VZ_BTF_EXPORT(type, name) \
+	static type vz_btf_##name __attribute__((section(".vz_btf"), used))
 
 /* Verdicts. The values are the XDP actions, so the BPF build maps them 1:1. */
 enum vz_verdict {
@@ -193,7 +205,7 @@ struct vz_ddos_rule {
 	__u8 tcp_mask; /* match when (flags & tcp_mask) == tcp_value */
 	__u8 tcp_value;
 	__u8 pad0;
-	__u16 dport; /* network order; 0: any (needs proto TCP or UDP) */
+	__be16 dport; /* 0: any (needs proto TCP or UDP) */
 	__u16 pad1;
 	__u32 gen; /* new per rule written to a slot: resets its buckets */
 	__u32 rate; /* VZ_DDOS_LIMIT: tokens per second; 0: never refill */
@@ -256,6 +268,8 @@ enum vz_ddos_total {
 #define VZ_LB_RING_ENTRIES (VZ_LB_MAX_VIPS * VZ_LB_RING_SIZE)
 #define VZ_LB_MAX_BACKENDS 4096 /* ids 1..4095; id 0 is "none" */
 #define VZ_LB_MAX_CONNS 262144 /* loads in ~40 ms on xdp; 1M: ~400 ms */
+/* The flow hash's jhash seed (include/veloz/jhash.h). */
+#define VZ_LB_HASH_SEED 0x5a17b00cu
 
 struct vz_lb_vip_key {
 	__u8 addr[16];

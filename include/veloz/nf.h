@@ -180,6 +180,7 @@ VZ_INLINE struct vz_map *vz__map_base(struct vz_map *m)
 
 /* Packets and bytes per final verdict, and redirected per output port. */
 VZ_PERCPU_ARRAY(vz_stats, struct vz_stat, VZ_VERDICT_COUNT);
+VZ_BTF_EXPORT(enum vz_verdict, verdict); /* vz_stats is by verdict */
 VZ_PERCPU_ARRAY(vz_redirects, struct vz_stat, VZ_MAX_PORTS);
 
 #ifdef VZ_BUILD_BPF

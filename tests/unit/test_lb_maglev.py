@@ -6,6 +6,7 @@ commands against an in-memory stand-in for a running NF's maps."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import ipaddress
 import json
 import os
@@ -159,6 +160,25 @@ def test_flow_hash_spreads_and_depends_on_every_field():
     assert base != lb.flow_hash(lb.flow_key(src, dst, 40000, 80, 17))
     slots = Counter(lb.flow_slot(lb.flow_key(src, dst, p, 80, 6)) % 8 for p in range(8000))
     assert min(slots.values()) > 800
+
+
+def test_flow_hash_is_the_one_runs_used_before():
+    """Known answers of jhash2 over the ten words, seeded as nf/lb.c seeds it:
+    the C code (include/veloz/jhash.h) gives what the Python copy it replaced
+    gave, so pinned flows and rings keep their backends."""
+    assert lb.flow_hash(bytes(40)) == 0x332443FA
+    assert lb.flow_hash(bytes(range(40))) == 0xD32A6C48
+    assert lb.flow_hash(bytes(range(200, 240))) == 0x6CB1E5ED
+    with pytest.raises(ValueError, match="40 bytes"):
+        lb.flow_hash(bytes(39))
+
+
+def test_maglev_table_is_the_one_runs_installed_before():
+    """A digest of the table the builder gave before it moved to maglev.py."""
+    backends = [(lb.Backend(ipaddress.ip_address(f"198.18.1.{i}")).name, i) for i in range(1, 6)]
+    backends.append((lb.Backend(ipaddress.ip_address("fd00::7")).name, 2))
+    digest = hashlib.sha256(str(lb.maglev_table(backends)).encode()).hexdigest()
+    assert digest == "fa74fe1269ed56d12ccd78610b4b5abfa53b2f458ffc293901d37dae7bbf8415"
 
 
 # ---- config files -------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from veloz.control import abi
 from veloz.errors import VelozError
 
 # The kernel's IFNAMSIZ less the NUL.
@@ -38,7 +39,7 @@ def _port(text: str | None) -> None:
     if text is None:
         return
     if text.lstrip("-").isdigit():
-        parse_u32(text, "--port", 0, 63)
+        parse_u32(text, "--port", 0, abi.max_port())
     else:
         check_iface(text, "--port")
 
@@ -89,7 +90,7 @@ class _AnyPorts:
         if isinstance(text, str) and not text.lstrip("-").isdigit():
             check_iface(text, "port")
             return 0
-        return parse_u32(text, "port", 0, 63)
+        return parse_u32(text, "port", 0, abi.max_port())
 
 
 def _neigh_add(args: argparse.Namespace) -> None:

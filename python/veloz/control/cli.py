@@ -9,23 +9,37 @@ from __future__ import annotations
 
 import argparse
 import json
-import struct
 
-from veloz.control import checks, objects
+from veloz.control import abi, checks, objects
 from veloz.control.client import Ctl, per_cpu_sums
 from veloz.errors import VelozError
 
-VERDICTS = ["aborted", "drop", "pass", "tx", "redirect"]
-STAT = struct.Struct("<QQ")  # struct vz_stat
+
+class _Abi(abi.View):
+    """include/veloz/nf.h's maps, the same in every NF: read from the drop NF's BTF."""
+
+    nf = "drop"
+    # enum vz_verdict: "aborted", "drop", "pass", "tx", "redirect" (VZ_REDIRECT_VERDICT)
+    VERDICTS = abi.Lazy(
+        lambda a: [
+            n.removesuffix("_verdict")
+            for n in a.enum_names("vz_verdict", "VZ_", ("VZ_VERDICT_COUNT",))
+        ]
+    )
+    STAT = abi.map_value("vz_stats")
+
+
+ABI = _Abi()
+__getattr__ = ABI.module_getattr(__name__)
 
 
 def stats(ctl: Ctl) -> dict[str, dict[str, int]]:
     """The NF's packets and bytes per verdict, summed over CPUs or workers."""
     info = ctl.maps()["vz_stats"]
     out = {}
-    for index, name in enumerate(VERDICTS):
+    for index, name in enumerate(ABI.VERDICTS):
         value = ctl.lookup("vz_stats", index.to_bytes(4, "little")) or b""
-        packets, nbytes = per_cpu_sums(value, info, STAT)
+        packets, nbytes = per_cpu_sums(value, info, ABI.STAT)
         out[name] = {"packets": packets, "bytes": nbytes}
     return out
 

@@ -39,7 +39,6 @@ from pathlib import Path
 from veloz.control.ops import Op
 from veloz.errors import VelozError
 
-U64 = struct.Struct("<Q")  # a per-CPU counter
 CTL_DIR = Path(os.environ.get("VELOZ_CTL_DIR", "/run/veloz/ctl"))
 # Requests in flight before reading replies: bounds what either side buffers.
 CHUNK = 2048

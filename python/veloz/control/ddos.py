@@ -32,10 +32,10 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from veloz.control import abi
 from veloz.control.client import Ctl, per_cpu_sums
 from veloz.control.objects import Ports
 from veloz.control.ops import Network, Op, delete, lpm_key, parse_prefix, parse_u32, update
@@ -49,26 +49,40 @@ META = "ddos_meta"
 RULE_STATS = "ddos_rule_stats"
 TOTALS = "ddos_totals"
 
-# include/veloz/abi.h, nf/ddos.c section
-RULES_MAX = 64
-ALLOW_MAX = 16384
-BURST_MAX = 1_000_000_000
-RATE_MAX = 0xFFFF_FFFF
-ALLOWED = 1
-ACTIONS = {"drop": 1, "limit": 2, "allow": 3}
-ACTION_NAMES = {v: k for k, v in ACTIONS.items()}
-TCP_FLAGS = {"fin": 0x01, "syn": 0x02, "rst": 0x04, "psh": 0x08,
-             "ack": 0x10, "urg": 0x20, "ece": 0x40, "cwr": 0x80}  # fmt: skip
 PROTOS = {"any": 0, "icmp": 1, "tcp": 6, "udp": 17, "icmp6": 58, "icmpv6": 58}
 PROTO_NAMES = {0: "any", 1: "icmp", 6: "tcp", 17: "udp", 58: "icmp6"}
 PORT_PROTOS = (6, 17)
-# enum vz_ddos_total, in order
-TOTAL_NAMES = ["allowlisted", "passed", "not_ip", "malformed"]
 
-RULE = struct.Struct("<8B2sHIII16s")  # struct vz_ddos_rule
-RULE_STAT = struct.Struct("<QQQ")  # struct vz_ddos_rule_stat
-STAT = struct.Struct("<QQ")  # struct vz_stat
-META_VALUE = struct.Struct("<I")  # struct vz_ddos_meta
+
+class _Abi(abi.View):
+    """nf/ddos.c's maps and include/veloz/abi.h's ddos section, from ddos.bpf.o's BTF."""
+
+    nf = "ddos"
+    RULES_MAX = abi.max_entries(RULES)
+    ALLOW_MAX = abi.max_entries(ALLOW[4])
+    BURST_MAX = abi.Lazy(lambda a: abi.define("VZ_DDOS_BURST_MAX"))
+    RATE_MAX = abi.Lazy(lambda a: a.layout("vz_ddos_rule").field("rate").max)
+    ALLOWED = abi.Lazy(lambda a: abi.define("VZ_DDOS_ALLOWED"))
+    ACTIONS = abi.Lazy(lambda a: a.named("vz_ddos_action", "VZ_DDOS_"))
+    ACTION_NAMES = abi.Lazy(
+        lambda a: {v: k for k, v in a.named("vz_ddos_action", "VZ_DDOS_").items()}
+    )
+    # "fin" -> 0x01 ... in bit order
+    TCP_FLAGS = abi.Lazy(lambda a: {k.removeprefix("VZ_TCP_").lower(): v for k, v in
+                                    sorted(abi.defines().items(), key=lambda kv: kv[1])
+                                    if k.startswith("VZ_TCP_")})  # fmt: skip
+    TOTAL_NAMES = abi.Lazy(
+        lambda a: a.enum_names("vz_ddos_total", "VZ_DDOS_", ("VZ_DDOS_TOTAL_COUNT",))
+    )
+    RULE = abi.layout("vz_ddos_rule")
+    RULE_STAT = abi.layout("vz_ddos_rule_stat")
+    STAT = abi.map_value(TOTALS)
+    META_VALUE = abi.layout("vz_ddos_meta")
+    ALLOW_VALUE = abi.map_value(ALLOW[4])
+
+
+ABI = _Abi()
+__getattr__ = ABI.module_getattr(__name__)
 RULE_FIELDS = ("src", "proto", "dport", "tcp_flags", "action", "rate", "burst")
 
 
@@ -88,24 +102,24 @@ class Rule:
         family = self.src.version if self.src else 0
         prefixlen = self.src.prefixlen if self.src else 0
         addr = self.src.network_address.packed if self.src else b""
-        return RULE.pack(
-            int(used), family, prefixlen, self.proto, self.action, self.tcp_mask,
-            self.tcp_value, 0, self.dport.to_bytes(2, "big"), 0, gen, self.rate,
-            self.burst, addr.ljust(16, b"\0"),
+        return ABI.RULE.pack(
+            used=int(used), family=family, prefixlen=prefixlen, proto=self.proto,
+            action=self.action, tcp_mask=self.tcp_mask, tcp_value=self.tcp_value,
+            dport=self.dport, gen=gen, rate=self.rate, burst=self.burst,
+            addr=addr.ljust(16, b"\0"),
         )  # fmt: skip
 
     @classmethod
     def decode(cls, raw: bytes) -> tuple[Rule, bool, int]:
         """(rule, used, gen) of struct vz_ddos_rule's bytes."""
-        (used, family, prefixlen, proto, action, mask, value, _, dport, _, gen, rate, burst,
-         addr) = RULE.unpack(raw[: RULE.size])  # fmt: skip
+        r = ABI.RULE.unpack(raw)
         src: Network | None = None
-        if family == 4:
-            src = ipaddress.IPv4Network((addr[:4], prefixlen))
-        elif family == 6:
-            src = ipaddress.IPv6Network((addr, prefixlen))
-        rule = cls(action, src, proto, int.from_bytes(dport, "big"), mask, value, rate, burst)
-        return rule, bool(used), gen
+        if r.family == 4:
+            src = ipaddress.IPv4Network((r.addr[:4], r.prefixlen))
+        elif r.family == 6:
+            src = ipaddress.IPv6Network((r.addr, r.prefixlen))
+        rule = cls(r.action, src, r.proto, r.dport, r.tcp_mask, r.tcp_value, r.rate, r.burst)
+        return rule, bool(r.used), r.gen
 
     def table(self) -> dict[str, object]:
         """The rule as a config table (what `[[rule]]` would say)."""
@@ -118,8 +132,8 @@ class Rule:
             out["dport"] = self.dport
         if self.tcp_mask:
             out["tcp_flags"] = format_tcp_flags(self.tcp_mask, self.tcp_value)
-        out["action"] = ACTION_NAMES.get(self.action, str(self.action))
-        if self.action == ACTIONS["limit"]:
+        out["action"] = ABI.ACTION_NAMES.get(self.action, str(self.action))
+        if self.action == ABI.ACTIONS["limit"]:
             out["rate"] = self.rate
             out["burst"] = self.burst
         return out
@@ -148,10 +162,10 @@ def parse_tcp_flags(text: object) -> tuple[int, int]:
     for word in text.lower().split(","):
         word = word.strip()
         name = word.lstrip("!")
-        if name not in TCP_FLAGS or len(word) - len(name) > 1:
-            names = ", ".join(TCP_FLAGS)
+        if name not in ABI.TCP_FLAGS or len(word) - len(name) > 1:
+            names = ", ".join(ABI.TCP_FLAGS)
             raise VelozError(f"bad TCP flag '{word}' in '{text}' (flags: {names}; '!' for clear)")
-        bit = TCP_FLAGS[name]
+        bit = ABI.TCP_FLAGS[name]
         if mask & bit:
             raise VelozError(f"TCP flag '{name}' given twice in '{text}'")
         mask |= bit
@@ -162,7 +176,7 @@ def parse_tcp_flags(text: object) -> tuple[int, int]:
 
 def format_tcp_flags(mask: int, value: int) -> str:
     return ",".join(
-        ("" if value & bit else "!") + name for name, bit in TCP_FLAGS.items() if mask & bit
+        ("" if value & bit else "!") + name for name, bit in ABI.TCP_FLAGS.items() if mask & bit
     )
 
 
@@ -180,9 +194,9 @@ def parse_rule(item: dict[str, object]) -> Rule:
     action_text = item.get("action")
     if action_text is None:
         raise VelozError("a rule needs an action: drop, limit or allow")
-    if not isinstance(action_text, str) or action_text.strip().lower() not in ACTIONS:
+    if not isinstance(action_text, str) or action_text.strip().lower() not in ABI.ACTIONS:
         raise VelozError(f"unknown action '{action_text}' (expected drop, limit or allow)")
-    action = ACTIONS[action_text.strip().lower()]
+    action = ABI.ACTIONS[action_text.strip().lower()]
 
     src = None
     if item.get("src") is not None:
@@ -205,11 +219,11 @@ def parse_rule(item: dict[str, object]) -> Rule:
             raise VelozError("tcp_flags needs proto = tcp")
 
     rate = burst = 0
-    if action == ACTIONS["limit"]:
+    if action == ABI.ACTIONS["limit"]:
         if item.get("rate") is None or item.get("burst") is None:
             raise VelozError("action limit needs rate (packets/s per source) and burst")
-        rate = _number(item["rate"], "rate", 0, RATE_MAX)
-        burst = _number(item["burst"], "burst", 1, BURST_MAX)
+        rate = _number(item["rate"], "rate", 0, ABI.RATE_MAX)
+        burst = _number(item["burst"], "burst", 1, ABI.BURST_MAX)
     elif item.get("rate") is not None or item.get("burst") is not None:
         raise VelozError(f"rate and burst belong to action limit, not {action_text}")
     return Rule(action, src, proto, dport, mask, value, rate, burst)
@@ -235,17 +249,17 @@ def slot_key(slot: int) -> bytes:
 
 
 def allow_op(net: Network) -> Op:
-    return update(ALLOW[net.version], lpm_key(net), ALLOWED.to_bytes(4, "little"))
+    return update(ALLOW[net.version], lpm_key(net), ABI.ALLOW_VALUE.pack(ABI.ALLOWED))
 
 
 def meta_op(end: int) -> Op:
-    return update(META, slot_key(0), META_VALUE.pack(end))
+    return update(META, slot_key(0), ABI.META_VALUE.pack(end=end))
 
 
 def add_rule_ops(rule: Rule, slot: int, gen: int, end: int) -> list[Op]:
     """Write a rule into a free slot while packets flow (see nf/ddos.c)."""
     ops = [
-        update(RULE_STATS, slot_key(slot), bytes(RULE_STAT.size)),
+        update(RULE_STATS, slot_key(slot), bytes(ABI.RULE_STAT.size)),
         update(RULES, slot_key(slot), rule.encode(False, gen)),
         update(RULES, slot_key(slot), rule.encode(True, gen)),
     ]
@@ -274,13 +288,13 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
     ops = [allow_op(net) for net in parse_allow(values.get("allow", []))]
     for family in (4, 6):
         count = sum(op.map == ALLOW[family] for op in ops)
-        if count > ALLOW_MAX:
+        if count > ABI.ALLOW_MAX:
             raise VelozError(
-                f"config: {count} IPv{family} allow-list prefixes, at most {ALLOW_MAX}"
+                f"config: {count} IPv{family} allow-list prefixes, at most {ABI.ALLOW_MAX}"
             )
     items = _table_list(values, "rule")
-    if len(items) > RULES_MAX:
-        raise VelozError(f"config: {len(items)} rules, at most {RULES_MAX}")
+    if len(items) > ABI.RULES_MAX:
+        raise VelozError(f"config: {len(items)} rules, at most {ABI.RULES_MAX}")
     for slot, item in enumerate(items):
         try:
             rule = parse_rule(item)
@@ -308,15 +322,15 @@ def read_rules(ctl: Ctl) -> tuple[dict[int, Slot], int]:
     for key, value in ctl.dump(RULES):
         rule, used, gen = Rule.decode(value)
         slots[int.from_bytes(key, "little")] = Slot(rule, used, gen)
-    meta = ctl.lookup(META, slot_key(0)) or bytes(META_VALUE.size)
-    return slots, META_VALUE.unpack(meta[: META_VALUE.size])[0]
+    meta = ctl.lookup(META, slot_key(0)) or bytes(ABI.META_VALUE.size)
+    return slots, ABI.META_VALUE.unpack(meta).end
 
 
 def rule_counters(ctl: Ctl) -> dict[int, dict[str, int]]:
     info = ctl.maps()[RULE_STATS]
     out = {}
     for key, value in ctl.dump(RULE_STATS):
-        packets, bytes_, dropped = per_cpu_sums(value, info, RULE_STAT)
+        packets, bytes_, dropped = per_cpu_sums(value, info, ABI.RULE_STAT)
         out[int.from_bytes(key, "little")] = {
             "packets": packets,
             "bytes": bytes_,
@@ -328,9 +342,9 @@ def rule_counters(ctl: Ctl) -> dict[int, dict[str, int]]:
 def totals(ctl: Ctl) -> dict[str, dict[str, int]]:
     info = ctl.maps()[TOTALS]
     out = {}
-    for index, name in enumerate(TOTAL_NAMES):
+    for index, name in enumerate(ABI.TOTAL_NAMES):
         value = ctl.lookup(TOTALS, slot_key(index)) or bytes(info.stride * info.copies)
-        packets, bytes_ = per_cpu_sums(value, info, STAT)
+        packets, bytes_ = per_cpu_sums(value, info, ABI.STAT)
         out[name] = {"packets": packets, "bytes": bytes_}
     return out
 
@@ -369,12 +383,12 @@ def choose_slot(slots: dict[int, Slot], end: int, wanted: int | None) -> int:
             )
         return wanted
     nxt = max(used, default=-1) + 1
-    if nxt >= RULES_MAX:
-        free = [i for i in range(RULES_MAX) if i not in used]
+    if nxt >= ABI.RULES_MAX:
+        free = [i for i in range(ABI.RULES_MAX) if i not in used]
         if not free:
-            raise VelozError(f"the rule table is full ({RULES_MAX} rules)")
+            raise VelozError(f"the rule table is full ({ABI.RULES_MAX} rules)")
         raise VelozError(
-            f"no free slot after rule {RULES_MAX - 1}; put the rule in a free one "
+            f"no free slot after rule {ABI.RULES_MAX - 1}; put the rule in a free one "
             f"with --slot (free: {', '.join(map(str, free))})"
         )
     return nxt
@@ -386,7 +400,7 @@ def ctl_rule_add(args: argparse.Namespace, ctl: Ctl) -> int:
         "tcp_flags": args.tcp_flags, "rate": args.rate, "burst": args.burst,
     }  # fmt: skip
     rule = parse_rule({k: v for k, v in item.items() if v is not None})
-    wanted = None if args.slot is None else parse_u32(args.slot, "--slot", 0, RULES_MAX - 1)
+    wanted = None if args.slot is None else parse_u32(args.slot, "--slot", 0, ABI.RULES_MAX - 1)
     slots, end = read_rules(ctl)
     slot = choose_slot(slots, end, wanted)
     gen = (slots[slot].gen + 1) & 0xFFFF_FFFF if slot in slots else 1
@@ -396,7 +410,7 @@ def ctl_rule_add(args: argparse.Namespace, ctl: Ctl) -> int:
 
 
 def ctl_rule_del(args: argparse.Namespace, ctl: Ctl) -> int:
-    slot = parse_u32(args.id, "rule id", 0, RULES_MAX - 1)
+    slot = parse_u32(args.id, "rule id", 0, ABI.RULES_MAX - 1)
     slots, end = read_rules(ctl)
     used = sorted(i for i, s in slots.items() if s.used)
     if slot not in used:

@@ -22,24 +22,42 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from veloz.control import abi
 from veloz.control.ops import Op, update
 from veloz.errors import VelozError
 
 TBL24, TBL8, OWNER = "router_tbl24", "router_tbl8", "router_tbl8_owner"
-SLOTS24 = 1 << 24
-GROUPS = 8192  # VZ_ROUTER_TBL8_GROUPS
-GROUP, ROUTE = 0x80000000, 0x40000000
-INDEX_MASK = 0x00FFFFFF
 CHUNK = 1 << 16  # entries per read request
 
 
+class _Abi(abi.View):
+    """The table's geometry and entry bits: router.bpf.o's maps and abi.h."""
+
+    nf = "router"
+    SLOTS24 = abi.max_entries(TBL24)
+    GROUPS = abi.max_entries(OWNER)
+    GROUP = abi.Lazy(lambda a: abi.define("VZ_DIR24_GROUP"))
+    ROUTE = abi.Lazy(lambda a: abi.define("VZ_DIR24_ROUTE"))
+    INDEX_MASK = abi.Lazy(lambda a: abi.define("VZ_DIR24_INDEX_MASK"))
+    DEPTH_SHIFT = abi.Lazy(lambda a: abi.define("VZ_DIR24_DEPTH_SHIFT"))
+    KIND_SHIFT = abi.Lazy(lambda a: abi.define("VZ_DIR24_KIND_SHIFT"))
+    # the depth's bits: from its shift up to the ROUTE flag
+    DEPTH_MASK = abi.Lazy(
+        lambda a: (abi.define("VZ_DIR24_ROUTE") >> abi.define("VZ_DIR24_DEPTH_SHIFT")) - 1
+    )
+
+
+ABI = _Abi()
+__getattr__ = ABI.module_getattr(__name__)
+
+
 def entry(kind: int, nexthop: int, depth: int) -> int:
-    return ROUTE | depth << 24 | kind << 16 | nexthop
+    return ABI.ROUTE | depth << ABI.DEPTH_SHIFT | kind << ABI.KIND_SHIFT | nexthop
 
 
 def depth_of(values: np.ndarray) -> np.ndarray:
     """Prefix length of route entries; 0 for empty ones (any /0 may replace them)."""
-    return (values >> 24) & 0x3F
+    return (values >> ABI.DEPTH_SHIFT) & ABI.DEPTH_MASK
 
 
 def _runs(index: np.ndarray, values: np.ndarray) -> Iterable[tuple[int, int, int]]:
@@ -66,8 +84,8 @@ class Table:
 
     def __init__(self, reader=None) -> None:
         self.reader = reader
-        self.tbl24 = np.zeros(SLOTS24, np.uint32)
-        self.loaded = np.zeros(SLOTS24 // CHUNK, bool)
+        self.tbl24 = np.zeros(ABI.SLOTS24, np.uint32)
+        self.loaded = np.zeros(ABI.SLOTS24 // CHUNK, bool)
         self.old24: dict[int, np.ndarray] = {}  # chunk -> entries as read
         self.groups: dict[int, np.ndarray] = {}  # group -> entries now
         self.old_groups: dict[int, np.ndarray] = {}
@@ -99,7 +117,7 @@ class Table:
 
     def _owners(self) -> np.ndarray:
         if self.owner is None:
-            self.owner = self._read(OWNER, 0, GROUPS)
+            self.owner = self._read(OWNER, 0, ABI.GROUPS)
             self.old_owner = self.owner.copy()
         return self.owner
 
@@ -110,31 +128,33 @@ class Table:
         if self.reader is None:
             self.pending.append((length, addr, value))  # built at once in ops()
             return
-        self._set(addr, length, value, lambda old: (old & ROUTE == 0) | (depth_of(old) <= length))
+        self._set(
+            addr, length, value, lambda old: (old & ABI.ROUTE == 0) | (depth_of(old) <= length)
+        )
 
     def delete(self, addr: int, length: int, replacement: int) -> None:
         """addr/length is gone; its entries go to replacement (0: no route)."""
         self._set(addr, length, replacement,
-                  lambda old: (old & ROUTE != 0) & (depth_of(old) == length))  # fmt: skip
+                  lambda old: (old & ABI.ROUTE != 0) & (depth_of(old) == length))  # fmt: skip
 
     def _set(self, addr: int, length: int, value: int, owned) -> None:
         if length <= 24:
             lo = addr >> 8
             span = self._span(lo, lo + (1 << (24 - length)))
-            plain = span & GROUP == 0
+            plain = span & ABI.GROUP == 0
             span[plain & owned(span)] = value
-            for g in (span[~plain] & INDEX_MASK).tolist():
+            for g in (span[~plain] & ABI.INDEX_MASK).tolist():
                 group = self._group(g)
                 group[owned(group)] = value
             return
         i = addr >> 8
         cur = int(self._span(i, i + 1)[0])
         lo, hi = addr & 0xFF, (addr & 0xFF) + (1 << (32 - length))
-        if cur & GROUP:
-            g = cur & INDEX_MASK
+        if cur & ABI.GROUP:
+            g = cur & ABI.INDEX_MASK
             group = self._group(g)
         else:
-            if value & ROUTE == 0:
+            if value & ABI.ROUTE == 0:
                 return  # a delete where no longer prefix was: nothing to do
             g = self._allocate(i)
             group = self.groups[g]
@@ -142,20 +162,20 @@ class Table:
         part = group[lo:hi]
         part[owned(part)] = value
         first = int(group[0])
-        if first & GROUP == 0 and (group == first).all() and int(depth_of(group[:1])[0]) <= 24:
+        if first & ABI.GROUP == 0 and (group == first).all() and int(depth_of(group[:1])[0]) <= 24:
             # nothing longer than /24 left: fold the group into its /24 entry
             self.tbl24[i] = first
             self._owners()[g] = 0
             self.freed.add(g)
         else:
-            self.tbl24[i] = GROUP | g
+            self.tbl24[i] = ABI.GROUP | g
 
     def _allocate(self, slot24: int) -> int:
         owner = self._owners()
         free = np.flatnonzero(owner == 0)
         free = free[~np.isin(free, list(self.freed))] if self.freed else free
         if free.size == 0:
-            raise VelozError(f"the router's DIR-24-8 table has no free group ({GROUPS} /24s "
+            raise VelozError(f"the router's DIR-24-8 table has no free group ({ABI.GROUPS} /24s "
                              "hold prefixes longer than /24)")  # fmt: skip
         g = int(free[0])
         owner[g] = slot24 + 1

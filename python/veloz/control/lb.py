@@ -28,51 +28,31 @@ every `veloz ctl` command reads them, computes the VIP's new Maglev ring and
 sends only the slots that differ, with the backend entries, as one
 transaction.
 
-Maglev (Eisenbud et al., NSDI'16): each backend has an offset and a skip
-from two independent hashes (keyed BLAKE2b) of its address, so its
-preference list through the table's 65537 slots is the same on every run
-and on every VIP; backends take turns claiming their next free preferred
-slot until the table is full. A backend of weight w takes w turns for every
-max-weight turns of the heaviest, interleaved, so shares follow weights.
-Backends take their turns in address order, so the table depends only on
-the set of (address, weight), never on the order they were added in.
+Maglev's table is built in maglev.py; the flow hash that picks a slot is
+nf/lb.c's own C code (include/veloz/jhash.h, through libveloz-lbhash). Every
+struct, map size and counter name comes from lb.bpf.o's BTF (abi.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import ctypes
+import functools
 import ipaddress
 import json
 import re
-import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from veloz.control.client import U64, Ctl, MapInfo, per_cpu_sums
+from veloz import paths
+from veloz.control import abi, maglev
+from veloz.control.client import Ctl, MapInfo, per_cpu_sums
 from veloz.control.objects import Ports
 from veloz.control.ops import Address, Op, delete, parse_address, parse_mac, parse_u32, update
 from veloz.errors import VelozError
 
 KEYS = frozenset({"lb", "vip"})
-
-# include/veloz/abi.h, "nf/lb.c" section
-MAX_VIPS = 64
-RING_SIZE = 65537
-MAX_BACKENDS = 4096  # ids 1..4095; 0 is "none"
-BACKEND_VALID = 0x1
-HASH_SEED = 0x5A17B00C  # nf/lb.c LB_HASH_SEED
-MAX_WEIGHT = 0xFFFF
-COUNTER_NAMES = [  # enum vz_lb_counter, in order
-    "malformed",
-    "fragment",
-    "no_backend",
-    "encap_failed",
-    "conn_hit",
-    "conn_stale",
-    "ring",
-]
 
 VIPS = "lb_vips"
 RING = "lb_ring"
@@ -85,10 +65,28 @@ COUNTERS = "lb_counters"
 PROTOS = {"tcp": 6, "udp": 17}
 PROTO_NAMES = {v: k for k, v in PROTOS.items()}
 
-VIP_VALUE = struct.Struct("<II")  # struct vz_lb_vip
-BACKEND = struct.Struct("<16sIHBB")  # struct vz_lb_backend
-SELF_VALUE = struct.Struct("<6s6s4s16s")  # struct vz_lb_self
-STAT = struct.Struct("<QQ")  # struct vz_stat
+
+class _Abi(abi.View):
+    """nf/lb.c's maps and include/veloz/abi.h's lb section, from lb.bpf.o's BTF."""
+
+    nf = "lb"
+    MAX_VIPS = abi.max_entries(VIPS)
+    MAX_BACKENDS = abi.max_entries(BACKENDS)  # ids 1..MAX_BACKENDS-1; 0 is "none"
+    RING_SIZE = abi.Lazy(lambda a: abi.define("VZ_LB_RING_SIZE"))
+    BACKEND_VALID = abi.Lazy(lambda a: abi.define("VZ_LB_BACKEND_VALID"))
+    COUNTER_NAMES = abi.Lazy(lambda a: a.enum_names("vz_lb_counter", "VZ_LB_", ("VZ_LB_COUNTERS",)))
+    VIP_KEY = abi.layout("vz_lb_vip_key")
+    VIP_VALUE = abi.layout("vz_lb_vip")
+    BACKEND = abi.layout("vz_lb_backend")
+    SELF_VALUE = abi.layout("vz_lb_self")
+    FLOW = abi.layout("vz_lb_flow")
+    STAT = abi.layout("vz_stat")
+    COUNTER = abi.map_value(COUNTERS)
+    MAX_WEIGHT = abi.Lazy(lambda a: a.layout("vz_lb_backend").field("weight").max)
+
+
+ABI = _Abi()
+__getattr__ = ABI.module_getattr(__name__)
 
 
 def addr16(addr: Address) -> bytes:
@@ -104,127 +102,39 @@ def u32(n: int) -> bytes:
     return n.to_bytes(4, "little")
 
 
-# ---- the NF's flow hash (nf/lb.c lb_flow_hash) -----------------------------
-
-_MASK = 0xFFFFFFFF
-
-
-def _rol(x: int, k: int) -> int:
-    return ((x << k) | (x >> (32 - k))) & _MASK
-
-
-def _mix(a: int, b: int, c: int) -> tuple[int, int, int]:
-    a = (a - c) & _MASK
-    a ^= _rol(c, 4)
-    c = (c + b) & _MASK
-    b = (b - a) & _MASK
-    b ^= _rol(a, 6)
-    a = (a + c) & _MASK
-    c = (c - b) & _MASK
-    c ^= _rol(b, 8)
-    b = (b + a) & _MASK
-    a = (a - c) & _MASK
-    a ^= _rol(c, 16)
-    c = (c + b) & _MASK
-    b = (b - a) & _MASK
-    b ^= _rol(a, 19)
-    a = (a + c) & _MASK
-    c = (c - b) & _MASK
-    c ^= _rol(b, 4)
-    b = (b + a) & _MASK
-    return a, b, c
-
-
-def _final(a: int, b: int, c: int) -> int:
-    c ^= b
-    c = (c - _rol(b, 14)) & _MASK
-    a ^= c
-    a = (a - _rol(c, 11)) & _MASK
-    b ^= a
-    b = (b - _rol(a, 25)) & _MASK
-    c ^= b
-    c = (c - _rol(b, 16)) & _MASK
-    a ^= c
-    a = (a - _rol(c, 4)) & _MASK
-    b ^= a
-    b = (b - _rol(a, 14)) & _MASK
-    c ^= b
-    c = (c - _rol(b, 24)) & _MASK
-    return c
+# ---- the NF's flow hash and Maglev ------------------------------------------
 
 
 def flow_key(src: Address, dst: Address, sport: int, dport: int, proto: int) -> bytes:
     """struct vz_lb_flow: the key of lb_conns."""
     if src.version != dst.version:
         raise ValueError("source and destination of different families")
-    ports = sport.to_bytes(2, "big") + dport.to_bytes(2, "big")
-    return addr16(src) + addr16(dst) + ports + bytes([proto, src.version, 0, 0])
+    return ABI.FLOW.pack(src=addr16(src), dst=addr16(dst), sport=sport, dport=dport,
+                         proto=proto, family=src.version)  # fmt: skip
+
+
+@functools.cache
+def _hash_lib() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(paths.library("libveloz-lbhash.so")))
+    lib.vz_lb_flow_hash_bytes.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.vz_lb_flow_hash_bytes.restype = ctypes.c_uint32
+    return lib
 
 
 def flow_hash(key: bytes) -> int:
-    """jhash2 of a vz_lb_flow's ten words, seeded as nf/lb.c seeds it."""
-    k = struct.unpack("<10I", key)
-    a = b = c = (0xDEADBEEF + (10 << 2) + HASH_SEED) & _MASK
-    for i in (0, 3, 6):
-        a, b, c = _mix((a + k[i]) & _MASK, (b + k[i + 1]) & _MASK, (c + k[i + 2]) & _MASK)
-    return _final((a + k[9]) & _MASK, b, c)
+    """nf/lb.c's flow hash of a vz_lb_flow: the NF's own C code (jhash.h)."""
+    if len(key) != ABI.FLOW.size:
+        raise ValueError(f"a flow key is {ABI.FLOW.size} bytes, not {len(key)}")
+    return int(_hash_lib().vz_lb_flow_hash_bytes(key, len(key)))
 
 
 def flow_slot(key: bytes) -> int:
-    return flow_hash(key) % RING_SIZE
+    return flow_hash(key) % ABI.RING_SIZE
 
 
-# ---- Maglev ---------------------------------------------------------------
-
-
-def _permutation(name: bytes, size: int) -> tuple[int, int]:
-    """(offset, skip) of a backend: two independent keyed hashes of its name."""
-    h1 = hashlib.blake2b(name, digest_size=8, person=b"veloz-lb-offset").digest()
-    h2 = hashlib.blake2b(name, digest_size=8, person=b"veloz-lb-skip").digest()
-    return int.from_bytes(h1, "little") % size, int.from_bytes(h2, "little") % (size - 1) + 1
-
-
-def maglev_table(backends: Sequence[tuple[bytes, int]], size: int = RING_SIZE) -> list[int]:
-    """Maglev's lookup table: for each slot, the index in backends of its owner.
-
-    backends are (name, weight) with distinct names and weights >= 1; size
-    must be prime. An empty list gives a table of -1. Pure and deterministic:
-    the table depends only on the set of backends.
-    """
-    if not backends:
-        return [-1] * size
-    names = [name for name, _ in backends]
-    if len(set(names)) != len(names):
-        raise ValueError("backend names must be distinct")
-    if any(w < 1 for _, w in backends):
-        raise ValueError("weights must be at least 1")
-    order = sorted(range(len(backends)), key=lambda i: backends[i][0])
-    perms = [_permutation(backends[i][0], size) for i in order]
-    weights = [backends[i][1] for i in order]
-    heaviest = max(weights)
-    pos = [offset for offset, _ in perms]
-    skips = [skip for _, skip in perms]
-    credit = [0] * len(order)
-    table = [-1] * size
-    filled = 0
-    while True:
-        for n, owner in enumerate(order):
-            # interleaved weighted turns: w turns per `heaviest` rounds
-            credit[n] += weights[n]
-            if credit[n] < heaviest:
-                continue
-            credit[n] -= heaviest
-            p, skip = pos[n], skips[n]
-            while table[p] >= 0:
-                p += skip
-                if p >= size:
-                    p -= size
-            table[p] = owner
-            p += skip
-            pos[n] = p - size if p >= size else p
-            filled += 1
-            if filled == size:
-                return table
+def maglev_table(backends: Sequence[tuple[bytes, int]], size: int | None = None) -> list[int]:
+    """maglev.table() on lb_ring's row size (VZ_LB_RING_SIZE) unless told."""
+    return maglev.table(backends, ABI.RING_SIZE if size is None else size)
 
 
 # ---- objects ----------------------------------------------------------------
@@ -238,16 +148,13 @@ class Vip:
 
     def key(self) -> bytes:
         """struct vz_lb_vip_key."""
-        return (
-            addr16(self.address)
-            + self.port.to_bytes(2, "big")
-            + bytes([self.proto, self.address.version])
-        )
+        return ABI.VIP_KEY.pack(addr=addr16(self.address), port=self.port, proto=self.proto,
+                                family=self.address.version)  # fmt: skip
 
     @classmethod
     def unpack(cls, key: bytes) -> Vip:
-        family, proto = key[19], key[18]
-        return cls(unpack_addr(key, family), int.from_bytes(key[16:18], "big"), proto)
+        k = ABI.VIP_KEY.unpack(key)
+        return cls(unpack_addr(k.addr, k.family), k.port, k.proto)
 
     def __str__(self) -> str:
         host = f"[{self.address}]" if self.address.version == 6 else str(self.address)
@@ -267,18 +174,18 @@ class Backend:
         return bytes([self.address.version]) + addr16(self.address)
 
     def value(self) -> bytes:
-        flags = BACKEND_VALID if self.valid else 0
-        return BACKEND.pack(
-            addr16(self.address), self.vip, self.weight, self.address.version, flags
-        )
+        flags = ABI.BACKEND_VALID if self.valid else 0
+        return ABI.BACKEND.pack(addr=addr16(self.address), vip=self.vip, weight=self.weight,
+                                family=self.address.version, flags=flags)  # fmt: skip
 
     @classmethod
     def unpack(cls, raw: bytes) -> Backend | None:
         """None for an id that was never used."""
-        addr, vip, weight, family, flags = BACKEND.unpack(raw[: BACKEND.size])
-        if family not in (4, 6):
+        b = ABI.BACKEND.unpack(raw)
+        if b.family not in (4, 6):
             return None
-        return cls(unpack_addr(addr, family), weight, vip, bool(flags & BACKEND_VALID))
+        return cls(unpack_addr(b.addr, b.family), b.weight, b.vip,
+                   bool(b.flags & ABI.BACKEND_VALID))  # fmt: skip
 
     def __str__(self) -> str:
         return f"{self.address}" + (f":weight={self.weight}" if self.weight != 1 else "")
@@ -294,11 +201,13 @@ class Self:
     source6: bytes = bytes(16)
 
     def value(self) -> bytes:
-        return SELF_VALUE.pack(self.mac, self.next_hop_mac, self.source4, self.source6)
+        return ABI.SELF_VALUE.pack(mac=self.mac, next_hop_mac=self.next_hop_mac,
+                                   source4=self.source4, source6=self.source6)  # fmt: skip
 
     @classmethod
     def unpack(cls, raw: bytes) -> Self:
-        return cls(*SELF_VALUE.unpack(raw[: SELF_VALUE.size]))
+        v = ABI.SELF_VALUE.unpack(raw)
+        return cls(v.mac, v.next_hop_mac, v.source4, v.source6)
 
     def check_backend(self, backend: Backend, vip: Vip) -> None:
         source = self.source4 if backend.address.version == 4 else self.source6
@@ -351,7 +260,7 @@ def parse_backend(item: object, where: str = "backend") -> Backend:
     else:
         raise VelozError(f"{where}: a backend is an address string or a table, not {item!r}")
     addr = parse_address(text, f"{where} address")
-    return Backend(addr, _number(weight, f"{where} weight", 1, MAX_WEIGHT))
+    return Backend(addr, _number(weight, f"{where} weight", 1, ABI.MAX_WEIGHT))
 
 
 def _check_unknown(table: dict, known: set[str], where: str) -> None:
@@ -397,7 +306,7 @@ class State:
             raise VelozError(f"the running NF is {nf}, not lb")
         state = cls()
         for key, value in ctl.dump(VIPS):
-            state.vips[Vip.unpack(key)] = VIP_VALUE.unpack(value[: VIP_VALUE.size])[0]
+            state.vips[Vip.unpack(key)] = ABI.VIP_VALUE.unpack(value).index
         for key, value in ctl.dump(BACKENDS):
             backend = Backend.unpack(value)
             if backend is not None:
@@ -420,18 +329,18 @@ class State:
         if vip in self.vips:
             raise VelozError(f"VIP {vip} exists already")
         used = set(self.vips.values())
-        free = next((i for i in range(MAX_VIPS) if i not in used), None)
+        free = next((i for i in range(ABI.MAX_VIPS) if i not in used), None)
         if free is None:
-            raise VelozError(f"the VIP table is full ({MAX_VIPS} VIPs)")
+            raise VelozError(f"the VIP table is full ({ABI.MAX_VIPS} VIPs)")
         return free
 
     def new_backend_id(self) -> int:
         """A never-used id first; then the oldest-numbered tombstone."""
-        free = next((i for i in range(1, MAX_BACKENDS) if i not in self.backends), None)
+        free = next((i for i in range(1, ABI.MAX_BACKENDS) if i not in self.backends), None)
         if free is None:
             free = next((i for i, b in sorted(self.backends.items()) if not b.valid), None)
         if free is None:
-            raise VelozError(f"the backend table is full ({MAX_BACKENDS - 1} backends)")
+            raise VelozError(f"the backend table is full ({ABI.MAX_BACKENDS - 1} backends)")
         return free
 
 
@@ -443,7 +352,7 @@ def ring_ids(members: dict[int, Backend]) -> list[int]:
 
 
 def ring_ops(index: int, old: Sequence[int], new: Sequence[int]) -> list[Op]:
-    base = index * RING_SIZE
+    base = index * ABI.RING_SIZE
     return [
         update(RING, u32(base + s), u32(b))
         for s, (a, b) in enumerate(zip(old, new, strict=True))
@@ -453,8 +362,8 @@ def ring_ops(index: int, old: Sequence[int], new: Sequence[int]) -> list[Op]:
 
 def read_ring(ctl: Ctl, index: int) -> list[int]:
     """The VIP's row of lb_ring as the NF has it (pipelined lookups)."""
-    base = index * RING_SIZE
-    replies = ctl.requests([f"lookup {RING} {u32(base + s).hex()}" for s in range(RING_SIZE)])
+    base = index * ABI.RING_SIZE
+    replies = ctl.requests([f"lookup {RING} {u32(base + s).hex()}" for s in range(ABI.RING_SIZE)])
     ring = []
     for reply in replies:
         if not reply.startswith("ok"):
@@ -503,14 +412,14 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
         vip = parse_vip(item["address"], item["port"], item["proto"])
         index = state.new_vip_index(vip)
         state.vips[vip] = index
-        ops.append(update(VIPS, vip.key(), VIP_VALUE.pack(index, 0)))
+        ops.append(update(VIPS, vip.key(), ABI.VIP_VALUE.pack(index=index, flags=0)))
         items = item.get("backends", [])
         if not isinstance(items, list):
             raise VelozError(f"config: vip {vip}: backends must be a list")
         backends = [parse_backend(b, f"vip {vip} backend") for b in items]
         backend_ops, members = add_backends(state, vip, backends)
         ops += backend_ops
-        ops += ring_ops(index, [0] * RING_SIZE, ring_ids(members))
+        ops += ring_ops(index, [0] * ABI.RING_SIZE, ring_ids(members))
     return ops
 
 
@@ -527,7 +436,7 @@ def ctl_vip_add(args: argparse.Namespace, ctl: Ctl) -> int:
     state = State.read(ctl)
     index = state.new_vip_index(vip)
     state.vips[vip] = index
-    ops = [update(VIPS, vip.key(), VIP_VALUE.pack(index, 0))]
+    ops = [update(VIPS, vip.key(), ABI.VIP_VALUE.pack(index=index, flags=0))]
     if backends:
         backend_ops, members = add_backends(state, vip, backends)
         # the row may hold ids of a VIP deleted before: compare with what is there
@@ -585,7 +494,7 @@ def ctl_backend_add(args: argparse.Namespace, ctl: Ctl) -> int:
     vip = _vip_from_args(args)
     backend = parse_backend(args.backend)
     if args.weight is not None:
-        backend.weight = parse_u32(args.weight, "weight", 1, MAX_WEIGHT)
+        backend.weight = parse_u32(args.weight, "weight", 1, ABI.MAX_WEIGHT)
     state = State.read(ctl)
     index = state.index(vip)
     # backend entries first: the ring never names an id that is not valid yet
@@ -594,7 +503,9 @@ def ctl_backend_add(args: argparse.Namespace, ctl: Ctl) -> int:
     ctl.apply(ops + changed)
     bid = int.from_bytes(ops[0].key, "little")
     mine = sum(op.value == u32(bid) for op in changed)
-    print(f"backend {backend} added to {vip}: {mine} of {RING_SIZE} slots, {len(changed)} changed")
+    print(
+        f"backend {backend} added to {vip}: {mine} of {ABI.RING_SIZE} slots, {len(changed)} changed"
+    )
     return 0
 
 
@@ -643,7 +554,7 @@ def _summed(ctl: Ctl, infos: dict[str, MapInfo], name: str) -> dict[int, tuple[i
     info = infos[name]
     out = {}
     for key, value in ctl.dump(name):
-        packets, nbytes = per_cpu_sums(value, info, STAT)
+        packets, nbytes = per_cpu_sums(value, info, ABI.STAT)
         out[int.from_bytes(key, "little")] = (packets, nbytes)
     return out
 
@@ -655,9 +566,9 @@ def stats(ctl: Ctl) -> dict:
     backend_stats = _summed(ctl, infos, BACKEND_STATS)
     info = infos[COUNTERS]
     counters = {}
-    for index, name in enumerate(COUNTER_NAMES):
+    for index, name in enumerate(ABI.COUNTER_NAMES):
         value = ctl.lookup(COUNTERS, u32(index)) or b""
-        counters[name] = per_cpu_sums(value, info, U64)[0]
+        counters[name] = per_cpu_sums(value, info, ABI.COUNTER)[0]
     vips = []
     for vip, index in sorted(state.vips.items(), key=lambda kv: kv[1]):
         packets, nbytes = vip_stats.get(index, (0, 0))
@@ -725,7 +636,7 @@ def add_ctl_commands(sub: argparse._SubParsersAction) -> None:
     )
     _vip_args(add)
     add.add_argument("backend", metavar="BACKEND", help="ADDRESS or ADDRESS:weight=N")
-    add.add_argument("--weight", "-w", help=f"1-{MAX_WEIGHT} (default 1)")
+    add.add_argument("--weight", "-w", help="1 up to what vz_lb_backend.weight holds (default 1)")
     add.set_defaults(func=ctl_backend_add)
     d = verbs.add_parser(
         "del",

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from veloz.control import abi
 from veloz.errors import VelozError
 
 # NF name -> module under veloz.control
@@ -51,7 +52,7 @@ class Ports:
         if isinstance(text, str) and not text.lstrip("-").isdigit():
             known = ", ".join(self.names) or "none"
             raise VelozError(f"port '{text}' is neither a number nor a port of this run ({known})")
-        port = parse_u32(text, "port", 0, 63)
+        port = parse_u32(text, "port", 0, abi.max_port())
         if self.names and port >= len(self.names):
             raise VelozError(f"port {port}: this run has ports 0 to {len(self.names) - 1}")
         return port

@@ -30,57 +30,67 @@ from __future__ import annotations
 import argparse
 import json
 import socket
-import struct
 import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from veloz.control import dir24
-from veloz.control.client import U64, Ctl, CtlError, per_cpu_sums
+from veloz.control import abi, dir24
+from veloz.control.client import Ctl, CtlError, per_cpu_sums
 from veloz.control.objects import Ports, iface_macs
 from veloz.control.ops import Op, delete, parse_address, parse_mac, update
 from veloz.errors import VelozError
 
 KEYS = frozenset({"routes", "route", "neighbour", "local"})
-# `table = "trie" | "dir24"`: which IPv4 table the NF looks up (both are kept)
-NAMED_FIELDS = {"table": {"trie": 0, "dir24": 1}}
 
 ROUTES = {4: "router_routes4", 6: "router_routes6"}
 NEXTHOPS = "router_nexthops"
 COUNTERS = "router_counters"
-MAX_NEXTHOPS = 4096
 
-# enum vz_route_kind
-FORWARD, LOCAL, KERNEL, BLACKHOLE = range(4)
-KIND_NAMES = {FORWARD: "via", LOCAL: "local", KERNEL: "kernel", BLACKHOLE: "blackhole"}
-# `ip route` types -> kind
-IP_ROUTE_TYPES = {
-    "unicast": FORWARD,
-    "local": LOCAL,
-    "blackhole": BLACKHOLE,
-    "unreachable": KERNEL,
-    "prohibit": KERNEL,
-    "throw": KERNEL,
-    "broadcast": KERNEL,
-    "multicast": KERNEL,
-    "anycast": KERNEL,
+
+_KIND_WORDS = {"forward": "via", "local": "local", "kernel": "kernel", "blackhole": "blackhole"}
+_IP_ROUTE_TYPES = {
+    "unicast": "forward",
+    "local": "local",
+    "blackhole": "blackhole",
+    "unreachable": "kernel",
+    "prohibit": "kernel",
+    "throw": "kernel",
+    "broadcast": "kernel",
+    "multicast": "kernel",
+    "anycast": "kernel",
 }
-# enum vz_router_counter, in order
-COUNTER_NAMES = [
-    "forwarded",
-    "local",
-    "no_route",
-    "ttl_expired",
-    "unresolved",
-    "to_kernel",
-    "blackhole",
-    "malformed",
-]
 
-USED, RESOLVED = 1, 2
-NEXTHOP = struct.Struct("<II6s6sI16s")  # struct vz_nexthop
-ROUTE = struct.Struct("<II")  # struct vz_route
+
+class _Abi(abi.View):
+    """nf/router.c's maps and include/veloz/abi.h's router section, from router.bpf.o's BTF."""
+
+    nf = "router"
+    MAX_NEXTHOPS = abi.max_entries(NEXTHOPS)
+    COUNTER_NAMES = abi.Lazy(
+        lambda a: a.enum_names("vz_router_counter", "VZ_ROUTER_", ("VZ_ROUTER_COUNTERS",))
+    )
+    # `table = "trie" | "dir24"`: which IPv4 table the NF looks up (both are kept)
+    NAMED_FIELDS = abi.Lazy(lambda a: {"table": a.named("vz_router_table", "VZ_ROUTER_TABLE_")})
+    USED = abi.Lazy(lambda a: abi.define("VZ_NEXTHOP_USED"))
+    RESOLVED = abi.Lazy(lambda a: abi.define("VZ_NEXTHOP_RESOLVED"))
+    NEXTHOP = abi.layout("vz_nexthop")
+    ROUTE = abi.layout("vz_route")
+    COUNTER = abi.map_value(COUNTERS)
+    FORWARD = abi.Lazy(lambda a: a.named("vz_route_kind", "VZ_ROUTE_")["forward"])
+    LOCAL = abi.Lazy(lambda a: a.named("vz_route_kind", "VZ_ROUTE_")["local"])
+    KERNEL = abi.Lazy(lambda a: a.named("vz_route_kind", "VZ_ROUTE_")["kernel"])
+    BLACKHOLE = abi.Lazy(lambda a: a.named("vz_route_kind", "VZ_ROUTE_")["blackhole"])
+    # kind -> how `veloz ctl route list` and route files name it
+    KIND_NAMES = abi.Lazy(lambda a: {v: _KIND_WORDS[k] for k, v in
+                                     a.named("vz_route_kind", "VZ_ROUTE_").items()})  # fmt: skip
+    # `ip route` types -> kind
+    IP_ROUTE_TYPES = abi.Lazy(lambda a: {t: a.named("vz_route_kind", "VZ_ROUTE_")[k]
+                                         for t, k in _IP_ROUTE_TYPES.items()})  # fmt: skip
+
+
+ABI = _Abi()
+__getattr__ = ABI.module_getattr(__name__)
 
 
 @dataclass(frozen=True)
@@ -136,9 +146,9 @@ class Route:
 
 
 def _parse_ip_route(words: list[str], ports: Ports) -> Route | None:
-    kind = FORWARD
-    if words[0] in IP_ROUTE_TYPES:
-        kind = IP_ROUTE_TYPES[words.pop(0)]
+    kind = ABI.FORWARD
+    if words[0] in ABI.IP_ROUTE_TYPES:
+        kind = ABI.IP_ROUTE_TYPES[words.pop(0)]
     if not words:
         raise VelozError("a route type without a prefix")
     dest = words.pop(0)
@@ -150,16 +160,16 @@ def _parse_ip_route(words: list[str], ports: Ports) -> Route | None:
             # with no address to tell the family by. Left to the kernel, such
             # a route is what a miss already gets (PASS); taken as IPv4 it
             # would replace the IPv4 default of the same file.
-            if kind in (FORWARD, KERNEL):
+            if kind in (ABI.FORWARD, ABI.KERNEL):
                 return None
             raise VelozError("'default' without 'via' names no address family: "
                              "write 0.0.0.0/0 or ::/0")  # fmt: skip
         dest = "::/0" if via[0] == 6 else "0.0.0.0/0"
     prefix = parse_prefix(dest)
-    if kind == FORWARD and via is None:
-        kind = KERNEL  # connected: the kernel resolves each host
-    port = ports.number(dev) if dev is not None and kind == FORWARD else 0
-    return Route(prefix, kind, via if kind == FORWARD else None, port)
+    if kind == ABI.FORWARD and via is None:
+        kind = ABI.KERNEL  # connected: the kernel resolves each host
+    port = ports.number(dev) if dev is not None and kind == ABI.FORWARD else 0
+    return Route(prefix, kind, via if kind == ABI.FORWARD else None, port)
 
 
 def _ip_route_option(words: list[str], key: str) -> str | None:
@@ -179,7 +189,7 @@ def parse_route_line(line: str, ports: Ports) -> Route | None:
     if not words:
         return None
     if (
-        words[0] in IP_ROUTE_TYPES
+        words[0] in ABI.IP_ROUTE_TYPES
         or words[0] == "default"
         or any(w in ("via", "dev", "proto", "scope", "metric") for w in words[1:2])
     ):
@@ -190,11 +200,11 @@ def parse_route_line(line: str, ports: Ports) -> Route | None:
     if words[1] in ("local", "blackhole", "kernel"):
         if len(words) == 3:  # neither a next hop nor a port: not to be dropped quietly
             raise VelozError(f"PREFIX {words[1]} takes nothing after it, not '{words[2]}'")
-        kind = {"local": LOCAL, "blackhole": BLACKHOLE, "kernel": KERNEL}[words[1]]
+        kind = {"local": ABI.LOCAL, "blackhole": ABI.BLACKHOLE, "kernel": ABI.KERNEL}[words[1]]
         return Route(prefix, kind)
     via = parse_gateway(words[1])
     port = ports.number(words[2]) if len(words) == 3 else 0
-    return Route(prefix, FORWARD, via, port)
+    return Route(prefix, ABI.FORWARD, via, port)
 
 
 def read_route_file(path: Path, ports: Ports) -> list[Route]:
@@ -229,18 +239,27 @@ class Nexthop:
     dmac: bytes | None = None
 
     def value(self) -> bytes:
-        flags = USED | (RESOLVED if self.dmac else 0)
+        flags = ABI.USED | (ABI.RESOLVED if self.dmac else 0)
         dmac = self.dmac or bytes(6)
         addr = self.addr.ljust(16, b"\0")
-        return NEXTHOP.pack(flags, self.port, dmac, self.smac, self.family, addr)
+        return ABI.NEXTHOP.pack(flags=flags, port=self.port, dmac=dmac, smac=self.smac,
+                                family=self.family, addr=addr)  # fmt: skip
 
     @classmethod
     def unpack(cls, raw: bytes) -> Nexthop | None:
-        flags, port, dmac, smac, family, addr = NEXTHOP.unpack(raw[: NEXTHOP.size])
-        if not flags & USED:
+        nh = ABI.NEXTHOP.unpack(raw)
+        flags, port, dmac, smac, family, addr = (
+            nh.flags,
+            nh.port,
+            nh.dmac,
+            nh.smac,
+            nh.family,
+            nh.addr,
+        )
+        if not flags & ABI.USED:
             return None
         addr = addr[:4] if family == 4 else addr
-        return cls(family, addr, port, smac, dmac if flags & RESOLVED else None)
+        return cls(family, addr, port, smac, dmac if flags & ABI.RESOLVED else None)
 
 
 class NexthopTable:
@@ -255,9 +274,9 @@ class NexthopTable:
         key = (via[0], via[1], port)
         if key in self.index:
             return self.index[key], False
-        free = next((i for i in range(MAX_NEXTHOPS) if i not in self.slots), None)
+        free = next((i for i in range(ABI.MAX_NEXTHOPS) if i not in self.slots), None)
         if free is None:
-            raise VelozError(f"the next-hop table is full ({MAX_NEXTHOPS} next hops)")
+            raise VelozError(f"the next-hop table is full ({ABI.MAX_NEXTHOPS} next hops)")
         self.slots[free] = Nexthop(via[0], via[1], port, ports.mac(port))
         self.index[key] = free
         return free, True
@@ -279,15 +298,17 @@ def route_ops(
 
     IPv4 routes also go into fib, the DIR-24-8 model; its ops come after
     (fib.ops()), once every route is in."""
+    pack_route = ABI.ROUTE.packer("kind", "nexthop")  # a full table: 750k of them
+    forward = ABI.FORWARD
     for route in routes:
         _check_families(route)
         slot = 0
-        if route.kind == FORWARD:
+        if route.kind == forward:
             assert route.via is not None
             slot, new = table.slot(route.via, route.port, ports)
             if new:
                 yield update(NEXTHOPS, slot.to_bytes(4, "little"), table.slots[slot].value())
-        yield update(ROUTES[route.prefix.family], route.prefix.key(), ROUTE.pack(route.kind, slot))
+        yield update(ROUTES[route.prefix.family], route.prefix.key(), pack_route(route.kind, slot))
         if fib is not None and route.prefix.family == 4:
             addr = int.from_bytes(route.prefix.addr, "big")
             fib.add(addr, route.prefix.length, dir24.entry(route.kind, slot, route.prefix.length))
@@ -369,13 +390,13 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
         port = item.get("port", 0)
         if isinstance(port, bool) or not isinstance(port, int | str):
             raise VelozError(f"config: {where}: port must be a number or a port's name")
-        routes.append(Route(prefix, FORWARD, via, ports.number(port)))
+        routes.append(Route(prefix, ABI.FORWARD, via, ports.number(port)))
     local = values.get("local", [])
     if not isinstance(local, list):
         raise VelozError("config: local must be a list of addresses")
-    routes += [Route(parse_prefix(str(a)), LOCAL) for a in local]
+    routes += [Route(parse_prefix(str(a)), ABI.LOCAL) for a in local]
     live = [n for n in ports.names if n]
-    routes += [Route(p, LOCAL) for p in port_addresses(live)]
+    routes += [Route(p, ABI.LOCAL) for p in port_addresses(live)]
 
     table = NexthopTable()
     fib = dir24.Table()
@@ -441,7 +462,8 @@ def _covering(ctl: Ctl, prefix: Prefix) -> int:
         if held:
             raw = ctl.lookup(ROUTES[4], p.key())
             assert raw is not None
-            kind, slot = ROUTE.unpack(raw[: ROUTE.size])
+            route = ABI.ROUTE.unpack(raw)
+            kind, slot = route.kind, route.nexthop
             return dir24.entry(kind, slot, p.length)
     return 0
 
@@ -449,10 +471,13 @@ def _covering(ctl: Ctl, prefix: Prefix) -> int:
 def _route_from_args(args: argparse.Namespace, ports: Ports) -> Route:
     prefix = parse_prefix(args.prefix)
     if args.kind:
-        return Route(prefix, {"local": LOCAL, "blackhole": BLACKHOLE, "kernel": KERNEL}[args.kind])
+        return Route(
+            prefix,
+            {"local": ABI.LOCAL, "blackhole": ABI.BLACKHOLE, "kernel": ABI.KERNEL}[args.kind],
+        )
     if not args.via:
         raise VelozError("route add needs `via ADDRESS` or one of local, blackhole, kernel")
-    return Route(prefix, FORWARD, parse_gateway(args.via), ports.number(args.port or 0))
+    return Route(prefix, ABI.FORWARD, parse_gateway(args.via), ports.number(args.port or 0))
 
 
 def ctl_route_add(args: argparse.Namespace, ctl: Ctl) -> int:
@@ -521,9 +546,10 @@ def ctl_route_list(args: argparse.Namespace, ctl: Ctl) -> int:
         for key, value in ctl.dump(name):
             length = int.from_bytes(key[:4], "little")
             prefix = Prefix(family, key[4:], length)
-            kind, slot = ROUTE.unpack(value[: ROUTE.size])
-            row = {"prefix": str(prefix), "kind": KIND_NAMES.get(kind, str(kind))}
-            nh = table.slots.get(slot) if kind == FORWARD else None
+            route = ABI.ROUTE.unpack(value)
+            kind, slot = route.kind, route.nexthop
+            row = {"prefix": str(prefix), "kind": ABI.KIND_NAMES.get(kind, str(kind))}
+            nh = table.slots.get(slot) if kind == ABI.FORWARD else None
             if nh:
                 row |= {"via": _format_gateway(nh), "port": nh.port, "resolved": bool(nh.dmac)}
             rows.append(row)
@@ -586,9 +612,9 @@ def ctl_neigh_list(args: argparse.Namespace, ctl: Ctl) -> int:
 def counters(ctl: Ctl) -> dict[str, int]:
     info = ctl.maps()[COUNTERS]
     out = {}
-    for index, name in enumerate(COUNTER_NAMES):
+    for index, name in enumerate(ABI.COUNTER_NAMES):
         value = ctl.lookup(COUNTERS, index.to_bytes(4, "little")) or b""
-        out[name] = per_cpu_sums(value, info, U64)[0]
+        out[name] = per_cpu_sums(value, info, ABI.COUNTER)[0]
     return out
 
 
