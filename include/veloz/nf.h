@@ -10,8 +10,8 @@
  * Everything an NF touches goes through this header: the packet context
  * (vz_data, vz_data_end, vz_header, vz_ingress_port), the verdicts (VZ_DROP,
  * VZ_PASS, VZ_TX, VZ_REDIRECT(port)), protocol parsing (veloz/proto/:
- * Ethernet, VLAN, IPv4, IPv6, TCP/UDP), head adjustment, checksum helpers, time,
- * maps (VZ_ARRAY, VZ_PERCPU_ARRAY, VZ_HASH, VZ_PERCPU_HASH, VZ_LRU_HASH,
+ * Ethernet, VLAN, IPv4, IPv6, TCP/UDP), head adjustment, checksum helpers,
+ * time, maps (VZ_ARRAY, VZ_PERCPU_ARRAY, VZ_HASH, VZ_PERCPU_HASH, VZ_LRU_HASH,
  * VZ_LPM) and the NF's configuration (VZ_CONFIG, VZ_CONFIG_CHECK).
  *
  * The rule that keeps both builds identical: an NF sees only the linear part

@@ -112,7 +112,8 @@ VZ_INLINE int vz_ipv6_skip_ext(const struct vz_ctx *ctx, __u8 nexthdr,
 		if (off > end)
 			return -1;
 		if (out->frag_offset)
-			goto found; /* a non-first fragment: what follows is data */
+			goto found; /* a non-first fragment: what follows is
+				       data */
 	}
 	return -1;
 found:
