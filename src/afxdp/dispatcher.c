@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "afxdp/afxdp.h"
-#include "dispatch/core_alloc.h"
+#include "dispatch/dispatcher.h"
 #include "dispatch/dispatch.h"
 #include "dispatch/park.h"
 #include "dispatch/report.h"
@@ -66,16 +66,8 @@ struct nf_worker {
 struct vz_afxdp_dispatch {
 	struct vz_us_run *run;
 	struct worker *owner; /* the dispatcher: sockets and UMEM */
-	struct vz_dispatch *policy;
-	struct vz_core_alloc alloc;
-	unsigned int active; /* the policy's, for workers to read */
-	unsigned int nworkers;
+	struct vz_dispatcher core; /* policy, allocator, report */
 	struct nf_worker workers[VZ_MAX_WORKERS];
-	__u64 ring_full; /* frames dropped: their worker's ring was full */
-	__u64 active_ns; /* integral of active workers over time */
-	__u64 start_ns;
-	struct vz_dispatch_report report; /* what the counting thread reads */
-	bool dispatcher_done; /* it has stopped: workers empty their rings */
 };
 
 static void wake(struct nf_worker *w)
@@ -108,7 +100,8 @@ static void run_job(struct nf_worker *nw, const struct job *j)
 		r.addr = base;
 	/* The dispatcher empties this ring every loop: wait for room. */
 	while (!vz_spsc_push(&nw->results, &r) &&
-	       !__atomic_load_n(&nw->ds->dispatcher_done, __ATOMIC_ACQUIRE))
+	       !__atomic_load_n(&nw->ds->core.dispatcher_done,
+				__ATOMIC_ACQUIRE))
 		sched_yield();
 }
 
@@ -128,7 +121,7 @@ static void *worker_main(void *arg)
 	vz_us_worker_enter(nw->id);
 	for (;;) {
 		/* read before the ring: its last frames came before this */
-		last = __atomic_load_n(&nw->ds->dispatcher_done,
+		last = __atomic_load_n(&nw->ds->core.dispatcher_done,
 				       __ATOMIC_ACQUIRE);
 		if (vz_spsc_pop(&nw->jobs, &j)) {
 			run_job(nw, &j);
@@ -137,7 +130,7 @@ static void *worker_main(void *arg)
 		}
 		if (last)
 			break;
-		if (run->stop || nw->id < __atomic_load_n(&nw->ds->active,
+		if (run->stop || nw->id < __atomic_load_n(&nw->ds->core.active,
 							  __ATOMIC_ACQUIRE)) {
 			/* Active: poll, but let a CPU shared with others go. */
 			if (++idle % IDLE_SPINS == 0)
@@ -147,8 +140,8 @@ static void *worker_main(void *arg)
 		/* Parked, and nothing left: sleep until woken. */
 		__atomic_store_n(&nw->sleeping, 1, __ATOMIC_SEQ_CST);
 		if (!vz_spsc_count(&nw->jobs) &&
-		    nw->id >=
-			    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE))
+		    nw->id >= __atomic_load_n(&nw->ds->core.active,
+					      __ATOMIC_ACQUIRE))
 			vz_park_wait(&nw->sleeping);
 		__atomic_store_n(&nw->sleeping, 0, __ATOMIC_SEQ_CST);
 	}
@@ -185,12 +178,12 @@ static __u32 dispatch_rx(struct vz_afxdp_dispatch *ds, int p, unsigned int q,
 
 		if (!afxdp_rx_valid(w, d, c))
 			continue;
-		to = vz_dispatch_pick(ds->policy,
+		to = vz_dispatch_pick(ds->core.policy,
 				      vz_rss_hash_frame(area + d->addr, d->len),
 				      now, &j.ticket);
 		if (!vz_spsc_push(&ds->workers[to].jobs, &j)) {
-			vz_dispatch_cancel(ds->policy, to, &j.ticket);
-			ds->ring_full++;
+			vz_dispatch_cancel(ds->core.policy, to, &j.ticket);
+			ds->core.ring_full++;
 			afxdp_frame_free(w, base);
 			continue;
 		}
@@ -208,12 +201,12 @@ static unsigned int collect_results(struct vz_afxdp_dispatch *ds)
 	unsigned int i, budget, n = 0;
 	struct result r;
 
-	for (i = 0; i < ds->nworkers; i++) {
+	for (i = 0; i < ds->core.nworkers; i++) {
 		struct nf_worker *nw = &ds->workers[i];
 
 		for (budget = JOB_RING; budget && vz_spsc_pop(&nw->results, &r);
 		     budget--) {
-			vz_dispatch_done(ds->policy, i, &r.ticket);
+			vz_dispatch_done(ds->core.policy, i, &r.ticket);
 			if (r.out < 0)
 				afxdp_frame_free(w, r.addr);
 			else
@@ -229,25 +222,16 @@ static unsigned int collect_results(struct vz_afxdp_dispatch *ds)
 static void allocate(struct vz_afxdp_dispatch *ds, __u64 now)
 {
 	__u64 oldest[VZ_DISPATCH_MAX_WORKERS] = { 0 };
-	unsigned int i, before = ds->active, after;
+	unsigned int i, before = ds->core.active, after;
 	struct job j;
 
 	for (i = 0; i < before; i++)
 		if (vz_spsc_peek_producer(&ds->workers[i].jobs, &j))
 			oldest[i] = j.enqueued_ns;
-	after = vz_core_alloc_tick(&ds->alloc, ds->policy, now, oldest);
-	if (after == before)
-		return;
-	__atomic_store_n(&ds->active, after, __ATOMIC_RELEASE);
+	vz_dispatcher_allocate(&ds->core, now, oldest);
+	after = ds->core.active;
 	for (i = before; i < after; i++)
 		wake(&ds->workers[i]);
-}
-
-static void publish(struct vz_afxdp_dispatch *ds, __u64 now, bool last)
-{
-	vz_dispatch_report_publish(&ds->report, ds->policy, &ds->alloc,
-				   ds->ring_full, ds->active_ns,
-				   now - ds->start_ns, last);
 }
 
 static void *dispatcher_main(void *arg)
@@ -261,10 +245,10 @@ static void *dispatcher_main(void *arg)
 	unsigned int q, idle = 0, work;
 	int p;
 
-	ds->start_ns = now;
+	ds->core.start_ns = now;
 	while (!run->stop) {
 		now = vz_park_now_ns();
-		ds->active_ns += (now - last) * ds->active;
+		ds->core.active_ns += (now - last) * ds->core.active;
 		last = now;
 		work = 0;
 		for (q = 0; q < w->nqueues; q++)
@@ -291,18 +275,18 @@ static void *dispatcher_main(void *arg)
 				afxdp_kick_tx(x);
 				afxdp_refill(w, x);
 			}
-		vz_dispatch_tick(ds->policy, now);
+		vz_dispatch_tick(ds->core.policy, now);
 		if (run->alloc)
 			allocate(ds, now);
 		if (now >= next_publish) {
-			publish(ds, now, false);
+			vz_dispatcher_publish(&ds->core, now, false);
 			next_publish = now + PUBLISH_NS;
 		}
 	}
 	now = vz_park_now_ns();
-	ds->active_ns += (now - last) * ds->active;
-	publish(ds, now, true);
-	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
+	ds->core.active_ns += (now - last) * ds->core.active;
+	vz_dispatcher_publish(&ds->core, now, true);
+	__atomic_store_n(&ds->core.dispatcher_done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -312,8 +296,6 @@ static void *dispatcher_main(void *arg)
 int afxdp_dispatch_setup(struct vz_us_run *run, struct afxdp *a)
 {
 	struct vz_afxdp_dispatch *ds = calloc(1, sizeof(*ds));
-	struct vz_core_alloc_config acfg;
-	struct vz_dispatch_config cfg;
 	unsigned int i;
 
 	if (!ds)
@@ -321,23 +303,11 @@ int afxdp_dispatch_setup(struct vz_us_run *run, struct afxdp *a)
 	a->dispatch = ds;
 	ds->run = run;
 	ds->owner = &a->workers[0];
-	ds->nworkers = run->workers;
-	vz_dispatch_report_init(&ds->report,
-				(enum vz_dispatch_policy)run->dispatch,
-				run->workers);
-	vz_dispatch_config_default(&cfg, (enum vz_dispatch_policy)run->dispatch,
-				   run->workers);
-	ds->policy = vz_dispatch_new(&cfg);
-	if (!ds->policy)
+	if (vz_dispatcher_init(&ds->core,
+			       (enum vz_dispatch_policy)run->dispatch,
+			       run->workers, run->alloc))
 		return -EINVAL;
-	vz_core_alloc_config_default(&acfg, run->workers);
-	if (vz_core_alloc_init(&ds->alloc, &acfg, vz_park_now_ns()))
-		return -EINVAL;
-	/* The allocator starts from one worker and grows with the load. */
-	if (run->alloc)
-		vz_dispatch_set_active(ds->policy, 1);
-	ds->active = vz_dispatch_active(ds->policy);
-	for (i = 0; i < ds->nworkers; i++) {
+	for (i = 0; i < ds->core.nworkers; i++) {
 		struct nf_worker *nw = &ds->workers[i];
 
 		nw->id = i;
@@ -361,7 +331,7 @@ int afxdp_dispatch_start(struct vz_us_run *run, struct afxdp *a)
 
 	(void)run;
 	/* Worker i on CPU i; the dispatcher on the last one. */
-	for (i = 0; i < ds->nworkers; i++) {
+	for (i = 0; i < ds->core.nworkers; i++) {
 		struct nf_worker *nw = &ds->workers[i];
 
 		err = afxdp_start_thread(&nw->thread, worker_main, nw,
@@ -390,8 +360,8 @@ void afxdp_dispatch_join(struct vz_us_run *run, struct afxdp *a)
 		ds->owner->running = false;
 	}
 	/* also when it never started: then no worker waits for it */
-	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
-	for (i = 0; i < ds->nworkers; i++)
+	__atomic_store_n(&ds->core.dispatcher_done, true, __ATOMIC_RELEASE);
+	for (i = 0; i < ds->core.nworkers; i++)
 		if (ds->workers[i].running) {
 			wake(&ds->workers[i]);
 			pthread_join(ds->workers[i].thread, NULL);
@@ -410,8 +380,8 @@ void afxdp_dispatch_teardown(struct afxdp *a)
 		vz_spsc_free(&ds->workers[i].jobs);
 		vz_spsc_free(&ds->workers[i].results);
 	}
-	vz_dispatch_free(ds->policy);
-	vz_dispatch_report_destroy(&ds->report);
+	vz_dispatch_free(ds->core.policy);
+	vz_dispatch_report_destroy(&ds->core.report);
 	free(ds);
 	a->dispatch = NULL;
 }
@@ -420,7 +390,7 @@ __u64 afxdp_dispatch_missed(struct afxdp *a)
 {
 	if (!a->dispatch)
 		return 0;
-	return vz_dispatch_report_ring_full(&a->dispatch->report);
+	return vz_dispatch_report_ring_full(&a->dispatch->core.report);
 }
 
 /* ---- reporting -------------------------------------------------------------
@@ -431,6 +401,6 @@ void afxdp_dispatch_report(struct vz_us_run *run, double t, bool summary)
 	struct afxdp *a = run->backend_state;
 
 	if (a && a->dispatch)
-		vz_dispatch_report_print(&a->dispatch->report, run->json, t,
-					 summary);
+		vz_dispatch_report_print(&a->dispatch->core.report, run->json,
+					 t, summary);
 }

@@ -30,7 +30,7 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
-#include "dispatch/core_alloc.h"
+#include "dispatch/dispatcher.h"
 #include "dispatch/dispatch.h"
 #include "dispatch/park.h"
 #include "dispatch/report.h"
@@ -84,16 +84,8 @@ struct vz_dpdk_dispatch {
 	struct vz_us_run *run;
 	struct dpdk *d;
 	struct worker *owner; /* the dispatcher's lcore: queues, tx batches */
-	struct vz_dispatch *policy;
-	struct vz_core_alloc alloc;
-	unsigned int active; /* the policy's, for workers to read */
-	unsigned int nworkers;
+	struct vz_dispatcher core; /* policy, allocator, report */
 	struct nf_worker workers[VZ_MAX_WORKERS];
-	__u64 ring_full; /* frames dropped: their worker's ring was full */
-	__u64 active_ns; /* integral of active workers over time */
-	__u64 start_ns;
-	struct vz_dispatch_report report; /* what the counting thread reads */
-	bool dispatcher_done; /* it has stopped: workers empty their rings */
 };
 
 static void wake(struct nf_worker *w)
@@ -142,7 +134,8 @@ static void hand_back(struct nf_worker *nw, struct result *results,
 						    NULL);
 		if (sent == n)
 			return;
-		if (__atomic_load_n(&nw->ds->dispatcher_done, __ATOMIC_ACQUIRE))
+		if (__atomic_load_n(&nw->ds->core.dispatcher_done,
+				    __ATOMIC_ACQUIRE))
 			break;
 		sched_yield();
 	}
@@ -167,7 +160,7 @@ static int worker_main(void *arg)
 	vz_us_worker_enter(nw->id);
 	for (;;) {
 		/* read before the ring: its last frames came before this */
-		last = __atomic_load_n(&nw->ds->dispatcher_done,
+		last = __atomic_load_n(&nw->ds->core.dispatcher_done,
 				       __ATOMIC_ACQUIRE);
 		n = rte_ring_dequeue_burst_elem(nw->jobs, jobs, sizeof(*jobs),
 						run->batch, NULL);
@@ -184,7 +177,7 @@ static int worker_main(void *arg)
 		}
 		if (last)
 			break;
-		if (run->stop || nw->id < __atomic_load_n(&nw->ds->active,
+		if (run->stop || nw->id < __atomic_load_n(&nw->ds->core.active,
 							  __ATOMIC_ACQUIRE)) {
 			/* Active: poll, but let a CPU shared with others go. */
 			if (++idle % IDLE_SPINS == 0)
@@ -194,8 +187,8 @@ static int worker_main(void *arg)
 		/* Parked, and nothing left: sleep until woken. */
 		__atomic_store_n(&nw->sleeping, 1, __ATOMIC_SEQ_CST);
 		if (!rte_ring_count(nw->jobs) &&
-		    nw->id >=
-			    __atomic_load_n(&nw->ds->active, __ATOMIC_ACQUIRE))
+		    nw->id >= __atomic_load_n(&nw->ds->core.active,
+					      __ATOMIC_ACQUIRE))
 			vz_park_wait(&nw->sleeping);
 		__atomic_store_n(&nw->sleeping, 0, __ATOMIC_SEQ_CST);
 	}
@@ -217,8 +210,9 @@ static void flush_stage(struct vz_dpdk_dispatch *ds, struct nf_worker *nw,
 		nw->stamp[(nw->pushed + i) & (JOB_RING - 1)] = now;
 	nw->pushed += n;
 	for (i = n; i < nw->staged; i++) {
-		vz_dispatch_cancel(ds->policy, nw->id, &nw->stage[i].ticket);
-		ds->ring_full++;
+		vz_dispatch_cancel(ds->core.policy, nw->id,
+				   &nw->stage[i].ticket);
+		ds->core.ring_full++;
 		rte_pktmbuf_free(nw->stage[i].m);
 	}
 	nw->staged = 0;
@@ -251,12 +245,12 @@ static uint16_t dispatch_rx(struct vz_dpdk_dispatch *ds, int p, uint16_t q,
 			       : vz_rss_hash_frame(rte_pktmbuf_mtod(m, void *),
 						   m->data_len);
 		/* a stage per worker, in arrival order: flows stay in order */
-		w = vz_dispatch_pick(ds->policy, hash, now, &j.ticket);
+		w = vz_dispatch_pick(ds->core.policy, hash, now, &j.ticket);
 		nw = &ds->workers[w];
 		nw->stage[nw->staged++] = j;
 		touched[w] = true;
 	}
-	for (w = 0; n && w < ds->nworkers; w++)
+	for (w = 0; n && w < ds->core.nworkers; w++)
 		if (touched[w])
 			flush_stage(ds, &ds->workers[w], now);
 	return n;
@@ -271,13 +265,13 @@ static unsigned int collect_results(struct vz_dpdk_dispatch *ds)
 	struct rte_mbuf *dead[VZ_US_BATCH_MAX];
 	unsigned int i, k, n, ndead, total = 0;
 
-	for (i = 0; i < ds->nworkers; i++) {
+	for (i = 0; i < ds->core.nworkers; i++) {
 		n = rte_ring_dequeue_burst_elem(ds->workers[i].results, r,
 						sizeof(*r), VZ_US_BATCH_MAX,
 						NULL);
 		ndead = 0;
 		for (k = 0; k < n; k++) {
-			vz_dispatch_done(ds->policy, i, &r[k].ticket);
+			vz_dispatch_done(ds->core.policy, i, &r[k].ticket);
 			if (r[k].out < 0)
 				dead[ndead++] = r[k].m;
 			else
@@ -294,7 +288,7 @@ static unsigned int collect_results(struct vz_dpdk_dispatch *ds)
 static void allocate(struct vz_dpdk_dispatch *ds, __u64 now)
 {
 	__u64 oldest[VZ_DISPATCH_MAX_WORKERS] = { 0 };
-	unsigned int i, before = ds->active, after, waiting;
+	unsigned int i, before = ds->core.active, after, waiting;
 
 	for (i = 0; i < before; i++) {
 		struct nf_worker *nw = &ds->workers[i];
@@ -304,19 +298,10 @@ static void allocate(struct vz_dpdk_dispatch *ds, __u64 now)
 			oldest[i] = nw->stamp[(nw->pushed - waiting) &
 					      (JOB_RING - 1)];
 	}
-	after = vz_core_alloc_tick(&ds->alloc, ds->policy, now, oldest);
-	if (after == before)
-		return;
-	__atomic_store_n(&ds->active, after, __ATOMIC_RELEASE);
+	vz_dispatcher_allocate(&ds->core, now, oldest);
+	after = ds->core.active;
 	for (i = before; i < after; i++)
 		wake(&ds->workers[i]);
-}
-
-static void publish(struct vz_dpdk_dispatch *ds, __u64 now, bool last)
-{
-	vz_dispatch_report_publish(&ds->report, ds->policy, &ds->alloc,
-				   ds->ring_full, ds->active_ns,
-				   now - ds->start_ns, last);
 }
 
 static int dispatcher_main(void *arg)
@@ -330,10 +315,10 @@ static int dispatcher_main(void *arg)
 	unsigned int q, idle = 0, work;
 	int p;
 
-	ds->start_ns = now;
+	ds->core.start_ns = now;
 	while (!run->stop) {
 		now = vz_park_now_ns();
-		ds->active_ns += (now - last) * ds->active;
+		ds->core.active_ns += (now - last) * ds->core.active;
 		last = now;
 		work = 0;
 		for (q = 0; q < w->nqueues; q++)
@@ -352,18 +337,18 @@ static int dispatcher_main(void *arg)
 			sched_yield();
 		if (++loops % TAP_POLL_EVERY == 0)
 			dpdk_drain_taps(w, w->queue[0], c);
-		vz_dispatch_tick(ds->policy, now);
+		vz_dispatch_tick(ds->core.policy, now);
 		if (run->alloc)
 			allocate(ds, now);
 		if (now >= next_publish) {
-			publish(ds, now, false);
+			vz_dispatcher_publish(&ds->core, now, false);
 			next_publish = now + PUBLISH_NS;
 		}
 	}
 	now = vz_park_now_ns();
-	ds->active_ns += (now - last) * ds->active;
-	publish(ds, now, true);
-	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
+	ds->core.active_ns += (now - last) * ds->core.active;
+	vz_dispatcher_publish(&ds->core, now, true);
+	__atomic_store_n(&ds->core.dispatcher_done, true, __ATOMIC_RELEASE);
 	if (w->spare) {
 		rte_pktmbuf_free(w->spare);
 		w->spare = NULL;
@@ -407,8 +392,6 @@ size_t dpdk_dispatch_memory(const struct vz_us_run *run)
 int dpdk_dispatch_setup(struct vz_us_run *run, struct dpdk *d)
 {
 	struct vz_dpdk_dispatch *ds = calloc(1, sizeof(*ds));
-	struct vz_core_alloc_config acfg;
-	struct vz_dispatch_config cfg;
 	char name[RTE_RING_NAMESIZE];
 	unsigned int i;
 
@@ -418,23 +401,11 @@ int dpdk_dispatch_setup(struct vz_us_run *run, struct dpdk *d)
 	ds->run = run;
 	ds->d = d;
 	ds->owner = &d->dispatcher;
-	ds->nworkers = run->workers;
-	vz_dispatch_report_init(&ds->report,
-				(enum vz_dispatch_policy)run->dispatch,
-				run->workers);
-	vz_dispatch_config_default(&cfg, (enum vz_dispatch_policy)run->dispatch,
-				   run->workers);
-	ds->policy = vz_dispatch_new(&cfg);
-	if (!ds->policy)
+	if (vz_dispatcher_init(&ds->core,
+			       (enum vz_dispatch_policy)run->dispatch,
+			       run->workers, run->alloc))
 		return -EINVAL;
-	vz_core_alloc_config_default(&acfg, run->workers);
-	if (vz_core_alloc_init(&ds->alloc, &acfg, vz_park_now_ns()))
-		return -EINVAL;
-	/* The allocator starts from one worker and grows with the load. */
-	if (run->alloc)
-		vz_dispatch_set_active(ds->policy, 1);
-	ds->active = vz_dispatch_active(ds->policy);
-	for (i = 0; i < ds->nworkers; i++) {
+	for (i = 0; i < ds->core.nworkers; i++) {
 		struct nf_worker *nw = &ds->workers[i];
 		int socket = rte_lcore_to_socket_id(d->workers[i].lcore);
 
@@ -464,7 +435,7 @@ int dpdk_dispatch_start(struct vz_us_run *run, struct dpdk *d)
 	unsigned int i;
 	int ret;
 
-	for (i = 0; i < ds->nworkers; i++) {
+	for (i = 0; i < ds->core.nworkers; i++) {
 		struct worker *lc = ds->workers[i].lc;
 
 		ret = rte_eal_remote_launch(worker_main, &ds->workers[i],
@@ -502,8 +473,8 @@ void dpdk_dispatch_join(struct vz_us_run *run, struct dpdk *d)
 		ds->owner->launched = false;
 	}
 	/* also when it never started: then no worker waits for it */
-	__atomic_store_n(&ds->dispatcher_done, true, __ATOMIC_RELEASE);
-	for (i = 0; i < ds->nworkers; i++)
+	__atomic_store_n(&ds->core.dispatcher_done, true, __ATOMIC_RELEASE);
+	for (i = 0; i < ds->core.nworkers; i++)
 		if (ds->workers[i].lc->launched) {
 			wake(&ds->workers[i]);
 			rte_eal_wait_lcore(ds->workers[i].lc->lcore);
@@ -542,16 +513,17 @@ void dpdk_dispatch_teardown(struct dpdk *d)
 			rte_ring_free(nw->results);
 		}
 	}
-	vz_dispatch_free(ds->policy);
-	vz_dispatch_report_destroy(&ds->report);
+	vz_dispatch_free(ds->core.policy);
+	vz_dispatch_report_destroy(&ds->core.report);
 	free(ds);
 	d->dispatch = NULL;
 }
 
 __u64 dpdk_dispatch_missed(struct dpdk *d)
 {
-	return d->dispatch ? vz_dispatch_report_ring_full(&d->dispatch->report)
-			   : 0;
+	return d->dispatch
+		       ? vz_dispatch_report_ring_full(&d->dispatch->core.report)
+		       : 0;
 }
 
 void dpdk_dispatch_report(struct vz_us_run *run, double t, bool summary)
@@ -559,6 +531,6 @@ void dpdk_dispatch_report(struct vz_us_run *run, double t, bool summary)
 	struct dpdk *d = run->backend_state;
 
 	if (d && d->dispatch)
-		vz_dispatch_report_print(&d->dispatch->report, run->json, t,
-					 summary);
+		vz_dispatch_report_print(&d->dispatch->core.report, run->json,
+					 t, summary);
 }
