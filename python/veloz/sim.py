@@ -19,12 +19,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from veloz import paths
+from veloz import options, paths
 from veloz.errors import VelozError
-
-ARRIVALS = ("poisson", "bursty")
-SERVICES = ("exp", "const", "heavy")
-FLOW_SIZES = ("uniform", "heavy")
 
 DESCRIPTION = """\
 Simulate the dispatch stage with the runtime's own policy code (not a model of it).
@@ -148,6 +144,15 @@ def policy_choices(*extra: str) -> tuple[str, ...] | None:
         return None
 
 
+def choices(option: str) -> tuple[str, ...] | None:
+    """argparse choices: vz-sim's table's (src/dispatch/sim/vz-sim.c), or None
+    (vz-sim refuses a wrong one) when the build is not there to ask."""
+    try:
+        return tuple(options.row("vz-sim", option)["choices"])
+    except (VelozError, OSError, KeyError):
+        return None
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sim",
@@ -161,27 +166,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=policy_choices("all"),
         help="dispatch policy, or all three on the same trace (default)",
     )
-    p.add_argument("--cores", type=int, default=4, help="workers, 1..64 (default 4)")
+    p.add_argument("--cores", type=int, help="workers, 1..64 (default 4)")
     load = p.add_mutually_exclusive_group()
     load.add_argument("--load", type=float, help="offered load, fraction of capacity (0.7)")
     load.add_argument("--ramp", metavar="F,F,..", help="loads raised in steps, e.g. 0.1,0.5,0.9")
     p.add_argument("--step-ms", type=float, help="simulated time per load step (20)")
     p.add_argument(
         "--arrivals",
-        choices=ARRIVALS,
+        choices=choices("--arrivals"),
         help="poisson, or bursty: on/off, 4x the mean rate 20%% of the time",
     )
     p.add_argument("--burst-us", type=float, help="bursty: mean burst length (50)")
     p.add_argument(
         "--service",
-        choices=SERVICES,
+        choices=choices("--service"),
         help="service time: exp, const, or heavy (bimodal: 10%% take 10x)",
     )
     p.add_argument("--service-us", type=float, help="mean service time (1)")
     p.add_argument("--flows", type=int, help="flows in the trace (1000)")
     p.add_argument(
         "--flow-sizes",
-        choices=FLOW_SIZES,
+        choices=choices("--flow-sizes"),
         help="frames per flow: uniform, or heavy (Zipf: a few elephants)",
     )
     p.add_argument("--zipf-s", type=float, help="heavy flow sizes: Zipf exponent (1.1)")
@@ -228,7 +233,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the dispatcher's own time per frame; frames queue for it (0)",
     )
     p.add_argument("--scan-ns", type=float, help="the dispatcher's time per worker it compares (0)")
-    p.add_argument("--seed", type=int, default=1, help="trace seed (1)")
+    p.add_argument("--seed", type=int, help="trace seed (1)")
     p.add_argument(
         "--timeline-us", type=int, help="also sample active workers and queue lengths every T us"
     )
@@ -314,14 +319,15 @@ def _refuse_inapplicable(args: argparse.Namespace) -> None:
 
 
 def _check_ramp(text: str) -> None:
-    """Each load finite and in range, as --load (safeio.BOUNDS), named as --ramp."""
+    """Each load finite and in range, as vz-sim's --load, named as --ramp."""
+    lo, hi = options.limits("vz-sim", "--load")
     for item in text.split(","):
         try:
             value = float(item)
         except ValueError:
             raise VelozError(f"--ramp: '{item}' is not a number") from None
-        if not 1e-6 <= value <= 100:  # NaN too
-            raise VelozError(f"--ramp: '{item}' is not a load between 1e-06 and 100")
+        if not lo <= value <= hi:  # NaN too
+            raise VelozError(f"--ramp: '{item}' is not a load between {lo:g} and {hi:g}")
 
 
 def run(args: argparse.Namespace) -> int:

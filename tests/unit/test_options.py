@@ -21,6 +21,7 @@ TOOLS = {
     "vz-udpd": [],
     "vz-replay": [],
     "vz-nfinfo": [],
+    "vz-sim": [],
     "vz-xdp": ["run"],
     "vz-afxdp": ["run"],
     "vz-dpdk": ["run"],
@@ -131,7 +132,7 @@ def test_hidden_backend_options_are_refused_by_name():
 
 
 def test_python_reads_the_c_limits():
-    for name in ("vz-gen", "vz-udpd", "vz-afxdp", "vz-replay"):
+    for name in ("vz-gen", "vz-udpd", "vz-afxdp", "vz-replay", "vz-sim"):
         rows = {r["name"]: r for r in describe(name)}
         for option, row in options.table(name).items():
             assert row == rows[option]
@@ -149,7 +150,9 @@ def veloz(*argv: str) -> subprocess.CompletedProcess:
     [(["gen", "--iface", "lo", "--size"], "vz-gen", "size"),
      (["gen", "--iface", "lo", "--flows"], "vz-gen", "flows"),
      (["run", "drop", "--backend", "afxdp", "--iface", "lo", "--workers"], "vz-afxdp", "workers"),
-     (["run", "drop", "--backend", "dpdk", "--iface", "lo", "--batch"], "vz-afxdp", "batch")],
+     (["run", "drop", "--backend", "dpdk", "--iface", "lo", "--batch"], "vz-afxdp", "batch"),
+     (["sim", "--cores"], "vz-sim", "cores"),
+     (["sim", "--flows"], "vz-sim", "flows")],
 )  # fmt: skip
 def test_veloz_refuses_past_the_c_limit(argv, tool_name, option):
     row = {r["name"]: r for r in describe(tool_name)}[option]

@@ -27,207 +27,201 @@
  * This file holds the options and main; sim.h says where the rest is.
  */
 #include <errno.h>
-#include <getopt.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/err.h"
+#include "common/options.h"
 #include "dispatch/dispatch.h"
 #include "dispatch/sim/sim.h"
-
-static void usage_error(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2), noreturn));
-
-static void usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("veloz: sim: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs(" (see vz-sim --help)\n", stderr);
-	exit(2);
-}
-
-static double parse_double(const char *what, const char *s, double min,
-			   double max)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || v < min || v > max)
-		usage_error("%s must be a number from %g to %g, not '%s'", what,
-			    min, max, s);
-	return v;
-}
-
-static unsigned long long parse_u64(const char *what, const char *s,
-				    unsigned long long min,
-				    unsigned long long max)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
-		usage_error("%s must be a whole number from %llu to %llu, "
-			    "not '%s'",
-			    what, min, max, s);
-	return v;
-}
-
-static int parse_choice(const char *what, const char *s,
-			const char *const *names, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (!strcmp(s, names[i]))
-			return i;
-	usage_error("unknown %s '%s'", what, s);
-}
 
 const char *const arrival_names[] = { "poisson", "bursty" };
 const char *const service_names[] = { "exp", "const", "heavy" };
 const char *const flow_size_names[] = { "uniform", "heavy" };
 
-static void parse_ramp(struct opts *o, const char *s)
-{
-	char buf[1024], *tok, *save = NULL;
+/* --load's limits, which each load of --ramp has too. */
+#define LOAD_MIN 0.001
+#define LOAD_MAX 4.0
 
-	if (strlen(s) >= sizeof(buf))
-		usage_error("--ramp is too long");
-	strcpy(buf, s);
-	o->nsteps = 0;
-	for (tok = strtok_r(buf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		if (o->nsteps == MAX_STEPS)
-			usage_error("--ramp takes at most %d steps", MAX_STEPS);
-		o->loads[o->nsteps++] =
-			parse_double("a --ramp load", tok, 0.001, 4);
+/* policy.h names the policies: the table takes them from there. */
+static int parse_policy(const struct vz_option *opt, const char *text,
+			void *dst, void *cfg)
+{
+	int p = vz_dispatch_policy_parse(text);
+
+	(void)cfg;
+	if (p < 0) {
+		vz_err("--%s: unknown value '%s' (rss-mod, flow-affinity, "
+		       "buckets, adaptive)",
+		       opt->name, text);
+		return -EINVAL;
 	}
-	if (!o->nsteps || s[strlen(s) - 1] == ',' || s[0] == ',' ||
-	    strstr(s, ",,"))
-		usage_error("--ramp wants loads separated by commas, not '%s'",
-			    s);
+	*(enum vz_dispatch_policy *)dst = (enum vz_dispatch_policy)p;
+	return 0;
 }
 
-static const char help[] =
-	"usage: vz-sim [--policy rss-mod|flow-affinity|buckets|adaptive]\n"
-	"  [--cores N]"
-	"  [--load F | --ramp F,F,..] [--step-ms MS] [--arrivals "
-	"poisson|bursty]\n"
-	"  [--burst-us US] [--service exp|const|heavy] [--service-us US]\n"
-	"  [--flows N] [--flow-sizes uniform|heavy] [--zipf-s S] "
-	"[--flow-slots N]\n"
-	"  [--alloc] [--wake-us US] [--hold-us US] [--prepopulate] "
-	"[--seed N]\n"
-	"  [--queue-cap N] [--timeline-us US] [--json] [--verbose]\n"
-	"  [--settle-us US] [--max-forced N] [--migrate-gap N] [--force-gap N]\n"
-	"  [--migrate-us US] [--dispatch-ns NS] [--scan-ns NS] [--policies]\n"
-	"  [--shrink-holdoff-us US]\n"
-	"Simulates the dispatch policy code on a generated trace: per-worker\n"
-	"FIFO queues, service one frame at a time, latency = completion -\n"
-	"arrival. --service heavy is bimodal: 90% short, 10% ten times as\n"
-	"long, each constant, same mean. --flow-sizes heavy is Zipf (--zipf-s,\n"
-	"default 1.1: the biggest flow carries 1/H(N,s) of the frames).\n"
-	"--hold-us: how long buckets waits for a bucket to drain before a\n"
-	"forced move (the policy's hold_ns).\n"
-	"--queue-cap: frames a worker's queue holds (the afxdp dispatcher's\n"
-	"rings hold 4096); a frame that finds it full is lost, as there.\n"
-	"0 (the default) never loses one.\n"
-	"--migrate-gap, --force-gap: policy.h's gaps (frames); --max-forced:\n"
-	"forced moves per rebalance period; --settle-us: buckets' wait after a\n"
-	"change of workers. Costs: --dispatch-ns per frame and --scan-ns per\n"
-	"worker compared make the dispatcher a server frames queue for;\n"
-	"--migrate-us is added to the first frame of a flow on a new worker.\n"
-	"--shrink-holdoff-us: the allocator parks no worker this soon after\n"
-	"adding one (100).\n"
-	"--policies prints the policies as a JSON list.\n";
-
-static void parse_args(struct opts *o, int argc, char **argv)
+/* "F,F,..": one load step each, every one in --load's range. */
+static int parse_ramp(const struct vz_option *opt, const char *text,
+		      void *dst, void *cfg)
 {
-	enum {
-		O_POLICY = 256,
-		O_CORES,
-		O_LOAD,
-		O_RAMP,
-		O_STEP,
-		O_ARR,
-		O_BURST,
-		O_SVC,
-		O_SVC_US,
-		O_FLOWS,
-		O_FSIZES,
-		O_ZIPF,
-		O_SLOTS,
-		O_ALLOC,
-		O_WAKE,
-		O_HOLD,
-		O_SETTLE,
-		O_MAXFORCED,
-		O_GAP,
-		O_FGAP,
-		O_HOLDOFF,
-		O_MIGRATE,
-		O_DSP_NS,
-		O_SCAN_NS,
-		O_QCAP,
-		O_PREPOP,
-		O_SEED,
-		O_TL,
-		O_JSON,
-		O_POLICIES,
-		O_VERBOSE,
-		O_HELP
-	};
-	static const struct option longopts[] = {
-		{ "policy", required_argument, NULL, O_POLICY },
-		{ "cores", required_argument, NULL, O_CORES },
-		{ "load", required_argument, NULL, O_LOAD },
-		{ "ramp", required_argument, NULL, O_RAMP },
-		{ "step-ms", required_argument, NULL, O_STEP },
-		{ "arrivals", required_argument, NULL, O_ARR },
-		{ "burst-us", required_argument, NULL, O_BURST },
-		{ "service", required_argument, NULL, O_SVC },
-		{ "service-us", required_argument, NULL, O_SVC_US },
-		{ "flows", required_argument, NULL, O_FLOWS },
-		{ "flow-sizes", required_argument, NULL, O_FSIZES },
-		{ "zipf-s", required_argument, NULL, O_ZIPF },
-		{ "flow-slots", required_argument, NULL, O_SLOTS },
-		{ "alloc", no_argument, NULL, O_ALLOC },
-		{ "wake-us", required_argument, NULL, O_WAKE },
-		{ "hold-us", required_argument, NULL, O_HOLD },
-		{ "settle-us", required_argument, NULL, O_SETTLE },
-		{ "max-forced", required_argument, NULL, O_MAXFORCED },
-		{ "migrate-gap", required_argument, NULL, O_GAP },
-		{ "force-gap", required_argument, NULL, O_FGAP },
-		{ "shrink-holdoff-us", required_argument, NULL, O_HOLDOFF },
-		{ "migrate-us", required_argument, NULL, O_MIGRATE },
-		{ "dispatch-ns", required_argument, NULL, O_DSP_NS },
-		{ "scan-ns", required_argument, NULL, O_SCAN_NS },
-		{ "queue-cap", required_argument, NULL, O_QCAP },
-		{ "prepopulate", no_argument, NULL, O_PREPOP },
-		{ "seed", required_argument, NULL, O_SEED },
-		{ "timeline-us", required_argument, NULL, O_TL },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "policies", no_argument, NULL, O_POLICIES },
-		{ "verbose", no_argument, NULL, O_VERBOSE },
-		{ "help", no_argument, NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	bool load_set = false, ramp_set = false;
-	unsigned long long v;
-	int c;
+	struct opts *o = cfg;
+	const char *p = text;
+	char *end;
+	double v;
 
+	(void)dst;
+	o->nsteps = 0;
+	for (;;) {
+		if (o->nsteps == MAX_STEPS) {
+			vz_err("--%s takes at most %d steps", opt->name,
+			       MAX_STEPS);
+			return -EINVAL;
+		}
+		errno = 0;
+		v = strtod(p, &end);
+		/* NaN compares false with everything: test for what is wanted */
+		if (errno || end == p || (*end && *end != ',') ||
+		    !(v >= LOAD_MIN && v <= LOAD_MAX)) {
+			vz_err("--%s wants loads from %g to %g separated by "
+			       "commas, not '%s'",
+			       opt->name, LOAD_MIN, LOAD_MAX, text);
+			return -EINVAL;
+		}
+		o->loads[o->nsteps++] = v;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+/* policy.h's list, for Python; exits like --help. */
+static int print_policies(const struct vz_option *opt, const char *text,
+			  void *dst, void *cfg)
+{
+	unsigned int i;
+
+	(void)opt, (void)text, (void)dst, (void)cfg;
+	for (i = 0; i < VZ_DISPATCH_POLICIES; i++)
+		printf("%s\"%s\"", i ? ", " : "[", vz_dispatch_policy_name(i));
+	puts("]");
+	exit(0);
+}
+
+#define SIM_OPT(name, type, member, ...) \
+	VZ_OPTION(name, type, struct opts, member, __VA_ARGS__)
+#define US_MAX 1e9 /* a wait in simulated us: about 17 minutes */
+#define GAP_MAX (1u << 20) /* policy.h's gaps and counts, in frames */
+
+static struct vz_option sim_options[] = {
+	SIM_OPT("policy", VZ_OPT_CUSTOM, policy, .parse = parse_policy,
+		.type_name = "policy", .metavar = "NAME",
+		.help = "rss-mod, flow-affinity, buckets or adaptive"),
+	SIM_OPT("cores", VZ_OPT_U64, cores, .min = 1,
+		.max = VZ_DISPATCH_MAX_WORKERS, .metavar = "N",
+		.help = "workers"),
+	SIM_OPT("load", VZ_OPT_DOUBLE, loads[0], .dmin = LOAD_MIN,
+		.dmax = LOAD_MAX, .metavar = "F",
+		.help = "offered load, a fraction of the workers' capacity"),
+	SIM_OPT("ramp", VZ_OPT_CUSTOM, loads, .parse = parse_ramp,
+		.type_name = "loads", .metavar = "F,F,..",
+		.help = "loads raised in steps, each --load's range"),
+	SIM_OPT("step-ms", VZ_OPT_DOUBLE, step_ms, .dmin = 0.01,
+		.dmax = 100000, .metavar = "MS",
+		.help = "simulated time per load step"),
+	SIM_OPT("arrivals", VZ_OPT_ENUM, arrivals, .choices = arrival_names,
+		.nchoices = 2, .help = "arrival process: poisson or bursty"),
+	SIM_OPT("burst-us", VZ_OPT_DOUBLE, burst_us, .dmin = 0.01,
+		.dmax = US_MAX, .metavar = "US", .help = "bursty: mean burst"),
+	SIM_OPT("service", VZ_OPT_ENUM, service, .choices = service_names,
+		.nchoices = 3, .help = "service times: exp, const or heavy"),
+	SIM_OPT("service-us", VZ_OPT_DOUBLE, service_us, .dmin = 0.01,
+		.dmax = 1e6, .metavar = "US", .help = "mean service time"),
+	SIM_OPT("flows", VZ_OPT_U64, flows, .min = 1, .max = 1u << 24,
+		.metavar = "N", .help = "flows in the trace"),
+	SIM_OPT("flow-sizes", VZ_OPT_ENUM, flow_sizes,
+		.choices = flow_size_names, .nchoices = 2,
+		.help = "frames per flow: uniform or heavy"),
+	SIM_OPT("zipf-s", VZ_OPT_DOUBLE, zipf_s, .dmin = 0.01, .dmax = 10,
+		.metavar = "S", .help = "heavy flow sizes: Zipf exponent"),
+	SIM_OPT("flow-slots", VZ_OPT_U64, flow_slots, .min = 32,
+		.max = 1u << 26, .metavar = "N",
+		.help = "flow table slots, a power of two"),
+	SIM_OPT("alloc", VZ_OPT_FLAG, alloc,
+		.help = "the core allocator grows and shrinks the workers"),
+	SIM_OPT("wake-us", VZ_OPT_DOUBLE, wake_us, .dmin = 0, .dmax = 1e6,
+		.metavar = "US", .help = "a parked worker's wake-up time"),
+	SIM_OPT("hold-us", VZ_OPT_DOUBLE, hold_us, .dmin = 0, .dmax = US_MAX,
+		.no_default = true, .metavar = "US",
+		.help = "buckets: longest wait before a forced move"),
+	SIM_OPT("settle-us", VZ_OPT_DOUBLE, settle_us, .dmin = 0,
+		.dmax = US_MAX, .no_default = true, .metavar = "US",
+		.help = "buckets: wait after a change of workers"),
+	SIM_OPT("max-forced", VZ_OPT_U64, max_forced, .max = GAP_MAX,
+		.no_default = true, .metavar = "N",
+		.help = "forced moves per rebalance period"),
+	SIM_OPT("migrate-gap", VZ_OPT_U64, migrate_gap, .max = GAP_MAX,
+		.no_default = true, .metavar = "N",
+		.help = "policy.h's migrate gap, in frames"),
+	SIM_OPT("force-gap", VZ_OPT_U64, force_gap, .max = GAP_MAX,
+		.no_default = true, .metavar = "N",
+		.help = "policy.h's force gap, in frames"),
+	SIM_OPT("shrink-holdoff-us", VZ_OPT_DOUBLE, holdoff_us, .dmin = 0,
+		.dmax = US_MAX, .no_default = true, .metavar = "US",
+		.help = "the allocator parks no worker this soon after adding"),
+	SIM_OPT("migrate-us", VZ_OPT_DOUBLE, migrate_us, .dmin = 0,
+		.dmax = 1e6, .metavar = "US",
+		.help = "added to a moved flow's first frame"),
+	SIM_OPT("dispatch-ns", VZ_OPT_DOUBLE, dispatch_ns, .dmin = 0,
+		.dmax = 1e6, .metavar = "NS",
+		.help = "the dispatcher's own time per frame"),
+	SIM_OPT("scan-ns", VZ_OPT_DOUBLE, scan_ns, .dmin = 0, .dmax = 1e6,
+		.metavar = "NS", .help = "its time per worker compared"),
+	SIM_OPT("queue-cap", VZ_OPT_U64, queue_cap, .max = MAX_QUEUED,
+		.metavar = "N", .help = "frames a worker queues; 0: no bound"),
+	SIM_OPT("prepopulate", VZ_OPT_FLAG, prepopulate,
+		.help = "fill the flow table with the trace's flows first"),
+	SIM_OPT("seed", VZ_OPT_U64, seed, .max = ~0ull, .metavar = "N",
+		.help = "trace seed"),
+	SIM_OPT("timeline-us", VZ_OPT_U64, timeline_us, .min = 1,
+		.max = 1000000000ull, .no_default = true, .metavar = "US",
+		.help = "also sample the queues every US"),
+	SIM_OPT("json", VZ_OPT_FLAG, json, .help = "the result as JSON"),
+	SIM_OPT("verbose", VZ_OPT_FLAG, verbose,
+		.help = "the simulator's own speed, on stderr"),
+	/* for python/veloz/sim.py, not a person: not in --help */
+	SIM_OPT("policies", VZ_OPT_FLAG, alloc, .parse = print_policies,
+		.hidden = true),
+	VZ_OPTION_END,
+};
+
+static const struct vz_opts sim_opts = {
+	.prog = "vz-sim",
+	.usage = "usage: vz-sim [OPTION]...\n"
+		 "Simulates the dispatch policy code on a generated trace: "
+		 "per-worker\nFIFO queues, service one frame at a time, "
+		 "latency = completion -\narrival.\n",
+	.epilog =
+		"--service heavy is bimodal: 90% short, 10% ten times as\n"
+		"long, each constant, same mean. --flow-sizes heavy is Zipf "
+		"(--zipf-s,\ndefault 1.1: the biggest flow carries 1/H(N,s) of "
+		"the frames).\n"
+		"--hold-us: how long buckets waits for a bucket to drain "
+		"before a\nforced move (the policy's hold_ns).\n"
+		"--queue-cap: the afxdp dispatcher's rings hold 4096; a frame "
+		"that\nfinds the queue full is lost, as there.\n"
+		"--migrate-gap, --force-gap: policy.h's gaps (frames); "
+		"--settle-us:\nbuckets' wait after a change of workers. Costs: "
+		"--dispatch-ns per\nframe and --scan-ns per worker compared "
+		"make the dispatcher a server\nframes queue for; --migrate-us "
+		"is added to the first frame of a flow\non a new worker.\n",
+	.table = sim_options,
+};
+
+static int parse_args(struct opts *o, int argc, char **argv)
+{
 	*o = (struct opts){
 		.policy = VZ_DISPATCH_RSS_MOD,
 		.cores = 4,
@@ -251,149 +245,19 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		.holdoff_us = -1,
 		.seed = 1,
 	};
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-		switch (c) {
-		case O_POLICY:
-			c = vz_dispatch_policy_parse(optarg);
-			if (c < 0)
-				usage_error("unknown policy '%s' (rss-mod, "
-					    "flow-affinity, buckets, adaptive)",
-					    optarg);
-			o->policy = (enum vz_dispatch_policy)c;
-			break;
-		case O_CORES:
-			o->cores = (unsigned int)parse_u64(
-				"--cores", optarg, 1, VZ_DISPATCH_MAX_WORKERS);
-			break;
-		case O_LOAD:
-			o->loads[0] = parse_double("--load", optarg, 0.001, 4);
-			o->nsteps = 1;
-			load_set = true;
-			break;
-		case O_RAMP:
-			parse_ramp(o, optarg);
-			ramp_set = true;
-			break;
-		case O_STEP:
-			o->step_ms =
-				parse_double("--step-ms", optarg, 0.01, 100000);
-			break;
-		case O_ARR:
-			o->arrivals = parse_choice("arrival process", optarg,
-						   arrival_names, 2);
-			break;
-		case O_BURST:
-			o->burst_us =
-				parse_double("--burst-us", optarg, 0.01, 1e9);
-			break;
-		case O_SVC:
-			o->service = parse_choice("service distribution",
-						  optarg, service_names, 3);
-			break;
-		case O_SVC_US:
-			o->service_us =
-				parse_double("--service-us", optarg, 0.01, 1e6);
-			break;
-		case O_FLOWS:
-			o->flows = (unsigned int)parse_u64("--flows", optarg, 1,
-							   1u << 24);
-			break;
-		case O_FSIZES:
-			o->flow_sizes =
-				parse_choice("flow size distribution", optarg,
-					     flow_size_names, 2);
-			break;
-		case O_ZIPF:
-			o->zipf_s = parse_double("--zipf-s", optarg, 0.01, 10);
-			break;
-		case O_SLOTS:
-			v = parse_u64("--flow-slots", optarg, 32, 1u << 26);
-			if (v & (v - 1))
-				usage_error("--flow-slots must be a power of "
-					    "two, not %llu",
-					    v);
-			o->flow_slots = (unsigned int)v;
-			break;
-		case O_ALLOC:
-			o->alloc = true;
-			break;
-		case O_WAKE:
-			o->wake_us = parse_double("--wake-us", optarg, 0, 1e6);
-			break;
-		case O_HOLD:
-			o->hold_us = parse_double("--hold-us", optarg, 0, 1e9);
-			break;
-		case O_SETTLE:
-			o->settle_us =
-				parse_double("--settle-us", optarg, 0, 1e9);
-			break;
-		case O_MAXFORCED:
-			o->max_forced = (long long)parse_u64(
-				"--max-forced", optarg, 0, 1u << 20);
-			break;
-		case O_GAP:
-			o->migrate_gap = (long long)parse_u64(
-				"--migrate-gap", optarg, 0, 1u << 20);
-			break;
-		case O_HOLDOFF:
-			o->holdoff_us = parse_double("--shrink-holdoff-us",
-						     optarg, 0, 1e9);
-			break;
-		case O_FGAP:
-			o->force_gap = (long long)parse_u64(
-				"--force-gap", optarg, 0, 1u << 20);
-			break;
-		case O_MIGRATE:
-			o->migrate_us =
-				parse_double("--migrate-us", optarg, 0, 1e6);
-			break;
-		case O_DSP_NS:
-			o->dispatch_ns =
-				parse_double("--dispatch-ns", optarg, 0, 1e6);
-			break;
-		case O_SCAN_NS:
-			o->scan_ns = parse_double("--scan-ns", optarg, 0, 1e6);
-			break;
-		case O_QCAP:
-			o->queue_cap =
-				parse_u64("--queue-cap", optarg, 0, MAX_QUEUED);
-			break;
-		case O_PREPOP:
-			o->prepopulate = true;
-			break;
-		case O_SEED:
-			o->seed = parse_u64("--seed", optarg, 0, ~0ull);
-			break;
-		case O_TL:
-			o->timeline_us = parse_u64("--timeline-us", optarg, 1,
-						   1000000000ull);
-			break;
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_VERBOSE:
-			o->verbose = true;
-			break;
-		case O_POLICIES: /* policy.h's list, for Python */
-			for (c = 0; c < VZ_DISPATCH_POLICIES; c++)
-				printf("%s\"%s\"", c ? ", " : "[",
-				       vz_dispatch_policy_name((unsigned)c));
-			puts("]");
-			exit(0);
-		case O_HELP:
-			fputs(help, stdout);
-			exit(0);
-		case ':':
-			usage_error("%s needs a value", argv[optind - 1]);
-		default:
-			usage_error("unknown option '%s'", argv[optind - 1]);
-		}
+	if (vz_opts_parse(&sim_opts, o, argc, argv, NULL))
+		return -EINVAL;
+	if (o->flow_slots & (o->flow_slots - 1)) {
+		vz_err("vz-sim: --flow-slots must be a power of two, not %u",
+		       o->flow_slots);
+		return -EINVAL;
 	}
-	if (optind < argc)
-		usage_error("unexpected argument '%s'", argv[optind]);
-	if (load_set && ramp_set)
-		usage_error("--load and --ramp exclude each other");
+	if (vz_opts_given(&sim_opts, "load") &&
+	    vz_opts_given(&sim_opts, "ramp")) {
+		vz_err("vz-sim: --load and --ramp exclude each other");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -404,7 +268,8 @@ int main(int argc, char **argv)
 	char *timeline = NULL;
 	size_t timeline_len = 0;
 
-	parse_args(&o, argc, argv);
+	if (parse_args(&o, argc, argv))
+		return 2;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (sim_init(&s, &o, &timeline, &timeline_len))
 		return 1;
