@@ -64,8 +64,8 @@ static int parse_policy(const struct vz_option *opt, const char *text,
 }
 
 /* "F,F,..": one load step each, every one in --load's range. */
-static int parse_ramp(const struct vz_option *opt, const char *text,
-		      void *dst, void *cfg)
+static int parse_ramp(const struct vz_option *opt, const char *text, void *dst,
+		      void *cfg)
 {
 	struct opts *o = cfg;
 	const char *p = text;
@@ -82,7 +82,8 @@ static int parse_ramp(const struct vz_option *opt, const char *text,
 		}
 		errno = 0;
 		v = strtod(p, &end);
-		/* NaN compares false with everything: test for what is wanted */
+		/* NaN compares false with everything: test for what is wanted
+		 */
 		if (errno || end == p || (*end && *end != ',') ||
 		    !(v >= LOAD_MIN && v <= LOAD_MAX)) {
 			vz_err("--%s wants loads from %g to %g separated by "
@@ -128,9 +129,8 @@ static struct vz_option sim_options[] = {
 	SIM_OPT("ramp", VZ_OPT_CUSTOM, loads, .parse = parse_ramp,
 		.type_name = "loads", .metavar = "F,F,..",
 		.help = "loads raised in steps, each --load's range"),
-	SIM_OPT("step-ms", VZ_OPT_DOUBLE, step_ms, .dmin = 0.01,
-		.dmax = 100000, .metavar = "MS",
-		.help = "simulated time per load step"),
+	SIM_OPT("step-ms", VZ_OPT_DOUBLE, step_ms, .dmin = 0.01, .dmax = 100000,
+		.metavar = "MS", .help = "simulated time per load step"),
 	SIM_OPT("arrivals", VZ_OPT_ENUM, arrivals, .choices = arrival_names,
 		.nchoices = 2, .help = "arrival process: poisson or bursty"),
 	SIM_OPT("burst-us", VZ_OPT_DOUBLE, burst_us, .dmin = 0.01,
@@ -171,9 +171,8 @@ static struct vz_option sim_options[] = {
 	SIM_OPT("shrink-holdoff-us", VZ_OPT_DOUBLE, holdoff_us, .dmin = 0,
 		.dmax = US_MAX, .no_default = true, .metavar = "US",
 		.help = "the allocator parks no worker this soon after adding"),
-	SIM_OPT("migrate-us", VZ_OPT_DOUBLE, migrate_us, .dmin = 0,
-		.dmax = 1e6, .metavar = "US",
-		.help = "added to a moved flow's first frame"),
+	SIM_OPT("migrate-us", VZ_OPT_DOUBLE, migrate_us, .dmin = 0, .dmax = 1e6,
+		.metavar = "US", .help = "added to a moved flow's first frame"),
 	SIM_OPT("dispatch-ns", VZ_OPT_DOUBLE, dispatch_ns, .dmin = 0,
 		.dmax = 1e6, .metavar = "NS",
 		.help = "the dispatcher's own time per frame"),
