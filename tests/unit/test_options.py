@@ -22,6 +22,8 @@ TOOLS = {
     "vz-replay": [],
     "vz-nfinfo": [],
     "vz-sim": [],
+    "veloz-pingpong": [],
+    "veloz-pktgen": [],
     "vz-xdp": ["run"],
     "vz-afxdp": ["run"],
     "vz-dpdk": ["run"],

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "common/err.h"
 #include "common/parse.h"
 
 #ifdef VZ_APPS_HAVE_VELOZ
@@ -291,20 +292,24 @@ uint32_t vz_app_stream_id(void)
 			  (uint32_t)getpid() << 16);
 }
 
-void vz_app_option_u64(const char *prog, const char *opt, const char *text,
-		       uint64_t min, uint64_t max, uint64_t *out)
+int vz_app_opt_addr(const struct vz_option *opt, const char *text, void *dst,
+		    void *cfg)
 {
-	if (vz_app_parse_u64(text, min, max, out) < 0)
-		vz_app_usage_error(prog, "--%s must be %llu..%llu (got '%s')",
-				   opt, (unsigned long long)min,
-				   (unsigned long long)max, text);
+	(void)cfg;
+	if (vz_app_parse_addr(text, dst) < 0) {
+		vz_err("--%s wants IP:PORT (got '%s')", opt->name, text);
+		return -EINVAL;
+	}
+	return 0;
 }
 
-void vz_app_option_addr(const char *prog, const char *opt, const char *text,
-			struct sockaddr_in *a, bool *have)
+int vz_app_opt_seconds(const struct vz_option *opt, const char *text, void *dst,
+		       void *cfg)
 {
-	if (vz_app_parse_addr(text, a) < 0)
-		vz_app_usage_error(prog, "--%s wants IP:PORT (got '%s')", opt,
-				   text);
-	*have = true;
+	(void)cfg;
+	if (vz_app_parse_seconds(text, VZ_APP_MAX_SECONDS, dst) < 0) {
+		vz_err("--%s wants seconds > 0 (got '%s')", opt->name, text);
+		return -EINVAL;
+	}
+	return 0;
 }

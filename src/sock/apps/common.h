@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/options.h"
+
 /* UDPDK's range: a 64-byte frame to a full 1500-byte MTU... */
 #define VZ_APP_MIN_SIZE 18
 #define VZ_APP_MTU_SIZE 1472
@@ -60,13 +62,43 @@ int vz_app_parse_addr(const char *text, struct sockaddr_in *out);
 int vz_app_parse_u64(const char *text, uint64_t min, uint64_t max,
 		     uint64_t *out);
 
-/* An option's value, or exit 2 with one line naming the option. */
-void vz_app_option_u64(const char *prog, const char *opt, const char *text,
-		       uint64_t min, uint64_t max, uint64_t *out);
-void vz_app_option_addr(const char *prog, const char *opt, const char *text,
-			struct sockaddr_in *a, bool *have);
 /* Seconds, fractions allowed, in (0, max]; 0 or -1. */
 int vz_app_parse_seconds(const char *text, double max, double *out);
+#define VZ_APP_MAX_SECONDS 31536000 /* --duration: a year */
+
+/* Option table parsers (common/options.h): IP:PORT into a sockaddr_in, and
+ * --duration's seconds; one line naming the option on bad input. */
+int vz_app_opt_addr(const struct vz_option *opt, const char *text, void *dst,
+		    void *cfg);
+int vz_app_opt_seconds(const struct vz_option *opt, const char *text, void *dst,
+		       void *cfg);
+
+/*
+ * The rows both apps have, on their options struct T (fields bind, peer,
+ * size, duration, stack, cpu, json): each limit written once for the two.
+ * cpu is an int, -1 when not given (so no default is described).
+ */
+#define VZ_APP_OPTIONS(T)                                                      \
+	VZ_OPTION("bind", VZ_OPT_CUSTOM, T, bind, .parse = vz_app_opt_addr,    \
+		  .type_name = "ip-port", .metavar = "IP:PORT",                \
+		  .help = "local address"),                                    \
+		VZ_OPTION("connect", VZ_OPT_CUSTOM, T, peer,                   \
+			  .parse = vz_app_opt_addr, .type_name = "ip-port",    \
+			  .metavar = "IP:PORT", .help = "the peer's address"), \
+		VZ_OPTION("size", VZ_OPT_U64, T, size, .min = VZ_APP_MIN_SIZE, \
+			  .max = VZ_APP_MAX_SIZE, .metavar = "N",              \
+			  .help = "UDP payload bytes"),                        \
+		VZ_OPTION("duration", VZ_OPT_CUSTOM, T, duration,              \
+			  .parse = vz_app_opt_seconds, .type_name = "seconds", \
+			  .metavar = "S",                                      \
+			  .help = "seconds to run, fractions allowed"),        \
+		VZ_OPTION("stack", VZ_OPT_STRING, T, stack, .metavar = "NAME", \
+			  .help = "whose sockets: veloz or kernel"),           \
+		VZ_OPTION("cpu", VZ_OPT_U64, T, cpu, .max = 1023,              \
+			  .no_default = true, .metavar = "N",                  \
+			  .help = "pin to this CPU"),                          \
+		VZ_OPTION("json", VZ_OPT_FLAG, T, json,                        \
+			  .help = "the result as JSON")
 
 /* "A.B.C.D:PORT" of an address; buf holds at least 22 bytes. */
 const char *vz_app_addr_str(const struct sockaddr_in *a, char *buf);

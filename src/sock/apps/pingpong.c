@@ -6,7 +6,6 @@
  * current one), and reports the distribution of round-trip times.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,104 +40,32 @@ static const char pp_usage[] =
 	"            [--busy-poll] [--cpu N]\n"
 	"   both: [--stack veloz|kernel] [--json]\n";
 
-enum {
-	OPT_SERVER = 256,
-	OPT_CLIENT,
-	OPT_BIND,
-	OPT_CONNECT,
-	OPT_SIZE,
-	OPT_COUNT,
-	OPT_INTERVAL,
-	OPT_WARMUP,
-	OPT_TIMEOUT,
-	OPT_DURATION,
-	OPT_STACK,
-	OPT_JSON,
-	OPT_BUSY,
-	OPT_CPU,
-	OPT_HELP,
+#define PP_OPT(name, type, member, ...) \
+	VZ_OPTION(name, type, struct pp_opts, member, __VA_ARGS__)
+
+static struct vz_option pp_options[] = {
+	PP_OPT("server", VZ_OPT_FLAG, server, .help = "echo what arrives"),
+	PP_OPT("client", VZ_OPT_FLAG, client,
+	       .help = "send, wait for the echo, time it"),
+	VZ_APP_OPTIONS(struct pp_opts),
+	PP_OPT("count", VZ_OPT_U64, count, .min = 1, .max = PP_MAX_COUNT,
+	       .metavar = "N", .help = "round trips (server: then stop)"),
+	PP_OPT("interval-us", VZ_OPT_U64, interval_us, .max = 60000000,
+	       .metavar = "N", .help = "pause between round trips"),
+	PP_OPT("warmup", VZ_OPT_U64, warmup, .max = PP_MAX_COUNT,
+	       .metavar = "N", .help = "round trips not counted first"),
+	PP_OPT("timeout-ms", VZ_OPT_U64, timeout_ms, .min = 1, .max = 3600000,
+	       .metavar = "N", .help = "wait this long for an echo"),
+	PP_OPT("busy-poll", VZ_OPT_FLAG, busy,
+	       .help = "spin on the socket, never sleep"),
+	VZ_OPTION_END,
 };
 
-static const struct option pp_longopts[] = {
-	{ "server", no_argument, NULL, OPT_SERVER },
-	{ "client", no_argument, NULL, OPT_CLIENT },
-	{ "bind", required_argument, NULL, OPT_BIND },
-	{ "connect", required_argument, NULL, OPT_CONNECT },
-	{ "size", required_argument, NULL, OPT_SIZE },
-	{ "count", required_argument, NULL, OPT_COUNT },
-	{ "interval-us", required_argument, NULL, OPT_INTERVAL },
-	{ "warmup", required_argument, NULL, OPT_WARMUP },
-	{ "timeout-ms", required_argument, NULL, OPT_TIMEOUT },
-	{ "duration", required_argument, NULL, OPT_DURATION },
-	{ "stack", required_argument, NULL, OPT_STACK },
-	{ "json", no_argument, NULL, OPT_JSON },
-	{ "busy-poll", no_argument, NULL, OPT_BUSY },
-	{ "cpu", required_argument, NULL, OPT_CPU },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
+static const struct vz_opts pp_opts_table = {
+	.prog = PROG,
+	.usage = pp_usage,
+	.table = pp_options,
 };
-
-static void pp_option(struct pp_opts *o, int c, const char *arg)
-{
-	switch (c) {
-	case OPT_SERVER:
-		o->server = true;
-		break;
-	case OPT_CLIENT:
-		o->client = true;
-		break;
-	case OPT_BIND:
-		vz_app_option_addr(PROG, "bind", arg, &o->bind, &o->have_bind);
-		break;
-	case OPT_CONNECT:
-		vz_app_option_addr(PROG, "connect", arg, &o->peer,
-				   &o->have_peer);
-		break;
-	case OPT_SIZE:
-		vz_app_option_u64(PROG, "size", arg, VZ_APP_MIN_SIZE,
-				  VZ_APP_MAX_SIZE, &o->size);
-		break;
-	case OPT_COUNT:
-		vz_app_option_u64(PROG, "count", arg, 1, PP_MAX_COUNT,
-				  &o->count);
-		break;
-	case OPT_INTERVAL:
-		vz_app_option_u64(PROG, "interval-us", arg, 0, 60000000,
-				  &o->interval_us);
-		break;
-	case OPT_WARMUP:
-		vz_app_option_u64(PROG, "warmup", arg, 0, PP_MAX_COUNT,
-				  &o->warmup);
-		break;
-	case OPT_TIMEOUT:
-		vz_app_option_u64(PROG, "timeout-ms", arg, 1, 3600000,
-				  &o->timeout_ms);
-		break;
-	case OPT_DURATION:
-		if (vz_app_parse_seconds(arg, 31536000, &o->duration) < 0)
-			vz_app_usage_error(PROG,
-					   "--duration wants seconds > 0 "
-					   "(got '%s')",
-					   arg);
-		break;
-	case OPT_STACK:
-		o->stack = arg;
-		break;
-	case OPT_JSON:
-		o->json = true;
-		break;
-	case OPT_BUSY:
-		o->busy = true;
-		break;
-	case OPT_CPU: {
-		uint64_t v;
-
-		vz_app_option_u64(PROG, "--cpu", arg, 0, 1023, &v);
-		o->cpu = (int)v;
-		break;
-	}
-	}
-}
 
 static void pp_check(const struct pp_opts *o, bool count_set)
 {
@@ -160,32 +87,18 @@ static void pp_check(const struct pp_opts *o, bool count_set)
 
 static void pp_parse(int argc, char **argv, struct pp_opts *o)
 {
-	bool count_set = false;
-	int c;
+	bool count_set;
 
 	*o = (struct pp_opts){ .stack = "veloz",
 			       .size = 64,
 			       .count = 1000,
 			       .timeout_ms = 1000,
 			       .cpu = -1 };
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", pp_longopts, NULL)) != -1) {
-		if (c == OPT_HELP) {
-			fputs(pp_usage, stdout);
-			exit(0);
-		}
-		if (c == ':')
-			vz_app_usage_error(PROG, "%s needs a value",
-					   argv[optind - 1]);
-		if (c == '?')
-			vz_app_usage_error(PROG, "unknown option '%s'",
-					   argv[optind - 1]);
-		count_set |= c == OPT_COUNT;
-		pp_option(o, c, optarg);
-	}
-	if (optind < argc)
-		vz_app_usage_error(PROG, "unexpected argument '%s'",
-				   argv[optind]);
+	if (vz_opts_parse(&pp_opts_table, o, argc, argv, NULL))
+		exit(2);
+	o->have_bind = vz_opts_given(&pp_opts_table, "bind");
+	o->have_peer = vz_opts_given(&pp_opts_table, "connect");
+	count_set = vz_opts_given(&pp_opts_table, "count");
 	if (o->server && !count_set)
 		o->count = 0; /* the server echoes until told to stop */
 	pp_check(o, count_set);

@@ -6,7 +6,6 @@
  * reordered on the way.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,86 +35,28 @@ static const char pg_usage[] =
 	"            [--batch N]   (sendmmsg N at a time; unpaced)\n"
 	"   both: [--stack veloz|kernel] [--cpu N] [--json]\n";
 
-enum {
-	OPT_SINK = 256,
-	OPT_BIND,
-	OPT_CONNECT,
-	OPT_SIZE,
-	OPT_DURATION,
-	OPT_RATE,
-	OPT_COUNT,
-	OPT_STACK,
-	OPT_JSON,
-	OPT_BATCH,
-	OPT_CPU,
-	OPT_HELP,
+#define PG_OPT(name, type, member, ...) \
+	VZ_OPTION(name, type, struct pg_opts, member, __VA_ARGS__)
+
+static struct vz_option pg_options[] = {
+	PG_OPT("sink", VZ_OPT_FLAG, sink, .help = "count what arrives"),
+	VZ_APP_OPTIONS(struct pg_opts),
+	/* 0, the default, means unpaced and until --duration */
+	PG_OPT("rate", VZ_OPT_U64, rate, .min = 1, .max = 1000000000,
+	       .no_default = true, .metavar = "PPS",
+	       .help = "datagrams per second"),
+	PG_OPT("count", VZ_OPT_U64, count, .min = 1, .max = UINT64_MAX / 2,
+	       .no_default = true, .metavar = "N", .help = "datagrams to send"),
+	PG_OPT("batch", VZ_OPT_U64, batch, .min = 1, .max = 1024,
+	       .metavar = "N", .help = "sendmmsg N at a time"),
+	VZ_OPTION_END,
 };
 
-static const struct option pg_longopts[] = {
-	{ "sink", no_argument, NULL, OPT_SINK },
-	{ "bind", required_argument, NULL, OPT_BIND },
-	{ "connect", required_argument, NULL, OPT_CONNECT },
-	{ "size", required_argument, NULL, OPT_SIZE },
-	{ "duration", required_argument, NULL, OPT_DURATION },
-	{ "rate", required_argument, NULL, OPT_RATE },
-	{ "count", required_argument, NULL, OPT_COUNT },
-	{ "stack", required_argument, NULL, OPT_STACK },
-	{ "json", no_argument, NULL, OPT_JSON },
-	{ "batch", required_argument, NULL, OPT_BATCH },
-	{ "cpu", required_argument, NULL, OPT_CPU },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
+static const struct vz_opts pg_opts_table = {
+	.prog = PROG,
+	.usage = pg_usage,
+	.table = pg_options,
 };
-
-static void pg_option(struct pg_opts *o, int c, const char *arg)
-{
-	switch (c) {
-	case OPT_SINK:
-		o->sink = true;
-		break;
-	case OPT_BIND:
-		vz_app_option_addr(PROG, "bind", arg, &o->bind, &o->have_bind);
-		break;
-	case OPT_CONNECT:
-		vz_app_option_addr(PROG, "connect", arg, &o->peer,
-				   &o->have_peer);
-		break;
-	case OPT_SIZE:
-		vz_app_option_u64(PROG, "size", arg, VZ_APP_MIN_SIZE,
-				  VZ_APP_MAX_SIZE, &o->size);
-		break;
-	case OPT_DURATION:
-		if (vz_app_parse_seconds(arg, 31536000, &o->duration) < 0)
-			vz_app_usage_error(PROG,
-					   "--duration wants seconds > 0 "
-					   "(got '%s')",
-					   arg);
-		break;
-	case OPT_RATE:
-		vz_app_option_u64(PROG, "rate", arg, 1, 1000000000, &o->rate);
-		break;
-	case OPT_COUNT:
-		vz_app_option_u64(PROG, "count", arg, 1, UINT64_MAX / 2,
-				  &o->count);
-		break;
-	case OPT_STACK:
-		o->stack = arg;
-		break;
-	case OPT_JSON:
-		o->json = true;
-		break;
-	case OPT_BATCH:
-		vz_app_option_u64(PROG, "--batch", arg, 1, 1024, &o->batch);
-		break;
-	case OPT_CPU: {
-		uint64_t v;
-
-		vz_app_option_u64(PROG, "--cpu", arg, 0, 1023, &v);
-		o->cpu = (int)v;
-		break;
-	}
-	}
-}
 
 static void pg_check(const struct pg_opts *o)
 {
@@ -140,28 +81,13 @@ static void pg_check(const struct pg_opts *o)
 
 static void pg_parse(int argc, char **argv, struct pg_opts *o)
 {
-	int c;
-
 	*o = (struct pg_opts){
 		.stack = "veloz", .size = 64, .batch = 1, .cpu = -1
 	};
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":", pg_longopts, NULL)) != -1) {
-		if (c == OPT_HELP) {
-			fputs(pg_usage, stdout);
-			exit(0);
-		}
-		if (c == ':')
-			vz_app_usage_error(PROG, "%s needs a value",
-					   argv[optind - 1]);
-		if (c == '?')
-			vz_app_usage_error(PROG, "unknown option '%s'",
-					   argv[optind - 1]);
-		pg_option(o, c, optarg);
-	}
-	if (optind < argc)
-		vz_app_usage_error(PROG, "unexpected argument '%s'",
-				   argv[optind]);
+	if (vz_opts_parse(&pg_opts_table, o, argc, argv, NULL))
+		exit(2);
+	o->have_bind = vz_opts_given(&pg_opts_table, "bind");
+	o->have_peer = vz_opts_given(&pg_opts_table, "connect");
 	pg_check(o);
 }
 
