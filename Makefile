@@ -141,6 +141,8 @@ demo: build
 # include and import graphs by their layers, and function and file sizes.
 lint:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+	$(PY) scripts/check_layers.py
+	$(PY) scripts/check_sizes.py
 	$(VENV)/bin/ruff check python tests bench nf/fixtures
 	$(VENV)/bin/ruff format --check python tests bench nf/fixtures
 
