@@ -313,3 +313,32 @@ int vz_app_opt_seconds(const struct vz_option *opt, const char *text, void *dst,
 	}
 	return 0;
 }
+
+int vz_app_open_udp(const char *prog, const struct vz_app_net *net,
+		    const struct sockaddr_in *bind,
+		    const struct sockaddr_in *peer)
+{
+	char a[32];
+	int fd = net->socket(AF_INET, SOCK_DGRAM, 0);
+
+	if (fd < 0) {
+		vz_app_err(prog, "socket: %s", strerror(errno));
+		return -1;
+	}
+	if (bind &&
+	    net->bind(fd, (const struct sockaddr *)bind, sizeof(*bind)) < 0) {
+		vz_app_err(prog, "bind %s: %s", vz_app_addr_str(bind, a),
+			   strerror(errno));
+		goto fail;
+	}
+	if (peer && net->connect(fd, (const struct sockaddr *)peer,
+				 sizeof(*peer)) < 0) {
+		vz_app_err(prog, "connect %s: %s", vz_app_addr_str(peer, a),
+			   strerror(errno));
+		goto fail;
+	}
+	return fd;
+fail:
+	net->close(fd);
+	return -1;
+}

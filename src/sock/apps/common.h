@@ -103,6 +103,14 @@ int vz_app_opt_seconds(const struct vz_option *opt, const char *text, void *dst,
 /* "A.B.C.D:PORT" of an address; buf holds at least 22 bytes. */
 const char *vz_app_addr_str(const struct sockaddr_in *a, char *buf);
 
+/*
+ * A UDP socket through NET, bound to BIND and connected to PEER where they
+ * are not NULL. The descriptor, or -1 after one line naming PROG.
+ */
+int vz_app_open_udp(const char *prog, const struct vz_app_net *net,
+		    const struct sockaddr_in *bind,
+		    const struct sockaddr_in *peer);
+
 uint64_t vz_app_now_ns(void);
 
 /* --cpu N: pin the process to CPU N (exit 1 after one line if it cannot

@@ -106,29 +106,8 @@ static void pp_parse(int argc, char **argv, struct pp_opts *o)
 
 static int pp_open(const struct pp_opts *o, const struct vz_app_net *net)
 {
-	char a[32];
-	int fd = net->socket(AF_INET, SOCK_DGRAM, 0);
-
-	if (fd < 0) {
-		vz_app_err(PROG, "socket: %s", strerror(errno));
-		return -1;
-	}
-	if (o->have_bind && net->bind(fd, (const struct sockaddr *)&o->bind,
-				      sizeof(o->bind)) < 0) {
-		vz_app_err(PROG, "bind %s: %s", vz_app_addr_str(&o->bind, a),
-			   strerror(errno));
-		goto fail;
-	}
-	if (o->have_peer && net->connect(fd, (const struct sockaddr *)&o->peer,
-					 sizeof(o->peer)) < 0) {
-		vz_app_err(PROG, "connect %s: %s", vz_app_addr_str(&o->peer, a),
-			   strerror(errno));
-		goto fail;
-	}
-	return fd;
-fail:
-	net->close(fd);
-	return -1;
+	return vz_app_open_udp(PROG, net, o->have_bind ? &o->bind : NULL,
+			       o->have_peer ? &o->peer : NULL);
 }
 
 /* ----- server ----- */
