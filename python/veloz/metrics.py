@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
+from veloz.control.cli import ABI  # the verdict names, from the NFs' BTF
 from veloz.errors import VelozError
 
 # Where --metrics may listen: this machine, or the testbed's own networks.
 ALLOWED = [ipaddress.ip_network(n) for n in
            ("127.0.0.0/8", "::1/128", "198.18.0.0/15", "fd00:198:18::/48")]  # fmt: skip
-VERDICTS = ("drop", "pass", "tx", "redirect", "aborted")
 ERRORS = ("rx_invalid", "tx_failed", "pass_failed")
 PR_SET_PDEATHSIG = 1
 
@@ -106,7 +106,7 @@ def families(counters: dict | None, nf: str | None, backend: str | None,
                                       labels=["worker"])  # fmt: skip
     for w in workers:
         label = str(w.get("worker"))
-        for v in VERDICTS:
+        for v in ABI.VERDICTS:
             if isinstance(w.get(v), int):
                 frames.add_metric([label, v], w[v])
         if isinstance(w.get("bytes"), int):

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from veloz.control.cli import ABI  # the verdict names, from the NFs' BTF
 from veloz.control.client import CTL_DIR, Ctl, CtlError
 
 RUN_DIR = Path(os.environ.get("VELOZ_RUN_DIR", "/run/veloz"))
@@ -44,7 +45,6 @@ RUNNERS = {"vz-xdp", "vz-afxdp", "vz-dpdk"}
 SOCK_NAME = re.compile(r"^net(\d+)-(.+)\.sock$")
 LOCK_NAME = re.compile(r"^xdp-(\d+)-(\d+)\.lock$")
 LINUX_RECORD = re.compile(r"^linux-(\d+)-(\d+)\.sysctl\.json$")
-VERDICTS = ("drop", "pass", "tx", "redirect", "aborted")
 
 
 @dataclass
@@ -297,7 +297,7 @@ def _summary(counters: dict | None) -> dict | None:
     """The counters line, without the per-worker and per-CPU detail."""
     if counters is None:
         return None
-    keep = ("t", "packets", "bytes", *VERDICTS, "rx", "errors", "from_kernel", "pps", "bps")
+    keep = ("t", "packets", "bytes", *ABI.VERDICTS, "rx", "errors", "from_kernel", "pps", "bps")
     return {k: counters[k] for k in keep if k in counters}
 
 
@@ -516,7 +516,7 @@ def format_status(st: dict) -> str:
                 lines.append("    counters: " + "  ".join(f"{k} {v}" for k, v in c.items()
                                                          if k != "t"))  # fmt: skip
             elif c:
-                verdicts = "  ".join(f"{v} {c[v]}" for v in VERDICTS if v in c)
+                verdicts = "  ".join(f"{v} {c[v]}" for v in ABI.VERDICTS if v in c)
                 errors = c.get("errors") or {}
                 errs = "  ".join(f"{k} {'-' if v is None else v}" for k, v in errors.items())
                 lines.append(f"    counters at {c.get('t', 0):.0f}s: packets {c.get('packets')}  "
