@@ -86,6 +86,7 @@ void afxdp_flush_tx(struct worker *w, struct xsk *x,
 void afxdp_queue_tx(struct worker *w, struct xsk *x, __u64 addr, __u32 len,
 		    struct vz_worker_counters *c);
 void afxdp_drain_taps(struct worker *w, struct vz_worker_counters *c);
+void afxdp_service_rings(struct worker *w, struct vz_worker_counters *c);
 /* A worker thread's body: the rx loop (packet_path.c). */
 void *afxdp_worker_main(void *arg);
 /* A thread on one CPU; one line and -errno if it cannot start. */

@@ -266,15 +266,7 @@ static void *dispatcher_main(void *arg)
 			sched_yield();
 		if (++loops % TAP_POLL_EVERY == 0)
 			afxdp_drain_taps(w, c);
-		for (q = 0; q < w->nqueues; q++)
-			for (p = 0; p < run->nports; p++) {
-				struct xsk *x = w->xsk[p][q];
-
-				afxdp_flush_tx(w, x, c);
-				afxdp_complete(w, x);
-				afxdp_kick_tx(x);
-				afxdp_refill(w, x);
-			}
+		afxdp_service_rings(w, c);
 		vz_dispatch_tick(ds->core.policy, now);
 		if (run->alloc)
 			allocate(ds, now);

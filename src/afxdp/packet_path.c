@@ -154,6 +154,24 @@ bool afxdp_rx_valid(struct worker *w, const struct xdp_desc *d,
 }
 
 /* One burst from port p's queue slot q: returns the frames received. */
+/* Every socket of the worker: send what is queued, take back what was sent,
+ * kick the kernel if it needs it, and give the fill ring free frames. */
+void afxdp_service_rings(struct worker *w, struct vz_worker_counters *c)
+{
+	unsigned int q;
+	int p;
+
+	for (q = 0; q < w->nqueues; q++)
+		for (p = 0; p < w->run->nports; p++) {
+			struct xsk *x = w->xsk[p][q];
+
+			afxdp_flush_tx(w, x, c);
+			afxdp_complete(w, x);
+			afxdp_kick_tx(x);
+			afxdp_refill(w, x);
+		}
+}
+
 static __u32 poll_rx(struct worker *w, int p, unsigned int q,
 		     struct vz_worker_counters *c)
 {
@@ -233,15 +251,7 @@ void *afxdp_worker_main(void *arg)
 				poll_rx(w, p, q, c);
 		if (w->id == 0 && ++loops % TAP_POLL_EVERY == 0)
 			afxdp_drain_taps(w, c);
-		for (q = 0; q < w->nqueues; q++)
-			for (p = 0; p < run->nports; p++) {
-				struct xsk *x = w->xsk[p][q];
-
-				afxdp_flush_tx(w, x, c);
-				afxdp_complete(w, x);
-				afxdp_kick_tx(x);
-				afxdp_refill(w, x);
-			}
+		afxdp_service_rings(w, c);
 	}
 	return NULL;
 }
