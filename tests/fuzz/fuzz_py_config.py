@@ -30,7 +30,7 @@ import pyfuzz
 with atheris.instrument_imports(include=["veloz", "tomllib", "configparser", "ipaddress"]):
     import ops as fuzz_ops  # tests/fuzz/ops.py: the configs the C fuzzers start from
 
-    from veloz import config, udpd
+    from veloz import config, options, udpd
     from veloz.control import ddos, dir24, lb, objects, router
     from veloz.control.ops import Op
     from veloz.errors import VelozError
@@ -239,7 +239,7 @@ def check_udpd(argv: list[str]) -> None:
     iface = ipaddress.IPv4Interface(argv[3])
     assert not (iface.ip.is_multicast or iface.ip.is_loopback or iface.ip.is_unspecified)
     i = 4
-    bounds = {flag: (low, high) for flag, low, high in udpd._INTS.values()}
+    bounds = {f: options.limits("vz-udpd", f) for f in map(udpd.flag_of, udpd._INTS)}
     while i < len(argv):
         flag = argv[i]
         if flag in udpd._BOOLS.values():
