@@ -2,9 +2,11 @@
 write its results (JSON) into a directory, and the HTML report beside them.
 
 Experiments: drop, tx, redirect (peak, zero-loss and 0.5%-loss rates, loss
-against offered load), latency, cpu, cost, sizes, noisy, headline. Trials
-are interleaved across backends, 5 by default; every result carries the
-environment it was measured in.
+against offered load), latency, cpu, cost, sizes, noisy, headline, router,
+lb, ddos, dispatch, udp-latency, udp-throughput, udp-app, soak, udp-soak.
+Trials are interleaved across backends, 5 by default; every result carries
+the environment it was measured in. Each runs on the namespace testbed, or
+on the hosts of a --topology file (each command on its role's host).
 """
 
 from __future__ import annotations
@@ -34,11 +36,6 @@ EXPERIMENTS = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "noi
                "router", "lb", "ddos", "dispatch", "udp-latency",
                "udp-throughput", "udp-app", "soak", "udp-soak")  # fmt: skip
 NOISES = ("none", "cpu", "disk", "net")
-# What runs on a topology file's hosts: every command through its role's host.
-# The rest still assume the namespace testbed's addresses, or run a helper
-# (stress-ng, udpd, knotd, a sampler) on this machine.
-ON_TOPOLOGY = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "headline",
-               "dispatch")  # fmt: skip
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")
 NFS = ("drop", "tx", "redirect")
@@ -262,6 +259,14 @@ def run_experiment(settings: dict, out: Path, console: Console | None = None) ->
     return path
 
 
+def needs(settings: dict) -> tuple:
+    """What the experiment runs on its roles' hosts besides veloz (topology.Need)."""
+    from veloz.lab.experiments import EXPERIMENTS as BY_NAME
+
+    exp = BY_NAME[settings["experiment"]]
+    return tuple(exp.needs(settings)) if hasattr(exp, "needs") else ()
+
+
 def run(args: argparse.Namespace) -> int:
     from veloz.lab import topology
 
@@ -269,14 +274,12 @@ def run(args: argparse.Namespace) -> int:
     topo = None
     if getattr(args, "topology", None):
         topo = topology.load(args.topology)
-        if settings["experiment"] not in ON_TOPOLOGY:
-            raise VelozError(f"{settings['experiment']} runs only on the namespace testbed so far "
-                             f"(on a topology: {', '.join(ON_TOPOLOGY)})")  # fmt: skip
     try:
         if settings["experiment"] == "cost":  # cost needs no network
             pass
         elif topo is not None:
-            topology.check(topo)
+            # every host answers, has its ports, and what the experiment runs there
+            topology.check(topo, needs(settings))
         else:
             require_testbed()
         out = out_dir(args, settings["experiment"])

@@ -11,6 +11,10 @@ daemonizes unless told to). Its TCP listener stays the kernel's (the shim
 takes UDP only): knotd binds it with IP_FREEBIND, so it starts on an
 address the kernel does not own.
 
+knotd and udpd run on the DUT's host, the probes and dnsperf on the
+generator's; on a topology file the addresses are the DUT's first port's
+(kernel) and its [addresses] udpd (veloz).
+
 Stacks ("arms"):
   kernel        kernel sockets on 198.18.0.2
   veloz         the shim through udpd (poller mode) on 198.18.0.3
@@ -24,25 +28,21 @@ Stacks ("arms"):
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import shutil
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from veloz import paths
 from veloz.errors import VelozError
 from veloz.lab import topology
+from veloz.lab.hosts import env_argv
 
 ZONE = "example.test."
 PORT = 5300
-KERNEL_IP, UDPD_IP = "198.18.0.2", "198.18.0.3"
 ARMS = ("kernel", "veloz", "veloz-busy", "veloz-direct")
 BUSY_US = 200  # SO_BUSY_POLL of the veloz-busy arm, as udp-latency's
 PROBE_ID = 0x5A17
@@ -58,7 +58,7 @@ def zone_text() -> str:
         "$TTL 300",
         "@ 3600 IN SOA ns admin 1 3600 600 86400 300",
         "@ IN NS ns",
-        f"ns IN A {UDPD_IP}",
+        f"ns IN A {arm_ip('veloz')}",
         "www IN A 198.18.0.10",
         "www IN AAAA fd00:198:18::10",
         "alias IN CNAME www",
@@ -142,9 +142,9 @@ def probe(ip: str, port: int = PORT, timeout: float = 2.0, tries: int = 3) -> li
 
 
 def probe_in_gen(ip: str) -> list[str]:
-    """probe() run in vz-gen, through this module as a script."""
-    argv = topology.on("generator", [sys.executable, "-m", "veloz.lab.dnsapp", ip, str(PORT)])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    """probe() run on the generator's host, through this module as a script."""
+    gen = topology.current().generator.host
+    done = gen.run(gen.python_argv("veloz.lab.dnsapp", ip, str(PORT)), timeout=60)
     if done.returncode:
         raise VelozError(f"the DNS probe failed: {done.stderr.strip()[-300:]}", code=1)
     return done.stdout.split("\n")[: len(PROBES)]
@@ -155,73 +155,97 @@ def rcode(answer_hex: str) -> int | None:
 
 
 def arm_ip(arm: str) -> str:
-    return KERNEL_IP if arm == "kernel" else UDPD_IP
+    """The DUT's address on the arm's stack."""
+    topo = topology.current()
+    return topo.dut.port.ipv4 if arm == "kernel" else topo.addr.udpd
 
 
-def arm_env(arm: str, udpd_socket: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VZ_")}
+# Every variable an arm may set: what the arm does not set is taken away
+_ARM_VARS = ("LD_PRELOAD", "VZ_PRELOAD_STRICT", "VZ_UDPD_SOCKET", "VZ_BUSY_POLL_US", "VZ_MODE",
+             "VZ_DIRECT_IFACE", "VZ_DIRECT_ADDR")  # fmt: skip
+
+
+def arm_env(arm: str, udpd_socket: str) -> dict[str, str | None]:
+    """The arm's environment for knotd on the DUT's host."""
+    env: dict[str, str | None] = dict.fromkeys(_ARM_VARS)
     if arm == "kernel":
         return env
-    env["LD_PRELOAD"] = str(paths.library("libveloz-preload.so"))
+    topo = topology.current()
+    env["LD_PRELOAD"] = topo.dut.host.library("libveloz-preload.so")
     # fail rather than fall back to kernel sockets unnoticed
     env["VZ_PRELOAD_STRICT"] = "1"
     env["VZ_UDPD_SOCKET"] = udpd_socket
     if arm == "veloz-busy":
         env["VZ_BUSY_POLL_US"] = str(BUSY_US)
     if arm == "veloz-direct":
-        env.update(VZ_MODE="direct", VZ_DIRECT_IFACE="dut-gen", VZ_DIRECT_ADDR=f"{UDPD_IP}/24")
+        env.update(VZ_MODE="direct", VZ_DIRECT_IFACE=topo.dut.port.iface,
+                   VZ_DIRECT_ADDR=f"{arm_ip(arm)}/{topo.addr.prefix_len}")  # fmt: skip
     return env
 
 
 @contextlib.contextmanager
 def knotd(arm: str, udpd_socket: str = "", ready_s: float = 20.0) -> Iterator[subprocess.Popen]:
-    """knotd serving the zone in vz-dut on the arm's stack, answering (a
-    query from vz-gen has been answered) when this yields; stopped (then
-    killed) and its files removed whatever happens."""
-    knotd_bin = shutil.which("knotd") or "/usr/sbin/knotd"
-    if not os.path.exists(knotd_bin):
-        raise VelozError("knotd is not installed (Debian package knot)", code=1)
-    work = Path(tempfile.mkdtemp(prefix="veloz-knot-"))
+    """knotd serving the zone on the DUT's host on the arm's stack, answering
+    (a query from the generator has been answered) when this yields; stopped
+    (then killed) and its files removed whatever happens."""
+    host = topology.current().dut.host
+    knotd_bin = host.which("knotd")
+    if knotd_bin is None:
+        raise VelozError(f"knotd is not installed on {host.name} (Debian package knot)", code=1)
     ip = arm_ip(arm)
-    (work / "zone").write_text(zone_text())
-    (work / "knot.conf").write_text(knot_conf(work, ip))
-    log = open(work / "knotd.log", "w+")
-    proc = subprocess.Popen(topology.on("dut", [knotd_bin, "-c", str(work / "knot.conf")]),
-                            env=arm_env(arm, udpd_socket), stdout=log, stderr=log,
-                            stdin=subprocess.DEVNULL)  # fmt: skip
-    try:
-        deadline = time.monotonic() + ready_s
-        q = query("www", "A", None)
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                raise VelozError(f"knotd ({arm}) exited {proc.returncode}: "
-                                 f"{log.read().strip()[-400:]}", code=1)  # fmt: skip
-            if _answers_in_gen(ip, q):
-                break
-            if time.monotonic() > deadline:
-                log.seek(0)
-                raise VelozError(f"knotd ({arm}) did not answer within {ready_s:g} s: "
-                                 f"{log.read().strip()[-400:]}", code=1)  # fmt: skip
-        yield proc
-    finally:
-        proc.terminate()
+    with host.temp_dir("veloz-knot-") as work:
+        host.write_file(f"{work}/zone", zone_text())
+        host.write_file(f"{work}/knot.conf", knot_conf(Path(work), ip))
+        log = f"{work}/knotd.log"
+        # its log into a file there (a pipe nobody reads could fill); only
+        # knotd gets the arm's environment, not the shell that starts it
+        argv = [
+            "sh",
+            "-c",
+            'exec "$@" >"$0" 2>&1',
+            log,
+            *env_argv([knotd_bin, "-c", f"{work}/knot.conf"], arm_env(arm, udpd_socket)),
+        ]
+        proc = host.spawn(argv)
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        shutil.rmtree(work, ignore_errors=True)
+            _wait_answering(proc, arm, ip, ready_s, lambda: _tail(host, log))
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
+def _tail(host, path: str) -> str:
+    try:
+        return host.read_file(path).strip()[-400:]
+    except OSError:
+        return ""
+
+
+def _wait_answering(proc: subprocess.Popen, arm: str, ip: str, ready_s: float, log) -> None:
+    deadline = time.monotonic() + ready_s
+    q = query("www", "A", None)
+    while True:
+        if proc.poll() is not None:
+            raise VelozError(f"knotd ({arm}) exited {proc.returncode}: {log()}", code=1)
+        if _answers_in_gen(ip, q):
+            return
+        if time.monotonic() > deadline:
+            raise VelozError(f"knotd ({arm}) did not answer within {ready_s:g} s: {log()}",
+                             code=1)  # fmt: skip
 
 
 def _answers_in_gen(ip: str, q: bytes) -> bool:
-    """One query from vz-gen: answered within 0.2 s?"""
+    """One query from the generator's host: answered within 0.2 s?"""
     script = ("import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
               "s.settimeout(0.2);s.sendto(bytes.fromhex(sys.argv[1]),(sys.argv[2],int(sys.argv[3])))\n"
               "try:\n s.recv(4096)\nexcept OSError:\n sys.exit(1)")  # fmt: skip
-    argv = topology.on("generator", [sys.executable, "-c", script, q.hex(), ip, str(PORT)])
-    return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+    gen = topology.current().generator.host
+    return gen.run([*gen.python, "-c", script, q.hex(), ip, str(PORT)], timeout=10).returncode == 0
 
 
 def query_file(path: Path) -> None:
@@ -255,15 +279,19 @@ def parse_dnsperf(text: str) -> dict:
 
 
 def dnsperf(ip: str, seconds: float, outstanding: int, qfile: Path) -> dict:
-    """dnsperf in vz-gen (kernel sockets, one thread, one socket) against
-    ip:PORT for `seconds`, at most `outstanding` queries in flight."""
-    exe = shutil.which("dnsperf")
+    """dnsperf on the generator's host (kernel sockets, one thread, one
+    socket) against ip:PORT for `seconds`, at most `outstanding` queries in
+    flight; `qfile` (written here) is copied there when it must be."""
+    gen = topology.current().generator.host
+    exe = gen.which("dnsperf")
     if not exe:
-        raise VelozError("dnsperf is not installed (Debian package dnsperf)", code=1)
-    argv = [exe, "-s", ip, "-p", str(PORT), "-d", str(qfile), "-l", f"{seconds:g}",
-            "-q", str(outstanding), "-c", "1", "-T", "1", "-t", "1"]  # fmt: skip
-    done = subprocess.run(topology.on("generator", argv), capture_output=True, text=True,
-                          timeout=seconds + 30)  # fmt: skip
+        raise VelozError(f"dnsperf is not installed on {gen.name} (Debian package dnsperf)",
+                         code=1)  # fmt: skip
+    with gen.staged(qfile.parent) as there:
+        argv = [exe, "-s", ip, "-p", str(PORT), "-d", f"{there}/{qfile.name}",
+                "-l", f"{seconds:g}", "-q", str(outstanding), "-c", "1", "-T", "1",
+                "-t", "1"]  # fmt: skip
+        done = gen.run(argv, timeout=seconds + 30)
     if done.returncode:
         raise VelozError(f"dnsperf failed: {(done.stderr or done.stdout).strip()[-300:]}",
                          code=1)  # fmt: skip

@@ -18,6 +18,7 @@ not a handshake; `close()` ends it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import resource
@@ -28,25 +29,38 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from veloz import paths
 from veloz.errors import VelozError
 
 # How long an SSH session may take to start (connect, authenticate, exec).
 SSH_START_S = 20.0
 
 
-def _env_argv(argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
+def env_argv(argv: Sequence[str], env: Mapping[str, str | None] | None) -> list[str]:
     """The command with extra environment variables, given on its command line
-    (env(1)): that reaches a command in a namespace and over SSH alike."""
+    (env(1)): that reaches a command in a namespace and over SSH alike. A
+    value of None takes the variable away (env -u), whatever the host had."""
     if not env:
         return list(argv)
-    return ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
+    unset = [a for k, v in env.items() if v is None for a in ("-u", k)]
+    return ["env", *unset, *(f"{k}={v}" for k, v in env.items() if v is not None), *argv]
 
 
-_MACHINE_WIDE = re.compile(r"^/proc/(stat|[0-9]+/stat)$")
+# Read here rather than in the namespace: the CPU counters are the machine's,
+# and a namespace shares this machine's pids (only /proc/net and /sys differ)
+_SAME_HERE = re.compile(r"^/proc/(stat|[0-9]+/(stat|status))$")
+# The CPU time of every thread of a process, in ns (the scheduler's, far
+# finer than the clock tick), as one shell command: one round trip over SSH
+_THREADS_CPU = 'cat /proc/"$1"/task/*/schedstat 2>/dev/null'
+# Where veloz's own Python finds a built or installed tool or library
+_LOOKUP = "import sys\nfrom veloz import paths\nprint(getattr(paths, sys.argv[1])(sys.argv[2]))"
+
+
+Env = Mapping[str, str | None]
 
 
 class Host:
@@ -54,8 +68,10 @@ class Host:
 
     name: str = "?"
     veloz: tuple[str, ...] = (sys.executable, "-m", "veloz.cli")
+    # the Python that imports veloz there (the lab's helpers in Python)
+    python: tuple[str, ...] = (sys.executable,)
 
-    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    def argv(self, argv: Sequence[str], env: Env | None = None) -> list[str]:
         raise NotImplementedError
 
     def describe(self) -> dict:
@@ -65,27 +81,76 @@ class Host:
         """`veloz ARGS` as this host runs it (not yet wrapped by argv())."""
         return [*self.veloz, *args]
 
+    def python_argv(self, module: str, *args: str) -> list[str]:
+        """`python -m MODULE ARGS` with veloz's Python there (a lab helper)."""
+        return [*self.python, "-m", module, *args]
+
+    def tool(self, name: str) -> str:
+        """Where this host's veloz has the C tool `name` (VelozError if not)."""
+        return str(paths.tool(name))
+
+    def library(self, name: str) -> str:
+        """Where this host's veloz has the shared library `name`."""
+        return str(paths.library(name))
+
+    def which(self, command: str) -> str | None:
+        """The path of a command on this host's PATH, or None."""
+        # sbin too: a non-root login's PATH (or ssh's default) often lacks it
+        done = self.run(["sh", "-c", 'PATH="$PATH:/usr/sbin:/sbin" command -v "$1"', "sh",
+                         command], timeout=SSH_START_S)  # fmt: skip
+        path = done.stdout.strip()
+        return path if done.returncode == 0 and path.startswith("/") else None
+
+    def threads_cpu_s(self, pid: int) -> float:
+        """CPU seconds every thread of a live process has run; 0 if it is gone."""
+        done = self.run(["sh", "-c", _THREADS_CPU, "sh", str(pid)], timeout=SSH_START_S)
+        return _schedstat_s(done.stdout)
+
+    @contextlib.contextmanager
+    def temp_dir(self, prefix: str) -> Iterator[str]:
+        """A private directory on this host for the block, removed afterwards."""
+        done = self.run(["mktemp", "-d", "-t", f"{prefix}XXXXXX"], timeout=SSH_START_S)
+        path = done.stdout.strip()
+        if done.returncode != 0 or not path.startswith("/"):
+            raise VelozError(f"{self.name}: cannot make a directory: {done.stderr.strip()}",
+                             code=1)  # fmt: skip
+        try:
+            yield path
+        finally:
+            self.run(["rm", "-rf", "--", path], timeout=SSH_START_S)
+
+    @contextlib.contextmanager
+    def staged(self, local_dir: str | os.PathLike) -> Iterator[str]:
+        """The files of `local_dir` (written here) where this host reads them:
+        a copy in a directory of its own, removed afterwards. A config that
+        names another of them by a relative path finds it there too."""
+        with self.temp_dir("veloz-lab-") as there:
+            for f in sorted(Path(local_dir).iterdir()):
+                if f.is_file():
+                    self.write_file(f"{there}/{f.name}", f.read_text())
+            yield there
+
     def run(self, argv: Sequence[str], timeout: float = 60.0, input: str | None = None,
-            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+            env: Env | None = None) -> subprocess.CompletedProcess:  # fmt: skip
         """To completion, output captured; the caller checks returncode.
         Never the terminal's stdin: ssh would forward what the user types."""
         stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
         return subprocess.run(self.argv(argv, env), capture_output=True, text=True,
                               timeout=timeout, check=False, **stdin)  # fmt: skip
 
-    def run_measured(self, argv: Sequence[str], timeout: float
+    def run_measured(self, argv: Sequence[str], timeout: float, env: Env | None = None
                      ) -> tuple[subprocess.CompletedProcess, float]:  # fmt: skip
         """run(), and the CPU-seconds the command used (user + system).
 
         Here: what the kernel charged to our children meanwhile (`ip netns
         exec` execs the command, so that is the command's own)."""
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = self.run(argv, timeout)
+        done = self.run(argv, timeout, env=env)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         return done, cpu
 
-    def spawn(self, argv: Sequence[str], env: Mapping[str, str] | None = None
+    def spawn(self, argv: Sequence[str], env: Env | None = None
               ) -> subprocess.Popen:  # fmt: skip
         """In the background, stdout and stderr piped (text)."""
         return subprocess.Popen(self.argv(argv, env), stdout=subprocess.PIPE,
@@ -118,8 +183,8 @@ class LocalHost(Host):
     def __init__(self, name: str = "local") -> None:
         self.name = name
 
-    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
-        return _env_argv(argv, env)
+    def argv(self, argv: Sequence[str], env: Env | None = None) -> list[str]:
+        return env_argv(argv, env)
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": "local"}
@@ -130,6 +195,13 @@ class LocalHost(Host):
     def write_file(self, path: str, text: str) -> None:
         Path(path).write_text(text)
 
+    def threads_cpu_s(self, pid: int) -> float:
+        return _local_threads_cpu_s(pid)
+
+    @contextlib.contextmanager
+    def staged(self, local_dir: str | os.PathLike) -> Iterator[str]:
+        yield str(local_dir)  # this machine's files
+
 
 class NetnsHost(Host):
     """A network namespace on this machine (`ip netns exec`)."""
@@ -138,19 +210,45 @@ class NetnsHost(Host):
         self.netns = netns
         self.name = name or netns
 
-    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
-        return ["ip", "netns", "exec", self.netns, *_env_argv(argv, env)]
+    def argv(self, argv: Sequence[str], env: Env | None = None) -> list[str]:
+        return ["ip", "netns", "exec", self.netns, *env_argv(argv, env)]
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": "netns", "netns": self.netns}
 
     def read_file(self, path: str) -> str:
-        # CPU counters are the machine's, not the namespace's (only /proc/net
-        # and /sys differ inside): read them here, as the testbed always did,
-        # rather than start a process inside the measured window
-        if _MACHINE_WIDE.match(path):
+        # read here, as the testbed always did, rather than start a process
+        # inside the measured window (the namespace shares /proc's counters)
+        if _SAME_HERE.match(path):
             return Path(path).read_text()
         return super().read_file(path)
+
+    def threads_cpu_s(self, pid: int) -> float:
+        return _local_threads_cpu_s(pid)
+
+    @contextlib.contextmanager
+    def staged(self, local_dir: str | os.PathLike) -> Iterator[str]:
+        yield str(local_dir)  # this machine's files
+
+
+def _schedstat_s(text: str) -> float:
+    """The sum of the first field of schedstat lines (ns on CPU), in seconds."""
+    total = 0
+    for line in text.splitlines():
+        first = line.split(maxsplit=1)[0] if line.strip() else ""
+        total += int(first) if first.isdigit() else 0
+    return total / 1e9
+
+
+def _local_threads_cpu_s(pid: int) -> float:
+    lines = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                lines.append(f.read())
+    except OSError:  # gone, or a thread ended while we read
+        pass
+    return _schedstat_s("".join(lines))
 
 
 class RemoteProcess(subprocess.Popen):
@@ -203,7 +301,36 @@ class SshHost(Host):
     options: list[str] = field(default_factory=list)
     name: str = "ssh"
     veloz: tuple[str, ...] = ("veloz",)
+    # None: veloz's own interpreter when veloz is `PYTHON -m veloz.cli`, else python3
+    python_cmd: tuple[str, ...] | None = None
     _control: str | None = field(default=None, repr=False)
+    _found: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def python(self) -> tuple[str, ...]:  # type: ignore[override]
+        if self.python_cmd:
+            return self.python_cmd
+        if len(self.veloz) == 3 and self.veloz[1:] == ("-m", "veloz.cli"):
+            return (self.veloz[0],)
+        return ("python3",)
+
+    def _lookup(self, kind: str, name: str) -> str:
+        """A tool's or library's path as veloz's Python there finds it (once)."""
+        if (kind, name) not in self._found:
+            done = self.run([*self.python, "-c", _LOOKUP, kind, name], timeout=SSH_START_S)
+            path = done.stdout.strip()
+            if done.returncode != 0 or not path.startswith("/"):
+                why = (done.stderr.strip().splitlines() or ["not found"])[-1]
+                why = why.removeprefix("veloz.errors.VelozError: ")  # the traceback's last line
+                raise VelozError(f"{self.name}: no {name} there: {why}", code=1)
+            self._found[kind, name] = path
+        return self._found[kind, name]
+
+    def tool(self, name: str) -> str:
+        return self._lookup("tool", name)
+
+    def library(self, name: str) -> str:
+        return self._lookup("library", name)
 
     def _ssh(self) -> list[str]:
         ssh = shutil.which("ssh")
@@ -226,19 +353,19 @@ class SshHost(Host):
             argv += ["-o", opt]
         return [*argv, f"{self.user}@{self.host}", "--"]
 
-    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    def argv(self, argv: Sequence[str], env: Env | None = None) -> list[str]:
         # ssh hands the remote shell one string: quote each word for it
-        return [*self._ssh(), shlex.join(_env_argv(argv, env))]
+        return [*self._ssh(), shlex.join(env_argv(argv, env))]
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": "ssh", "host": self.host, "user": self.user,
                 "port": self.port}  # fmt: skip
 
-    def run_measured(self, argv: Sequence[str], timeout: float
+    def run_measured(self, argv: Sequence[str], timeout: float, env: Env | None = None
                      ) -> tuple[subprocess.CompletedProcess, float]:  # fmt: skip
         # The remote shell's `times` says what its children used; its lines
         # are taken off stderr before anyone reads it.
-        script = f"{shlex.join(argv)}; rc=$?; times >&2; exit $rc"
+        script = f"{shlex.join(env_argv(argv, env))}; rc=$?; times >&2; exit $rc"
         done = subprocess.run([*self._ssh(), script], capture_output=True, text=True,
                               timeout=timeout, check=False)  # fmt: skip
         lines = done.stderr.rstrip("\n").split("\n")
@@ -248,9 +375,9 @@ class SshHost(Host):
             done.stderr = "\n".join(lines[:-2]) + ("\n" if lines[:-2] else "")
         return done, cpu
 
-    def spawn(self, argv: Sequence[str], env: Mapping[str, str] | None = None
+    def spawn(self, argv: Sequence[str], env: Env | None = None
               ) -> subprocess.Popen:  # fmt: skip
-        script = f"echo $$; exec {shlex.join(_env_argv(argv, env))}"
+        script = f"echo $$; exec {shlex.join(env_argv(argv, env))}"
         # its own session: a Ctrl-C at the terminal reaches veloz, which stops
         # the command over there cleanly, not the ssh client (that would
         # leave the command running, its program attached)

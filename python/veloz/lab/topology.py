@@ -40,6 +40,14 @@ also sinks). Without a file, the namespace testbed is the topology.
     iface = "ens1f1"
     mac = "02:00:c6:12:01:02"
     ipv4 = "198.18.1.2"
+
+    [addresses]                     # optional: each defaults from the ports'
+    prefix_len = 24                 # of the generator's and the DUT's link
+    udpd = "198.18.0.3"             # udpd's, beside the DUT's kernel (its port + 1)
+    udpd_generator = "198.18.0.4"   # udpd's on the generator (the DUT's port + 2)
+    vip = "198.18.0.100"            # lb's service (the link's network + 100)
+    backend2 = "198.18.1.3"         # lb's second backend, at the sink (the sink + 1)
+    attacker = "198.18.0.200"       # ddos's flood source (the link's network + 200)
 """
 
 from __future__ import annotations
@@ -62,7 +70,17 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _HOST_KEYS = {
     "local": {"kind"},
     "netns": {"kind", "netns"},
-    "ssh": {"kind", "address", "user", "port", "identity", "known_hosts", "options", "veloz"},
+    "ssh": {
+        "kind",
+        "address",
+        "user",
+        "port",
+        "identity",
+        "known_hosts",
+        "options",
+        "veloz",
+        "python",
+    },
 }
 _PORT_KEYS = {"iface", "mac", "ipv4", "ipv6"}
 
@@ -87,11 +105,47 @@ class Role:
 
 
 @dataclass(frozen=True)
+class Addresses:
+    """The addresses an experiment uses beyond the ports' own."""
+
+    prefix_len: int  # of the link between the generator and the DUT's first port
+    udpd: str  # udpd's on the DUT's first port, beside its kernel's address
+    udpd_generator: str  # udpd's on the generator's port (udp-latency)
+    vip: str  # lb's virtual service, where the generator sends
+    backend2: str  # lb's second backend, reached at the sink's MAC
+    attacker: str  # ddos's flood source
+
+    @classmethod
+    def derived(cls, dut: Role, sink: Role, given: dict | None = None) -> Addresses:
+        """Each address not given, from the ports' (the testbed's own, there)."""
+        given = dict(given or {})
+        plen = given.get("prefix_len", 24)
+        own = ipaddress.IPv4Address(dut.port.ipv4)
+        net = ipaddress.IPv4Network(f"{own}/{plen}", strict=False)
+        base = {"udpd": own + 1, "udpd_generator": own + 2, "vip": net[100] if
+                net.num_addresses > 200 else own + 3, "attacker": net[200] if
+                net.num_addresses > 200 else own + 4,
+                "backend2": ipaddress.IPv4Address(sink.port.ipv4) + 1}  # fmt: skip
+        out = {k: str(given.get(k, v)) for k, v in base.items()}
+        return cls(prefix_len=plen, **out)
+
+
+@dataclass(frozen=True)
 class Topology:
     name: str
     generator: Role
     dut: Role
     sink: Role
+    addresses: Addresses | None = None  # None: derived from the ports
+
+    def __post_init__(self) -> None:
+        if self.addresses is None:
+            object.__setattr__(self, "addresses", Addresses.derived(self.dut, self.sink))
+
+    @property
+    def addr(self) -> Addresses:
+        assert self.addresses is not None
+        return self.addresses
 
     def role(self, name: str) -> Role:
         if name not in ROLES:
@@ -112,6 +166,7 @@ class Topology:
             "name": self.name,
             **{r: {"host": self.role(r).host.describe(),
                    "ports": [p.__dict__ for p in self.role(r).ports]} for r in ROLES},
+            "addresses": self.addr.__dict__,
         }  # fmt: skip
 
     def close(self) -> None:
@@ -210,14 +265,56 @@ def _host(w: _Where, name: str, table: object, base: Path) -> Host:
         isinstance(o, str) and re.match(r"^[A-Za-z]+=\S", o) for o in options
     ):
         raise w.fail(where, "'options' must be a list of \"Name=value\" ssh options")
-    veloz = table.get("veloz", ["veloz"])
-    if isinstance(veloz, str):
-        veloz = [veloz]
-    if not isinstance(veloz, list) or not veloz or not all(isinstance(v, str) and v
-                                                           for v in veloz):  # fmt: skip
-        raise w.fail(where, "'veloz' must be a command: a string or a list of strings")
+    veloz = _command(w, where, table, "veloz", ["veloz"])
+    python = _command(w, where, table, "python", None)
     return SshHost(address, user=user, port=port, identity=identity, known_hosts=known,
-                   options=options, name=name, veloz=tuple(veloz))  # fmt: skip
+                   options=options, name=name, veloz=veloz,
+                   python_cmd=python)  # type: ignore[arg-type]  # fmt: skip
+
+
+def _command(w: _Where, where: str, table: dict, key: str, default: list[str] | None
+             ) -> tuple[str, ...] | None:  # fmt: skip
+    """A command: a string or a list of strings (its words)."""
+    value = table.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v
+                                                           for v in value):  # fmt: skip
+        raise w.fail(where, f"'{key}' must be a command: a string or a list of strings")
+    return tuple(value)
+
+
+_ADDRESS_KEYS = {"prefix_len", "udpd", "udpd_generator", "vip", "backend2", "attacker"}
+
+
+def _addresses(w: _Where, table: object, roles: dict[str, Role]) -> Addresses:
+    """[addresses]: each optional; udpd's two must be on the generator's link."""
+    if table is None:
+        table = {}
+    if not isinstance(table, dict):
+        raise w.fail("addresses", "must be a table")
+    _unknown(w, "addresses", table, _ADDRESS_KEYS)
+    plen = table.get("prefix_len", 24)
+    if not isinstance(plen, int) or isinstance(plen, bool) or not 8 <= plen <= 30:
+        raise w.fail("addresses", "'prefix_len' must be a whole number in 8..30")
+    for key in _ADDRESS_KEYS - {"prefix_len"}:
+        if key in table:
+            try:
+                ipaddress.IPv4Address(_str(w, "addresses", table, key))
+            except ValueError as e:
+                raise w.fail("addresses", f"'{key}': {e}") from None
+    try:
+        addr = Addresses.derived(roles["dut"], roles["sink"], table)
+    except (ValueError, IndexError):  # + 1 past the end of the address space
+        raise w.fail("addresses", "cannot derive the lab's addresses: give them") from None
+    link = ipaddress.IPv4Network(f"{roles['dut'].port.ipv4}/{plen}", strict=False)
+    for key in ("udpd", "udpd_generator"):
+        if ipaddress.IPv4Address(getattr(addr, key)) not in link:
+            raise w.fail("addresses", f"'{key}' {getattr(addr, key)} is not on the DUT's "
+                         f"first link ({link})")  # fmt: skip
+    return addr
 
 
 def _port(w: _Where, where: str, table: object) -> Port:
@@ -274,7 +371,7 @@ def load(path: str | os.PathLike) -> Topology:
         raise VelozError(f"cannot read topology {path}: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise VelozError(f"{path}: not TOML: {e}") from None
-    _unknown(w, "top level", data, {"name", "hosts", *ROLES})
+    _unknown(w, "top level", data, {"name", "hosts", "addresses", *ROLES})
     base = Path(path).resolve().parent
     host_tables = data.get("hosts", {})
     if not isinstance(host_tables, dict):
@@ -288,11 +385,22 @@ def load(path: str | os.PathLike) -> Topology:
     name = data.get("name", Path(path).stem)
     if not isinstance(name, str):
         raise w.fail("top level", "'name' must be a string")
-    return Topology(name=name, **roles)
+    return Topology(name=name, **roles, addresses=_addresses(w, data.get("addresses"), roles))
 
 
-def check(topo: Topology) -> None:
-    """Every role's host answers and has its ports: one clear line if not."""
+@dataclass(frozen=True)
+class Need:
+    """Something an experiment runs on a role's host besides veloz itself."""
+
+    role: str
+    kind: str  # command (on PATH) | tool, library (veloz's own) | python (a module)
+    name: str
+    hint: str = ""  # where it comes from, e.g. "Debian package knot"
+
+
+def check(topo: Topology, needs: Sequence[Need] = ()) -> None:
+    """Every role's host answers and has its ports, and what the experiment
+    needs there (`needs`): one clear line if not."""
     for r in ROLES:
         role = topo.role(r)
         for p in role.ports:
@@ -308,6 +416,26 @@ def check(topo: Topology) -> None:
                 why = done.stderr.strip().splitlines()
                 raise VelozError(f"{r}: no interface {p.iface} on host {role.host.name}"
                                  + (f" ({why[-1]})" if why else ""), code=1)  # fmt: skip
+    for need in needs:
+        _check_need(topo.role(need.role).host, need)
+
+
+def _check_need(host: Host, need: Need) -> None:
+    hint = f" ({need.hint})" if need.hint else ""
+    if need.kind == "command":
+        if host.which(need.name) is None:
+            raise VelozError(f"{need.role}: {need.name} is not installed on host {host.name}"
+                             + hint, code=1)  # fmt: skip
+    elif need.kind in ("tool", "library"):
+        try:
+            getattr(host, need.kind)(need.name)
+        except VelozError as e:
+            raise VelozError(f"{need.role}: {e}", code=1) from None
+    else:
+        done = host.run([*host.python, "-c", f"import {need.name}"], timeout=30)
+        if done.returncode != 0:
+            raise VelozError(f"{need.role}: {' '.join(host.python)} on host {host.name} cannot "
+                             f"import {need.name}{hint}", code=1)  # fmt: skip
 
 
 # ---------------------------------------------------------------- the current one

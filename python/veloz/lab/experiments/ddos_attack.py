@@ -3,8 +3,10 @@ flooded? (The XDP paper's Figure 8: the kernel's own service keeps going
 behind the XDP filter, as attack traffic grows.)
 
 The legitimate traffic runs on kernel sockets between vz-gen and vz-dut's own
-address (198.18.0.2), through `veloz.lab.legit`: a UDP request every 5 ms,
-echoed by a server in vz-dut (answered fraction, mean and p99 round trip),
+address (198.18.0.2; on a topology file, the generator's host and the DUT's
+first port, the attacker's source from its [addresses]), through
+`veloz.lab.legit`: a UDP request every 5 ms, echoed by a server in vz-dut
+(answered fraction, mean and p99 round trip),
 and one TCP stream pushed as fast as it goes (goodput: the bytes the server
 read). The attacker is the generator in vz-gen, from its own source address
 (198.18.0.200) to the same address and the UDP service's port, at each
@@ -23,48 +25,61 @@ competes with both for CPU: compare arms, not absolute figures.
 from __future__ import annotations
 
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
 
 from veloz.errors import VelozError
 from veloz.lab import legit, summary, topology
-from veloz.proc import Runner, run_json, veloz_argv
+from veloz.proc import Runner, json_result
 
-VICTIM = "198.18.0.2"  # vz-dut's dut-gen
-ATTACKER = "198.18.0.200"
 SECONDS = 3.0  # of legitimate traffic (and attack) per trial
-CONFIG = f"""
+
+
+def config(topo: topology.Topology) -> str:
+    """The filter: the attacker's source ([addresses] attacker) dropped."""
+    return f"""
 [[rule]]
-src = "{ATTACKER}/32"
+src = "{topo.addr.attacker}/32"
 action = "drop"
 """
 
 
-def _legit(*args: str) -> list[str]:
-    return [sys.executable, "-m", "veloz.lab.legit", *args, "--addr", VICTIM]
+def __getattr__(name: str) -> str:
+    if name == "CONFIG":  # the current topology's (the testbed's by default)
+        return config(topology.current())
+    raise AttributeError(name)
 
 
 def attack_and_serve(rate: int) -> dict:
-    """Legitimate traffic for SECONDS, flooded at `rate` pps (0: no attack)."""
+    """Legitimate traffic for SECONDS, flooded at `rate` pps (0: no attack):
+    the server on the DUT's host, the client and the attacker on the
+    generator's, to the DUT's first address."""
+    topo = topology.current()
+    gen, dut = topo.generator, topo.dut
+    victim = dut.port.ipv4
     flood: dict = {}
-    argv = veloz_argv("gen", "--iface", "gen-dut", "--json", "--src-ip", ATTACKER, "--dst-ip",
-                      VICTIM, "--dst-port", str(legit.UDP_PORT), "--rate", str(rate),
-                      "--duration", str(SECONDS))  # fmt: skip
+    argv = gen.host.veloz_argv("gen", "--iface", gen.port.iface, "--json", "--src-mac",
+                               gen.port.mac, "--dst-mac", dut.port.mac, "--src-ip",
+                               topo.addr.attacker, "--dst-ip", victim, "--dst-port",
+                               str(legit.UDP_PORT), "--rate", str(rate),
+                               "--duration", str(SECONDS))  # fmt: skip
 
     def flood_run() -> None:
         try:
-            flood.update(run_json(topology.on("generator", argv), SECONDS + 60))
+            flood.update(json_result(gen.host.run(argv, timeout=SECONDS + 60), "the attacker"))
         except (VelozError, subprocess.TimeoutExpired) as e:
             flood["error"] = str(e)
 
-    with Runner(topology.on("dut", _legit("serve")), what="the legitimate server") as server:
+    serve = dut.host.python_argv("veloz.lab.legit", "serve", "--addr", victim)
+    with Runner(serve, what="the legitimate server", host=dut.host) as server:
         attacker = threading.Thread(target=flood_run)
         if rate:
             attacker.start()
-        client = run_json(topology.on("generator", _legit("client", "--seconds", str(SECONDS))),
-                          SECONDS + 60)  # fmt: skip
+        client = json_result(
+            gen.host.run(gen.host.python_argv("veloz.lab.legit", "client", "--seconds",
+                                              str(SECONDS), "--addr", victim),
+                         timeout=SECONDS + 60), "the legitimate client")  # fmt: skip
         if rate:
             attacker.join()
         served = server.stop()
@@ -91,25 +106,34 @@ class DdosAttack:
     def count(self, s: dict) -> int:
         return s["trials"] * (1 + len(s["rates"])) * len(s["backends"])
 
-    def run(self, ctx) -> None:
-        s = ctx.settings
-        with tempfile.TemporaryDirectory(prefix="veloz-ddos-") as tmp:
-            cfg = Path(tmp) / "ddos.toml"
-            cfg.write_text(CONFIG)
-            for t in range(s["trials"]):
-                for rate in [0, *s["rates"]]:
-                    for backend in s["backends"]:
-                        rec = self._one(backend, rate, cfg)
-                        what = f"under {rate:,} pps" if rate else "no attack"
-                        ctx.record(f"ddos {backend} {what}", rec, trial=t, rate=rate,
-                                   backend=backend, experiment=self.name)  # fmt: skip
+    def needs(self, s: dict) -> tuple[topology.Need, ...]:
+        # the legitimate server and client: veloz's Python on both hosts
+        return tuple(topology.Need(r, "python", "veloz.lab.legit") for r in ("dut", "generator"))
 
-    def _one(self, backend: str, rate: int, cfg: Path) -> dict:
+    def run(self, ctx) -> None:
+        dut = topology.current().dut.host
+        with tempfile.TemporaryDirectory(prefix="veloz-ddos-") as tmp:
+            (Path(tmp) / "ddos.toml").write_text(config(topology.current()))
+            with dut.staged(tmp) as there:
+                self._trials(ctx, f"{there}/ddos.toml")
+
+    def _trials(self, ctx, cfg: str) -> None:
+        s = ctx.settings
+        for t in range(s["trials"]):
+            for rate in [0, *s["rates"]]:
+                for backend in s["backends"]:
+                    rec = self._one(backend, rate, cfg)
+                    what = f"under {rate:,} pps" if rate else "no attack"
+                    ctx.record(f"ddos {backend} {what}", rec, trial=t, rate=rate,
+                               backend=backend, experiment=self.name)  # fmt: skip
+
+    def _one(self, backend: str, rate: int, cfg: str) -> dict:
         if backend == "linux":  # the kernel alone: no filter at all
             return {"nf": "none", **attack_and_serve(rate)}
-        argv = veloz_argv("run", "ddos", "--backend", backend, "--iface", "dut-gen",
-                          "--config", str(cfg), "--json")  # fmt: skip
-        with Runner(topology.on("dut", argv), attach_timeout=60) as nf:
+        dut = topology.current().dut
+        argv = dut.host.veloz_argv("run", "ddos", "--backend", backend, "--iface",
+                                   dut.port.iface, "--config", cfg, "--json")  # fmt: skip
+        with Runner(argv, attach_timeout=60, host=dut.host) as nf:
             rec = attack_and_serve(rate)
             counted = nf.stop()
         return {"nf": "ddos", **rec, "dropped": counted.get("drop"), "passed": counted.get("pass")}

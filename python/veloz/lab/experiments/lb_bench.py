@@ -2,7 +2,9 @@
 XDP paper compared Katran with IPVS: 4.3x).
 
 One UDP VIP, 198.18.0.100:9, two backends (198.18.1.2 and 198.18.1.3, both
-vz-sink's), 256 flows from the generator, unpaced, 64-byte frames.
+vz-sink's), 256 flows from the generator, unpaced, 64-byte frames. (On a
+topology file: the sink's address, and the VIP and second backend of its
+[addresses]; the tunnel goes to the generator's MAC.)
 
   - lb NF (every backend but linux): Maglev picks the backend, the frame is
     IPIP-encapsulated and sent back out of dut-gen towards vz-gen, whose
@@ -27,38 +29,45 @@ from pathlib import Path
 from veloz.lab import summary, topology, trial
 from veloz.lab.experiments import throughput
 
-VIP = "198.18.0.100"
-BACKENDS = ("198.18.1.2", "198.18.1.3")
-SINK_MAC = "02:00:c6:12:01:02"  # vz-sink's sink-dut: both backends live there
-GEN_MAC = "02:00:c6:12:00:01"  # vz-gen's gen-dut: where tunnelled frames go
 FLOWS = 256
 
-CONFIG = f"""
+
+def backends(topo: topology.Topology) -> tuple[str, str]:
+    """The sink's address and [addresses] backend2: both reached at its MAC."""
+    return (topo.sink.port.ipv4, topo.addr.backend2)
+
+
+def config(topo: topology.Topology) -> str:
+    """The NF's config: tunnel from the DUT's first address to the
+    generator's MAC, where the generator's sink counts what comes back."""
+    return f"""
 [lb]
-source4 = "198.18.0.2"
-next_hop_mac = "{GEN_MAC}"
+source4 = "{topo.dut.port.ipv4}"
+next_hop_mac = "{topo.generator.port.mac}"
 [[vip]]
-address = "{VIP}"
+address = "{topo.addr.vip}"
 port = 9
 proto = "udp"
-backends = {list(BACKENDS)!r}
-""".replace("'", '"')
+backends = ["{backends(topo)[0]}", "{backends(topo)[1]}"]
+"""
 
 
 @contextmanager
 def second_backend() -> Iterator[None]:
-    """vz-dut's kernel must reach 198.18.1.3 for the DNAT baseline: it is
-    vz-sink's MAC too (a static neighbour, removed afterwards)."""
-    dut = topology.current().dut
+    """The DUT's kernel must reach the second backend for the DNAT
+    baseline: it is the sink's MAC too (a static neighbour, removed
+    afterwards)."""
+    topo = topology.current()
+    dut, second = topo.dut, backends(topo)[1]
     out = dut.ports[1].iface
-    done = dut.host.run(["ip", "neigh", "replace", BACKENDS[1], "lladdr", SINK_MAC,
+    done = dut.host.run(["ip", "neigh", "replace", second, "lladdr", topo.sink.port.mac,
                          "dev", out, "nud", "permanent"])  # fmt: skip
     if done.returncode != 0:
         raise subprocess.CalledProcessError(done.returncode, "ip neigh replace", stderr=done.stderr)
     try:
         yield
     finally:
-        dut.host.run(["ip", "neigh", "del", BACKENDS[1], "dev", out])
+        dut.host.run(["ip", "neigh", "del", second, "dev", out])
 
 
 class LoadBalancer:
@@ -70,19 +79,26 @@ class LoadBalancer:
         return s["trials"] * len(s["backends"])
 
     def run(self, ctx) -> None:
+        topo = topology.current()
+        with (
+            tempfile.TemporaryDirectory(prefix="veloz-lb-") as tmp,
+            second_backend(),
+        ):  # fmt: skip
+            (Path(tmp) / "lb.toml").write_text(config(topo))
+            with topo.dut.host.staged(tmp) as there:  # where the DUT's NF reads it
+                self._trials(ctx, f"{there}/lb.toml", topo.addr.vip)
+
+    def _trials(self, ctx, cfg: str, vip: str) -> None:
         s = ctx.settings
-        with tempfile.TemporaryDirectory(prefix="veloz-lb-") as tmp, second_backend():
-            cfg = Path(tmp) / "lb.toml"
-            cfg.write_text(CONFIG)
-            for t in range(s["trials"]):
-                for backend in s["backends"]:
-                    # the kernel forwards (DNAT) to the sink; the NF tunnels back
-                    arrive = "sink" if backend == "linux" else "generator"
-                    rec = trial.measure("lb", backend, size=s["sizes"][0], rate=0,
-                                        seconds=s["seconds"], flows=FLOWS,
-                                        nf_extra=["--config", str(cfg)],
-                                        gen_extra=["--dst-ip", VIP], arrive=arrive)  # fmt: skip
-                    ctx.record(f"lb {backend}", rec, trial=t, experiment=self.name)
+        for t in range(s["trials"]):
+            for backend in s["backends"]:
+                # the kernel forwards (DNAT) to the sink; the NF tunnels back
+                arrive = "sink" if backend == "linux" else "generator"
+                rec = trial.measure("lb", backend, size=s["sizes"][0], rate=0,
+                                    seconds=s["seconds"], flows=FLOWS,
+                                    nf_extra=["--config", cfg],
+                                    gen_extra=["--dst-ip", vip], arrive=arrive)  # fmt: skip
+                ctx.record(f"lb {backend}", rec, trial=t, experiment=self.name)
 
     def sections(self, records: list[dict], s: dict) -> list[dict]:
         sec = summary.rate_section(records, "Frames balanced and delivered (Mpps)")

@@ -32,7 +32,6 @@ from veloz.errors import VelozError
 from veloz.lab import route_table, stats, summary, topology, trial
 from veloz.lab.experiments import throughput
 
-SINK_ADDRESS, SINK_MAC = "198.18.1.2", "02:00:c6:12:01:02"  # vz-sink's sink-dut
 DSTS = 4000
 ROUTE_PROTO = "250"  # marks our kernel routes, so exactly they are flushed
 TABLES = ("one route", "full table")
@@ -44,33 +43,39 @@ ATTACH_TIMEOUT = 300.0  # loading 752k routes takes a while on slow machines
 
 
 def _write_configs(tmp: Path) -> dict[str, Path]:
-    neighbour = f'[[neighbour]]\naddress = "{SINK_ADDRESS}"\nmac = "{SINK_MAC}"\n'
+    """Both tables' configs, every route via the sink's port (its address
+    and MAC from the topology); the full one names its table relatively,
+    so the two files work wherever they are copied together."""
+    sink = topology.current().sink.port
+    neighbour = f'[[neighbour]]\naddress = "{sink.ipv4}"\nmac = "{sink.mac}"\n'
     one = tmp / "one.toml"
     one.write_text(
-        f'[[route]]\nprefix = "{route_table.BENCH_RANGE}"\nvia = "{SINK_ADDRESS}"\n'
+        f'[[route]]\nprefix = "{route_table.BENCH_RANGE}"\nvia = "{sink.ipv4}"\n'
         f"port = 1\n{neighbour}"
     )
     table = tmp / "full.txt"
     with table.open("w") as f:
         route_table.write(route_table.generate(route_table.PAPER_ROUTES, seed=1),
-                          SINK_ADDRESS, 1, f)  # fmt: skip
+                          sink.ipv4, 1, f)  # fmt: skip
     full = tmp / "full.toml"
-    full.write_text(f'routes = "{table}"\n{neighbour}')
+    full.write_text(f'routes = "{table.name}"\n{neighbour}')
     return {"one route": one, "full table": full}
 
 
 @contextmanager
 def kernel_routes(config: Path) -> Iterator[None]:
     """The same routes in the DUT's FIB, for the linux baseline."""
-    dut = topology.current().dut
+    topo = topology.current()
+    dut = topo.dut
     text = config.read_text()
     if "routes = " in text:
-        table = Path(text.split('"')[1])
+        table = config.parent / text.split('"')[1]
         prefixes = (line.split()[0] for line in table.read_text().splitlines())
     else:
         prefixes = iter([str(route_table.BENCH_RANGE)])
     batch = "".join(
-        f"route replace {p} via {SINK_ADDRESS} dev {dut.ports[1].iface} proto {ROUTE_PROTO}\n"
+        f"route replace {p} via {topo.sink.port.ipv4} dev {dut.ports[1].iface} "
+        f"proto {ROUTE_PROTO}\n"
         for p in prefixes
     )
     try:
@@ -93,25 +98,33 @@ class Router:
         return s["trials"] * len(TABLES) * (rates + 2 * len(KINDS))
 
     def run(self, ctx) -> None:
-        s = ctx.settings
         gen_extra = ["--dsts", str(DSTS), "--dst-range", str(route_table.BENCH_RANGE)]
+        dut = topology.current().dut.host
         with tempfile.TemporaryDirectory(prefix="veloz-router-") as tmp:
-            configs = _write_configs(Path(tmp))
+            (Path(tmp) / "nf").mkdir()
+            configs = _write_configs(Path(tmp) / "nf")
             self.cost(ctx, configs, Path(tmp))
-            for table in TABLES:
-                with kernel_routes(configs[table]):
-                    for t in range(s["trials"]):
-                        for backend, kind in _arms(s["backends"]):
-                            nf_extra = ([] if kind is None else
-                                        ["--config", str(configs[table]), "--set",
-                                         f"table={kind}"])  # fmt: skip
-                            rec = trial.measure("router", backend, size=s["sizes"][0], rate=0,
-                                                seconds=s["seconds"], nf_extra=nf_extra,
-                                                gen_extra=gen_extra,
-                                                attach_timeout=ATTACH_TIMEOUT)  # fmt: skip
-                            arm = backend if kind is None else f"{backend} {kind}"
-                            ctx.record(f"router {table} {arm}", rec, trial=t, table=table,
-                                       arm=arm, lookup=kind, experiment=self.name)  # fmt: skip
+            # the configs where the DUT's NF reads them (copied over SSH)
+            with dut.staged(Path(tmp) / "nf") as there:
+                self.rates(ctx, configs, gen_extra, there)
+
+    def rates(self, ctx, configs: dict[str, Path], gen_extra: list[str], there: str) -> None:
+        """Each table, each arm: the rate that reached the sink."""
+        s = ctx.settings
+        for table in TABLES:
+            with kernel_routes(configs[table]):
+                for t in range(s["trials"]):
+                    for backend, kind in _arms(s["backends"]):
+                        nf_extra = ([] if kind is None else
+                                    ["--config", f"{there}/{configs[table].name}", "--set",
+                                     f"table={kind}"])  # fmt: skip
+                        rec = trial.measure("router", backend, size=s["sizes"][0], rate=0,
+                                            seconds=s["seconds"], nf_extra=nf_extra,
+                                            gen_extra=gen_extra,
+                                            attach_timeout=ATTACH_TIMEOUT)  # fmt: skip
+                        arm = backend if kind is None else f"{backend} {kind}"
+                        ctx.record(f"router {table} {arm}", rec, trial=t, table=table,
+                                   arm=arm, lookup=kind, experiment=self.name)  # fmt: skip
 
     def cost(self, ctx, configs: dict[str, Path], tmp: Path) -> None:
         """ns per packet through BPF_PROG_TEST_RUN (xdp) and the native build:

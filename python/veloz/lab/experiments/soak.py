@@ -24,16 +24,15 @@ the backend (see `bench drop` for throughput).
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from contextlib import ExitStack
 
 from scipy import stats as sps
 
-from veloz import paths
 from veloz.lab import topology, trial
 from veloz.lab.experiments import udp
+from veloz.lab.hosts import Host, LocalHost
 from veloz.proc import Runner, run_json
 
 PROBE_RATES = (2_000_000, 1_000_000, 500_000, 250_000, 100_000)
@@ -43,13 +42,14 @@ WARMUP_S = 60.0
 NF = "drop"
 
 
-def proc_memory_kib(pid: int) -> dict[str, int] | None:
-    """VmRSS and HugetlbPages of a process, in KiB (None once it is gone)."""
+def proc_memory_kib(pid: int, host: Host | None = None) -> dict[str, int] | None:
+    """VmRSS and HugetlbPages of a process on its host (default: here), in
+    KiB (None once it is gone)."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        text = (host or LocalHost()).read_file(f"/proc/{pid}/status")
     except OSError:
         return None
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
 
     def kib(name: str) -> int:
         return int(fields.get(name, "0 kB").split()[0])
@@ -58,10 +58,11 @@ def proc_memory_kib(pid: int) -> dict[str, int] | None:
 
 
 class Sampler:
-    """A thread that samples a process's memory every `every` seconds."""
+    """A thread that samples a process's memory every `every` seconds, on
+    the process's host (over SSH: one round trip a sample)."""
 
-    def __init__(self, pid: int, every: float) -> None:
-        self.pid, self.every = pid, every
+    def __init__(self, host: Host, pid: int, every: float) -> None:
+        self.host, self.pid, self.every = host, pid, every
         self.samples: list[dict] = []
         self._stop = threading.Event()
         self._t0 = time.monotonic()
@@ -69,7 +70,7 @@ class Sampler:
 
     def _run(self) -> None:
         while True:
-            mem = proc_memory_kib(self.pid)
+            mem = proc_memory_kib(self.pid, self.host)
             if mem is not None:
                 self.samples.append({"t": round(time.monotonic() - self._t0, 3), **mem})
             if self._stop.wait(self.every):
@@ -130,8 +131,7 @@ def soak(backend: str, rate: int, seconds: float, sample_s: float = SAMPLE_S,
                                    dut.ports[0].iface, "--json", "--interval", "60")  # fmt: skip
     with ExitStack() as started:
         runner = started.enter_context(Runner(run_argv, attach_timeout=30, host=dut.host))
-        # the sampler reads /proc here: the soak runs on hosts of this machine
-        sampler = started.enter_context(Sampler(runner.proc.pid, sample_s))
+        sampler = started.enter_context(Sampler(dut.host, Host.pid(runner.proc), sample_s))
         sent = run_json(gen.host.argv(trial.gen_argv(NF, 64, rate, seconds, None, 1, topo=topo)),
                         timeout=seconds + 120)  # fmt: skip
         time.sleep(trial.SETTLE_S)
@@ -252,25 +252,27 @@ def udp_balance(sent: int, received: int, udpd_summary: dict, veth_dropped: int,
 
 def udp_soak(rate: int, seconds: float, sample_s: float = SAMPLE_S,
              warmup: float = WARMUP_S) -> dict:  # fmt: skip
-    """veloz-pktgen in vz-gen (kernel sockets) at `rate` to a veloz-pktgen
-    sink on udpd: the balance and udpd's RSS trend."""
-    sink_argv = [str(paths.tool("veloz-pktgen")), "--sink", "--stack", "veloz", "--bind",
-                 f"{udp.UDPD_IP}:{UDP_PORT}", "--duration", f"{seconds + 4:g}",
+    """veloz-pktgen on the generator (kernel sockets) at `rate` to a
+    veloz-pktgen sink on udpd on the DUT: the balance and udpd's RSS trend."""
+    topo = topology.current()
+    dut, gen = topo.dut.host, topo.generator.host
+    to = f"{udp.udpd_ip('dut')}:{UDP_PORT}"
+    sink_argv = [dut.tool("veloz-pktgen"), "--sink", "--stack", "veloz", "--bind", to,
+                 "--duration", f"{seconds + 4:g}", "--json"]  # fmt: skip
+    send_argv = [gen.tool("veloz-pktgen"), "--stack", "kernel", "--connect", to,
+                 "--size", str(UDP_PAYLOAD), "--rate", str(rate), "--duration", f"{seconds:g}",
                  "--json"]  # fmt: skip
-    send_argv = [str(paths.tool("veloz-pktgen")), "--stack", "kernel", "--connect",
-                 f"{udp.UDPD_IP}:{UDP_PORT}", "--size", str(UDP_PAYLOAD), "--rate", str(rate),
-                 "--duration", f"{seconds:g}", "--json"]  # fmt: skip
     # the sender is on kernel sockets: udpd runs on the DUT only
-    with udp.running_udpd(gen=False) as udpd, Sampler(udpd.proc.pid, sample_s) as sampler:
+    with (
+        udp.running_udpd(gen=False) as udpd,
+        Sampler(dut, Host.pid(udpd.proc), sample_s) as sampler,
+    ):
         dropped0 = _dropped("dut", "rx")
         sender0 = _dropped("generator", "tx")
-        sink = subprocess.Popen(topology.on("dut", sink_argv), env=udp._env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)  # fmt: skip
+        sink = dut.spawn(sink_argv, env=udp._env("veloz"))
         try:
             time.sleep(1)
-            sent = subprocess.run(topology.on("generator", send_argv), capture_output=True,
-                                  text=True, timeout=seconds + 60, check=True)  # fmt: skip
+            sent = gen.run(send_argv, timeout=seconds + 60)
             out, err = sink.communicate(timeout=60)
         finally:
             if sink.poll() is None:
@@ -281,7 +283,7 @@ def udp_soak(rate: int, seconds: float, sample_s: float = SAMPLE_S,
         dropped = _dropped("dut", "rx") - dropped0
         sender_dropped = _dropped("generator", "tx") - sender0
         summary = udpd.stop()
-    tx = json.loads(sent.stdout.strip().splitlines()[-1])
+    tx = udp._checked(sent, "the kernel sender")
     rx = json.loads(out.strip().splitlines()[-1])
     return {
         "backend": "udpd",
@@ -299,14 +301,21 @@ class UdpSoak(Soak):
     title = "Soak of the UDP stack: udpd's datagrams balance, its memory stays flat"
     doc = (
         "udpd on dut-gen, a veloz-pktgen sink on it, and veloz-pktgen on kernel sockets in "
-        "vz-gen sending 64-byte datagrams at the highest probed rate with no loss, for 10 "
-        "minutes by default. Every datagram sent must be received or in a counter on the "
-        "way (gen-dut's tx_dropped, dut-gen's rx_dropped, the AF_XDP ring, the stack's UDP "
+        "vz-gen (on a topology: the DUT's first port, the generator's host) sending 64-byte "
+        "datagrams at the highest probed rate with no loss, for 10 minutes by default. Every "
+        "datagram sent must be received or in a counter on the way (gen-dut's tx_dropped, "
+        "dut-gen's rx_dropped, the AF_XDP ring, the stack's UDP "
         "drops, the socket's ring); udpd's RSS is sampled and fitted as in `bench soak`."
     )
 
     def _rates(self, s: dict) -> list[int]:
         return sorted(s["rates"], reverse=True) if s.get("rates_given") else list(UDP_PROBE_RATES)
+
+    def needs(self, s: dict) -> tuple[topology.Need, ...]:
+        return (
+            topology.Need("dut", "tool", "vz-udpd"),
+            *(topology.Need(r, "tool", "veloz-pktgen") for r in ("dut", "generator")),
+        )
 
     def count(self, s: dict) -> int:
         return len(self._rates(s)) + 1

@@ -16,12 +16,11 @@ count them on the DUT's port: the most this testbed can offer.
 from __future__ import annotations
 
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from veloz.lab import summary, trial, zero_loss
+from veloz.lab import summary, topology, trial, zero_loss
 from veloz.lab.experiments import headline_cost
 
 SPEED_NOTE = (
@@ -178,23 +177,24 @@ NOISES = {
 
 @contextmanager
 def neighbour(kind: str) -> Iterator[None]:
-    """A noisy neighbour for the duration of the block (stress-ng)."""
+    """A noisy neighbour on the DUT's host for the duration of the block
+    (stress-ng): it competes with the NF, wherever that runs."""
     argv = NOISES[kind]
     if argv is None:
         yield
         return
-    with tempfile.TemporaryDirectory(prefix="veloz-noise-") as tmp:
-        proc = subprocess.Popen([*argv, "--temp-path", tmp, "--quiet"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    host = topology.current().dut.host
+    with host.temp_dir("veloz-noise-") as tmp:
+        proc = host.spawn([*argv, "--temp-path", tmp, "--quiet"])
         try:
             yield
         finally:
-            proc.terminate()
+            proc.terminate()  # over SSH: SIGTERM to stress-ng itself
             try:
-                proc.wait(timeout=20)
+                proc.communicate(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait()
+                proc.communicate()
 
 
 class Noisy(Throughput):
@@ -204,6 +204,11 @@ class Noisy(Throughput):
         super().__init__("drop")
         self.name = "noisy"
         self.title = "Peak rate beside a noisy neighbour (stress-ng)"
+
+    def needs(self, s: dict) -> tuple[topology.Need, ...]:
+        if all(n == "none" for n in s["noises"]):
+            return ()
+        return (topology.Need("dut", "command", "stress-ng", "Debian package stress-ng"),)
 
     def count(self, s: dict) -> int:
         return s["trials"] * len(s["noises"]) * len(s["sizes"]) * len(s["backends"])

@@ -3,9 +3,10 @@ UDPDK's set-up: the same stack on both ends.
 
 udp-latency runs two udpd pollers for the whole experiment: one owns
 198.18.0.3 on vz-dut's dut-gen (beside the kernel's 198.18.0.2), the other
-198.18.0.4 on vz-gen's gen-dut (beside the kernel's 198.18.0.1).
-veloz-pingpong echoes in vz-dut and its client runs in vz-gen, both on the
-arm's stack; the arms are interleaved within each trial:
+198.18.0.4 on vz-gen's gen-dut (beside the kernel's 198.18.0.1); on a
+topology file, the DUT's and the generator's ports and [addresses], each on
+its role's host. veloz-pingpong echoes in vz-dut and its client runs in
+vz-gen, both on the arm's stack; the arms are interleaved within each trial:
 
   kernel       kernel sockets, blocking (poll, then recv): the baseline
   kernel-busy  kernel sockets, spinning on recv(MSG_DONTWAIT): the best a
@@ -46,16 +47,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import resource
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
-from veloz import paths
+from veloz.errors import VelozError
 from veloz.lab import summary, topology
-from veloz.proc import Runner, veloz_argv
+from veloz.lab.hosts import Host
+from veloz.proc import Runner
 
 PAYLOADS = (18, 64, 512, 1472)  # UDPDK's range
 LATENCY_ARMS = ("kernel", "kernel-busy", "veloz", "veloz-busy", "veloz-direct")
@@ -63,8 +64,6 @@ THROUGHPUT_ARMS = ("kernel", "kernel-mmsg", "veloz", "veloz-mmsg", "veloz-direct
                    "veloz-direct-mmsg")  # fmt: skip
 DIRECT = "veloz-direct"  # arms starting so run without udpd
 STACKS = LATENCY_ARMS
-UDPD_IP, KERNEL_IP, GEN_IP = "198.18.0.3", "198.18.0.2", "198.18.0.1"
-GEN_UDPD_IP = "198.18.0.4"
 SOCKET = "/run/veloz/udpd/lab.sock"
 GEN_SOCKET = "/run/veloz/udpd/lab-gen.sock"
 PORT = 7000
@@ -72,24 +71,40 @@ PINGS = 2000  # round trips per run
 WARMUP = 200
 BUSY_US = 200  # SO_BUSY_POLL of the veloz-busy arm, as net.core.busy_read's usual 50..200
 BATCH = 32  # datagrams per sendmmsg in the -mmsg arms
-# pids of the running pollers, for their CPU time: "dut", "gen"
+# What runs where: udpd and the echo server on the DUT (and a second udpd,
+# udp-latency's client, on the generator), each on its role's host
+LATENCY_NEEDS = tuple(topology.Need(role, "tool", tool) for role in ("dut", "generator")
+                      for tool in ("vz-udpd", "veloz-pingpong"))  # fmt: skip
+THROUGHPUT_NEEDS = (topology.Need("dut", "tool", "vz-udpd"),
+                    topology.Need("dut", "tool", "veloz-pktgen"))  # fmt: skip
+# pids of the running pollers on their hosts, for their CPU time: by role
 _UDPD_PIDS: dict[str, int] = {}
 
 
+def udpd_ip(role: str = "dut") -> str:
+    """udpd's address on the role's port (the topology's [addresses])."""
+    a = topology.current().addr
+    return a.udpd if role == "dut" else a.udpd_generator
+
+
 @contextlib.contextmanager
-def _one_udpd(role: str, ip: str, socket: str) -> Iterator[Runner]:
-    """udpd on one interface for the experiment's length; stopped whatever
-    happens. Its counter lines wait in a pipe read only at the end: one a
-    minute, or within a few minutes udpd would block on the full pipe."""
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-        iface = topology.current().role(role).port.iface  # the one facing the other role
-        f.write(f'interface = "{iface}"\nipv4 = "{ip}/24"\nsocket = "{socket}"\n')
-    try:
-        argv = veloz_argv("udpd", "--config", f.name, "--json", "--interval-ms", "60000")
-        with Runner(topology.on(role, argv), attach_timeout=30, what=f"udpd on the {role}") as r:
-            yield r
-    finally:
-        os.unlink(f.name)
+def _one_udpd(role: str, socket: str) -> Iterator[Runner]:
+    """udpd on the role's port, on its host, for the experiment's length;
+    stopped whatever happens. Its counter lines wait in a pipe read only at
+    the end: one a minute, or within a few minutes udpd would block on the
+    full pipe."""
+    topo = topology.current()
+    at = topo.role(role)  # its port faces the other role
+    with tempfile.TemporaryDirectory(prefix="veloz-udpd-") as tmp:
+        (Path(tmp) / "udpd.toml").write_text(
+            f'interface = "{at.port.iface}"\nipv4 = "{udpd_ip(role)}/{topo.addr.prefix_len}"\n'
+            f'socket = "{socket}"\n')  # fmt: skip
+        with at.host.staged(tmp) as there:
+            argv = at.host.veloz_argv("udpd", "--config", f"{there}/udpd.toml", "--json",
+                                      "--interval-ms", "60000")  # fmt: skip
+            with Runner(argv, attach_timeout=30, what=f"udpd on the {role}",
+                        host=at.host) as r:  # fmt: skip
+                yield r
 
 
 @contextlib.contextmanager
@@ -97,12 +112,12 @@ def running_udpd(gen: bool = True) -> Iterator[Runner]:
     """udpd on the DUT, and (gen) on the generator's side too; yields the
     DUT's (its stop() gives udpd's summary)."""
     with contextlib.ExitStack() as stack:
-        dut = stack.enter_context(_one_udpd("dut", UDPD_IP, SOCKET))
-        _UDPD_PIDS["dut"] = dut.proc.pid
+        dut = stack.enter_context(_one_udpd("dut", SOCKET))
+        _UDPD_PIDS["dut"] = Host.pid(dut.proc)
         if gen:
-            _UDPD_PIDS["gen"] = stack.enter_context(
-                _one_udpd("generator", GEN_UDPD_IP, GEN_SOCKET)
-            ).proc.pid
+            _UDPD_PIDS["generator"] = Host.pid(
+                stack.enter_context(_one_udpd("generator", GEN_SOCKET)).proc
+            )
         try:
             yield dut
         finally:
@@ -113,59 +128,57 @@ def _stack(arm: str) -> str:
     return "veloz" if arm.startswith("veloz") else "kernel"
 
 
-def _env(arm: str, socket: str = SOCKET) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "VZ_BUSY_POLL_US"}
-    env["VZ_UDPD_SOCKET"] = socket
+def _env(arm: str, role: str = "dut") -> dict[str, str | None]:
+    """The arm's environment for an application on the role's host: what is
+    not the arm's is taken away (None), whatever the shell had set."""
+    env: dict[str, str | None] = {
+        "VZ_BUSY_POLL_US": None,
+        "VZ_MODE": None,
+        "VZ_UDPD_SOCKET": SOCKET if role == "dut" else GEN_SOCKET,
+    }
     if arm == "veloz-busy":
         env["VZ_BUSY_POLL_US"] = str(BUSY_US)
     if arm.startswith(DIRECT):
-        dut = socket == SOCKET
-        env.update(VZ_MODE="direct", VZ_DIRECT_IFACE="dut-gen" if dut else "gen-dut",
-                   VZ_DIRECT_ADDR=f"{UDPD_IP if dut else GEN_UDPD_IP}/24")  # fmt: skip
+        topo = topology.current()
+        env.update(VZ_MODE="direct", VZ_DIRECT_IFACE=topo.role(role).port.iface,
+                   VZ_DIRECT_ADDR=f"{udpd_ip(role)}/{topo.addr.prefix_len}")  # fmt: skip
     return env
 
 
 def _local_ip(stack: str) -> str:
-    return UDPD_IP if stack == "veloz" else KERNEL_IP
+    """The DUT's address on the arm's stack."""
+    return udpd_ip("dut") if stack == "veloz" else topology.current().dut.port.ipv4
 
 
-def _cpu_s(pid: int | None) -> float:
-    """CPU seconds a live process's threads have run (the scheduler's
-    nanoseconds: runs of a few ms are far below the 10 ms tick); 0 if
-    unknown."""
-    if not pid:
-        return 0.0
-    total = 0
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    return total / 1e9
+def _udpd_cpu_s() -> dict[str, float]:
+    """CPU seconds each running udpd has used, read on its host."""
+    topo = topology.current()
+    return {role: topo.role(role).host.threads_cpu_s(pid) for role, pid in _UDPD_PIDS.items()}
 
 
-def _children_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+def _checked(done: subprocess.CompletedProcess, what: str) -> dict:
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise VelozError(f"{what} failed: {why}", code=1)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @contextlib.contextmanager
 def _echo_server(arm: str) -> Iterator[int]:
-    stack = _stack(arm)
-    argv = [str(paths.tool("veloz-pingpong")), "--server", "--stack", stack,
+    """veloz-pingpong's server on the DUT's host; yields its pid there."""
+    stack, host = _stack(arm), topology.current().dut.host
+    argv = [host.tool("veloz-pingpong"), "--server", "--stack", stack,
             "--bind", f"{_local_ip(stack)}:{PORT}"]  # fmt: skip
     if arm == "kernel-busy":
         argv.append("--busy-poll")
-    proc = subprocess.Popen(topology.on("dut", argv), env=_env(arm), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = host.spawn(argv, env=_env(arm))
     try:
-        # the ready line ("echoing on ...") on stderr; `ip netns exec`
-        # execs, so proc.pid is the server's own
+        # the ready line ("echoing on ...") on stderr; `ip netns exec` and
+        # the SSH wrapper exec, so the pid is the server's own
         line = proc.stderr.readline() if proc.stderr else ""
         if "echoing" not in line:
             raise RuntimeError(f"the {arm} echo server failed: {line.strip()}")
-        yield proc.pid
+        yield Host.pid(proc)
     finally:
         proc.terminate()
         try:
@@ -176,62 +189,61 @@ def _echo_server(arm: str) -> Iterator[int]:
 
 
 def ping(arm: str, payload: int, count: int = PINGS) -> dict:
-    """One run of round trips from vz-gen to an echo server in vz-dut, both
-    on the arm's stack; the CPU each side used meanwhile."""
+    """One run of round trips from the generator to an echo server on the
+    DUT, both on the arm's stack; the CPU each side used meanwhile."""
     stack = _stack(arm)
+    topo = topology.current()
+    gen, dut = topo.generator.host, topo.dut.host
     with _echo_server(arm) as server:
-        argv = [str(paths.tool("veloz-pingpong")), "--client", "--stack", stack,
+        argv = [gen.tool("veloz-pingpong"), "--client", "--stack", stack,
                 "--connect", f"{_local_ip(stack)}:{PORT}", "--size", str(payload),
                 "--count", str(count), "--warmup", str(WARMUP), "--json"]  # fmt: skip
         if arm == "kernel-busy":
             argv.append("--busy-poll")
-        pids = dict(_UDPD_PIDS) if stack == "veloz" else {}
-        cpu0 = {k: _cpu_s(v) for k, v in pids.items()}
-        srv0, kids0, t0 = _cpu_s(server), _children_cpu_s(), time.monotonic()
-        done = subprocess.run(topology.on("generator", argv), env=_env(arm, GEN_SOCKET),
-                              capture_output=True, text=True, timeout=120,
-                              check=True)  # fmt: skip
+        cpu0 = _udpd_cpu_s() if stack == "veloz" else {}
+        srv0, t0 = dut.threads_cpu_s(server), time.monotonic()
+        done, client = gen.run_measured(argv, timeout=120, env=_env(arm, "generator"))
         wall = time.monotonic() - t0
-        client = _children_cpu_s() - kids0
-        server_cpu = _cpu_s(server) - srv0
-        udpd = {k: _cpu_s(v) - cpu0[k] for k, v in pids.items()}
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+        server_cpu = dut.threads_cpu_s(server) - srv0
+        udpd = {k: v - cpu0[k] for k, v in _udpd_cpu_s().items() if k in cpu0}
+    out = _checked(done, f"the {arm} ping client")
     rtt = out["rtt_us"]
     return {
         "stack": arm, "payload": payload, "sent": out["sent"], "received": out["received"],
         "lost": out["lost"], **{f"rtt_{k}_us": rtt[k] for k in
                                 ("mean", "stddev", "p50", "p90", "p99", "p999", "max")},
         "cpu_dut_pct": 100 * (server_cpu + udpd.get("dut", 0.0)) / wall,
-        "cpu_gen_pct": 100 * (client + udpd.get("gen", 0.0)) / wall,
+        "cpu_gen_pct": 100 * (client + udpd.get("generator", 0.0)) / wall,
         "cpu_udpd_pct": 100 * sum(udpd.values()) / wall,
     }  # fmt: skip
 
 
 def blast(arm: str, payload: int, seconds: float) -> dict:
-    """veloz-pktgen on the DUT, flat out to vz-gen's discard port, where the
-    lab's XDP sink counts and drops every datagram. The receiving side then
-    costs the same little for every arm: the kernel's receive path (ip_rcv,
-    a route lookup, an ICMP port-unreachable per datagram) ran on the
-    sender's CPU, since veth delivers in the sender's softirq, and capped
+    """veloz-pktgen on the DUT, flat out to the generator's discard port,
+    where the lab's XDP sink counts and drops every datagram. The receiving
+    side then costs the same little for every arm: the kernel's receive path
+    (ip_rcv, a route lookup, an ICMP port-unreachable per datagram) ran on
+    the sender's CPU, since veth delivers in the sender's softirq, and capped
     every stack at the same rate; it measured vz-gen's kernel, not the
     sending stack. The sender's CPU time per datagram is recorded too."""
     stack = _stack(arm)
-    argv = [str(paths.tool("veloz-pktgen")), "--stack", stack, "--connect", f"{GEN_IP}:9",
+    topo = topology.current()
+    gen, dut = topo.generator, topo.dut.host
+    argv = [dut.tool("veloz-pktgen"), "--stack", stack, "--connect", f"{gen.port.ipv4}:9",
             "--bind", f"{_local_ip(stack)}:0", "--size", str(payload),
             "--duration", f"{seconds:g}", "--json"]  # fmt: skip
     if arm.endswith("-mmsg"):
         argv += ["--batch", str(BATCH)]
-    sink_argv = veloz_argv("gen", "--sink", "--replace", "--count-only", "--iface", "gen-dut",
-                           "--json")  # fmt: skip
-    with Runner(topology.on("generator", sink_argv), what="the sink") as sink:
+    sink_argv = gen.host.veloz_argv("gen", "--sink", "--replace", "--count-only", "--iface",
+                                    gen.port.iface, "--json")  # fmt: skip
+    with Runner(sink_argv, what="the sink", host=gen.host) as sink:
         udpd = _UDPD_PIDS.get("dut")
-        udpd0, kids0 = _cpu_s(udpd), _children_cpu_s()
-        done = subprocess.run(topology.on("dut", argv), env=_env(arm), capture_output=True,
-                              text=True, timeout=seconds + 60, check=True)  # fmt: skip
-        cpu_s = _children_cpu_s() - kids0 + _cpu_s(udpd) - udpd0
+        udpd0 = dut.threads_cpu_s(udpd) if udpd else 0.0
+        done, app_cpu = dut.run_measured(argv, timeout=seconds + 60, env=_env(arm))
+        cpu_s = app_cpu + (dut.threads_cpu_s(udpd) - udpd0 if udpd else 0.0)
         time.sleep(0.2)  # the veth's last frames into the sink
         arrived = sink.stop()["received"]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _checked(done, f"the {arm} sender")
     secs = out.get("elapsed_s") or seconds
     return {"stack": arm, "payload": payload, "sent": out.get("sent"), "arrived": arrived,
             "seconds": secs, "rate_pps": arrived / secs,
@@ -266,6 +278,9 @@ class UdpLatency:
     name = "udp-latency"
     title = "UDP round trips: veloz sockets against kernel sockets"
     doc = __doc__
+
+    def needs(self, s: dict) -> tuple[topology.Need, ...]:
+        return LATENCY_NEEDS
 
     def count(self, s: dict) -> int:
         return s["trials"] * len(s.get("udp_payloads") or PAYLOADS) * len(LATENCY_ARMS)
@@ -306,6 +321,9 @@ class UdpThroughput:
     name = "udp-throughput"
     title = "UDP send throughput: veloz sockets against kernel sockets"
     doc = __doc__
+
+    def needs(self, s: dict) -> tuple[topology.Need, ...]:
+        return THROUGHPUT_NEEDS
 
     def count(self, s: dict) -> int:
         return s["trials"] * len(s.get("udp_payloads") or PAYLOADS) * len(THROUGHPUT_ARMS)

@@ -37,7 +37,7 @@ import hashlib
 import tempfile
 from pathlib import Path
 
-from veloz.lab import dnsapp, summary
+from veloz.lab import dnsapp, summary, topology
 from veloz.lab.experiments import udp
 
 ARMS = ("kernel", "veloz", "veloz-busy")
@@ -84,6 +84,15 @@ class UdpApp:
 
     def count(self, s: dict) -> int:
         return s["trials"] * len(ARMS)
+
+    def needs(self, s: dict) -> tuple[topology.Need, ...]:
+        return (
+            topology.Need("dut", "command", "knotd", "Debian package knot"),
+            topology.Need("dut", "tool", "vz-udpd"),
+            topology.Need("dut", "library", "libveloz-preload.so"),
+            topology.Need("generator", "command", "dnsperf", "Debian package dnsperf"),
+            topology.Need("generator", "python", "veloz.lab.dnsapp"),
+        )
 
     def run(self, ctx) -> None:
         seconds = ctx.settings["seconds"]
