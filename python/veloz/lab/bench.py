@@ -115,7 +115,9 @@ def settings_from(args: argparse.Namespace) -> dict:
         if b not in BACKENDS:
             raise VelozError(f"--backends: no backend '{b}' (known: {', '.join(BACKENDS)})")
     sizes = _list(given(args.sizes, d.get("sizes", "64")), "sizes")
-    for item in sizes:
+    # udp-*: --sizes are UDP payloads (checked below), not frames
+    udp_sizes = name.startswith("udp-") and args.sizes is not None
+    for item in [] if udp_sizes else sizes:
         if item.isdigit() and MAX_SIZE < int(item) <= 9000:
             raise VelozError(f"--sizes: {item} B needs multi-buffer frames, which the "
                              f"generator does not make yet (at most {MAX_SIZE})")  # fmt: skip
@@ -128,7 +130,7 @@ def settings_from(args: argparse.Namespace) -> dict:
         raise VelozError("--steps must be between 1 and 20")
     if not 0 < args.loss < 1:
         raise VelozError("--loss is a fraction between 0 and 1 (0.005 = 0.5%)")
-    size_list = _ints(",".join(sizes), "sizes", 64, MAX_SIZE)
+    size_list = [64] if udp_sizes else _ints(",".join(sizes), "sizes", 64, MAX_SIZE)
     rates = []
     for r in _list(given(args.rates, d.get("rates", "1M")), "rates"):
         pps = parse_rate(r, size_list[0], "--rates")
