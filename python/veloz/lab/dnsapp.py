@@ -39,7 +39,7 @@ from pathlib import Path
 
 from veloz.errors import VelozError
 from veloz.lab import topology
-from veloz.lab.hosts import env_argv
+from veloz.lab.hosts import env_argv, stop
 
 ZONE = "example.test."
 PORT = 5300
@@ -211,12 +211,7 @@ def knotd(arm: str, udpd_socket: str = "", ready_s: float = 20.0) -> Iterator[su
             _wait_answering(proc, arm, ip, ready_s, lambda: _tail(host, log))
             yield proc
         finally:
-            proc.terminate()
-            try:
-                proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+            stop(proc)
 
 
 def _tail(host, path: str) -> str:

@@ -231,6 +231,17 @@ class NetnsHost(Host):
         yield str(local_dir)  # this machine's files
 
 
+def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """A background helper stopped: SIGTERM (to the command itself, over
+    SSH too), then SIGKILL if it has not ended within `timeout`."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
 def _schedstat_s(text: str) -> float:
     """The sum of the first field of schedstat lines (ns on CPU), in seconds."""
     total = 0

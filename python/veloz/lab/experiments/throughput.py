@@ -15,13 +15,13 @@ count them on the DUT's port: the most this testbed can offer.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from veloz.lab import summary, topology, trial, zero_loss
 from veloz.lab.experiments import headline_cost
+from veloz.lab.hosts import stop
 
 SPEED_NOTE = (
     "Testbed figures: the generator, the DUT and the veth pairs share this machine's CPUs, "
@@ -189,12 +189,7 @@ def neighbour(kind: str) -> Iterator[None]:
         try:
             yield
         finally:
-            proc.terminate()  # over SSH: SIGTERM to stress-ng itself
-            try:
-                proc.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+            stop(proc, timeout=20)
 
 
 class Noisy(Throughput):

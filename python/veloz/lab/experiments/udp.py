@@ -55,7 +55,7 @@ from pathlib import Path
 
 from veloz.errors import VelozError
 from veloz.lab import summary, topology
-from veloz.lab.hosts import Host
+from veloz.lab.hosts import Host, stop
 from veloz.proc import Runner
 
 PAYLOADS = (18, 64, 512, 1472)  # UDPDK's range
@@ -180,12 +180,7 @@ def _echo_server(arm: str) -> Iterator[int]:
             raise RuntimeError(f"the {arm} echo server failed: {line.strip()}")
         yield Host.pid(proc)
     finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        stop(proc)
 
 
 def ping(arm: str, payload: int, count: int = PINGS) -> dict:
