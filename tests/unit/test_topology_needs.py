@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 
 import pytest
 
 from veloz.errors import VelozError
 from veloz.lab import bench, topology
-from veloz.lab.experiments import EXPERIMENTS, ddos_attack, lb_bench, udp
+from veloz.lab.experiments import EXPERIMENTS, ddos_attack, lb_bench, throughput, udp
 from veloz.lab.hosts import LocalHost, SshHost, _schedstat_s, env_argv
 
 PORTS = """
@@ -175,3 +176,22 @@ def test_schedstat_lines_sum_to_seconds():
     assert _schedstat_s("") == 0.0
     assert LocalHost().threads_cpu_s(os.getpid()) > 0
     assert LocalHost().threads_cpu_s(2**22 + 12345) == 0.0  # gone: 0
+
+
+@pytest.mark.skipif(shutil.which("stress-ng") is None, reason="stress-ng is not installed")
+def test_the_noisy_neighbour_runs_on_the_duts_host_and_stops(tmp_path, monkeypatch):
+    topo = _load(tmp_path)
+    started: list = []
+    real = LocalHost.spawn
+
+    def spawn(self, argv, env=None):
+        started.append((self, real(self, argv, env)))
+        return started[-1][1]
+
+    monkeypatch.setattr(LocalHost, "spawn", spawn)
+    with topology.use(topo), throughput.neighbour("cpu"):
+        ((host, proc),) = started
+        assert host is topo.dut.host and proc.args[0] == "stress-ng" and proc.poll() is None
+    assert proc.returncode is not None  # stopped with the block
+    with topology.use(topo), throughput.neighbour("none"):
+        assert len(started) == 1  # no neighbour at all
