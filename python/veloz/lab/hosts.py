@@ -177,7 +177,18 @@ class Host:
         """Release what the host holds open (an SSH connection)."""
 
 
-class LocalHost(Host):
+class _ThisMachine(Host):
+    """A host whose files and pids are this machine's: no copies, no sessions."""
+
+    def threads_cpu_s(self, pid: int) -> float:
+        return _local_threads_cpu_s(pid)
+
+    @contextlib.contextmanager
+    def staged(self, local_dir: str | os.PathLike) -> Iterator[str]:
+        yield str(local_dir)
+
+
+class LocalHost(_ThisMachine):
     """This machine, in the namespace veloz itself runs in."""
 
     def __init__(self, name: str = "local") -> None:
@@ -195,15 +206,8 @@ class LocalHost(Host):
     def write_file(self, path: str, text: str) -> None:
         Path(path).write_text(text)
 
-    def threads_cpu_s(self, pid: int) -> float:
-        return _local_threads_cpu_s(pid)
 
-    @contextlib.contextmanager
-    def staged(self, local_dir: str | os.PathLike) -> Iterator[str]:
-        yield str(local_dir)  # this machine's files
-
-
-class NetnsHost(Host):
+class NetnsHost(_ThisMachine):
     """A network namespace on this machine (`ip netns exec`)."""
 
     def __init__(self, netns: str, name: str | None = None) -> None:
@@ -222,13 +226,6 @@ class NetnsHost(Host):
         if _SAME_HERE.match(path):
             return Path(path).read_text()
         return super().read_file(path)
-
-    def threads_cpu_s(self, pid: int) -> float:
-        return _local_threads_cpu_s(pid)
-
-    @contextlib.contextmanager
-    def staged(self, local_dir: str | os.PathLike) -> Iterator[str]:
-        yield str(local_dir)  # this machine's files
 
 
 def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
