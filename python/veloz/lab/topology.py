@@ -18,6 +18,8 @@ also sinks). Without a file, the namespace testbed is the topology.
     known_hosts = "~/.ssh/known_hosts"
     options = ["ProxyJump=bastion"] # more ssh -o options
     veloz = ["veloz"]               # how veloz starts there (default: veloz)
+    python = ["python3"]            # veloz's Python there, for the lab's helpers
+                                    # (default: veloz's if `PY -m veloz.cli`, else python3)
 
     [hosts.dut]
     kind = "netns"
