@@ -35,8 +35,9 @@ MOVED = {"udpd": "198.18.0.13", "udpd_generator": "198.18.0.14", "vip": "198.18.
 PROBES = 12  # dnsapp.PROBES: the DNS queries every arm answers
 
 
-def topology_file(tmp: Path, dut: str) -> Path:
-    """The testbed's ports, the DUT over ssh or as its namespace, addresses moved."""
+def topology_file(tmp: Path, dut: str, python: str | None = None) -> Path:
+    """The testbed's ports, the DUT over ssh or as its namespace, addresses moved
+    (python: the DUT's Python for the lab's helpers, over ssh)."""
     tb = topology.testbed_topology()
 
     def port(p: topology.Port) -> str:
@@ -46,9 +47,10 @@ def topology_file(tmp: Path, dut: str) -> Path:
         veloz = json.dumps([sys.executable, "-m", "veloz.cli"])  # this checkout, over there
         dut_host = (f'kind = "ssh"\naddress = "{MGMT_DUT_IP}"\nidentity = "{tmp / "client"}"\n'
                     f'known_hosts = "{tmp / "known_hosts"}"\nveloz = {veloz}\n')  # fmt: skip
+        dut_host += f'python = "{python}"\n' if python else ""
     else:
         dut_host = 'kind = "netns"\nnetns = "vz-dut"\n'
-    path = tmp / f"moved-{dut}.toml"
+    path = tmp / f"moved-{dut}{'-python' if python else ''}.toml"
     path.write_text(
         f'name = "dut {dut}, addresses moved"\n'
         '[hosts.gen]\nkind = "netns"\nnetns = "vz-gen"\n'
@@ -179,3 +181,19 @@ def test_router_over_ssh_with_a_small_table(sshd, monkeypatch):  # noqa: F811
         if r["backend"] == "xdp":
             assert r["loss"] == 0, r  # every destination routed to the sink
     assert _xdp_on("vz-dut", "dut-sink") is None and left_behind() == []
+
+
+def test_what_a_host_lacks_is_one_line_before_anything_runs(sshd):  # noqa: F811
+    """ddos runs its legitimate server with veloz's Python on the DUT: a
+    Python there without veloz is named, and nothing starts."""
+    path = topology_file(sshd, "ssh", python="/usr/bin/python3")  # the system's: no veloz
+    argv = veloz_argv("bench", "ddos", "--backends", "xdp", "--rates", "1M", "--trials", "1",
+                      "--no-report", "--out", str(sshd / "lacking"),
+                      "--topology", str(path))  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
+                          stdin=subprocess.DEVNULL)  # fmt: skip
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].endswith("dut: /usr/bin/python3 on host dut cannot import veloz.lab.legit")
+    assert not (sshd / "lacking" / "ddos.json").exists() and left_behind() == []
