@@ -17,12 +17,18 @@
 #define VZ_GEN_HDR_V6_TCP (14 + 40 + 20)
 #define VZ_GEN_MAX_HDR VZ_GEN_HDR_V6_TCP
 #define VZ_GEN_MIN_SIZE 60 /* without FCS; headers and payload must fit */
+#define VZ_GEN_MAX_SIZE 3520 /* what a live frame's page holds */
 
 struct vz_gen_config {
 	__u32 ifindex; /* frames are generated only for this one */
 	__u32 flows; /* UDP source ports base_port .. +flows-1 */
 	__u32 base_port;
-	__u32 pad;
+	/*
+	 * Transmit threads (1 = one). Thread t numbers its frames t,
+	 * t + threads, t + 2 * threads, ...: together the frames of every
+	 * thread are numbered 0, 1, 2, ... without a gap or a repeat.
+	 */
+	__u32 threads;
 	__u64 seq_base; /* so several runs do not repeat numbers */
 	__u16 l4_off; /* the UDP or TCP header */
 	__u16 payload_off; /* = the headers' length */
@@ -52,6 +58,29 @@ struct vz_gen_config {
 	 */
 	__u8 headers[VZ_GEN_MAX_HDR + 6]; /* padded to 8 bytes */
 } __attribute__((aligned(8)));
+
+/*
+ * Transmit threads at most, and how a thread is told apart: each hands the
+ * kernel its index as the frame's XDP metadata (struct vz_gen_meta, before
+ * the template), which live frames keep in every page of the run. No frame
+ * without it comes from the generator's driver; the program reads thread 0
+ * then.
+ */
+#define VZ_GEN_MAX_THREADS 64
+
+struct vz_gen_meta {
+	__u32 thread;
+};
+
+/*
+ * A thread's count of frames made, alone on its cache line: each thread
+ * writes only its own, and two on one line would bounce it between the
+ * threads' cores at every frame.
+ */
+struct vz_gen_seq_slot {
+	__u64 made;
+	__u64 pad[7];
+};
 
 struct vz_gen_payload {
 	__u64 seq;
