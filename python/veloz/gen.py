@@ -81,6 +81,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="live-frames transmit threads, each pinned to a CPU of its own "
                         "(frames numbered 0, 1, 2, ... across all of them)")  # fmt: skip
+    p.add_argument("--static", action="store_true",
+                   help="every frame the same, built once: no sequence number, timestamp or "
+                        "flows (for receivers that only count: the cheapest frame)")  # fmt: skip
     stop = p.add_mutually_exclusive_group()
     stop.add_argument("--count", type=int, help="packets to send")
     stop.add_argument("--duration", type=float, default=None, help="seconds to send")
@@ -165,6 +168,8 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd += ["--batch", str(args.batch)]
     if args.threads != 1:
         cmd += ["--threads", str(args.threads)]
+    if args.static:
+        cmd.append("--static")
     if args.count is not None:
         cmd += ["--count", str(args.count)]
     else:
@@ -183,7 +188,8 @@ def sink_command(args: argparse.Namespace) -> list[str]:
                           ("--ipv6", args.ipv6), ("--afxdp", args.afxdp),
                           ("--queue", args.queue != 0),
                           ("--batch", args.batch != BATCH),
-                          ("--threads", args.threads != 1)):  # fmt: skip
+                          ("--threads", args.threads != 1),
+                          ("--static", args.static)):  # fmt: skip
         if given:
             raise VelozError(f"{option}: a sending option, not one of --sink")
     given = [f"--{a.replace('_', '-')}" for a in sending if getattr(args, a) is not None]

@@ -89,6 +89,8 @@ int vz_xdp_gen(struct xdp_md *xdp)
 	 */
 	if (xdp->ingress_ifindex != vz_gen_config.ifindex)
 		return XDP_PASS;
+	if (vz_gen_config.fixed)
+		return write_headers(data, data_end) ? XDP_ABORTED : XDP_TX;
 	thread = thread_of(xdp, data);
 	slot = bpf_map_lookup_elem(&vz_gen_seq, &thread);
 	if (!slot || write_headers(data, data_end))

@@ -80,6 +80,7 @@ struct gen {
 	__u32 queue;
 	__u32 batch; /* live frames per kernel batch */
 	__u32 threads; /* live frames' transmit threads */
+	bool fixed; /* --static: every frame the template, as built */
 	struct in_addr src_ip, dst_ip;
 	struct in6_addr src_ip6, dst_ip6;
 	bool json;
@@ -179,6 +180,8 @@ static void build_template(struct gen *g)
 		struct tcphdr *tcp = (struct tcphdr *)l4;
 
 		tcp->dest = htons(g->dst_port);
+		if (g->fixed)
+			tcp->source = htons(GEN_BASE_PORT);
 		tcp->seq = htonl(1);
 		tcp->ack_seq = htonl(1);
 		tcp->doff = 5;
@@ -192,6 +195,8 @@ static void build_template(struct gen *g)
 
 		udp->dest = htons(g->dst_port);
 		udp->len = htons((__u16)l4_len);
+		if (g->fixed) /* the XDP program writes no port then */
+			udp->source = htons(GEN_BASE_PORT);
 		/* over IPv4 a zero checksum means none; IPv6 requires one */
 		g->csum_off = g->ipv6 ? (__u16)(g->l4_off +
 						offsetof(struct udphdr, check))
@@ -219,6 +224,7 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 		.l4_off = g->l4_off,
 		.payload_off = g->payload_off,
 		.csum_off = g->csum_off,
+		.fixed = g->fixed,
 		.dsts = g->dsts,
 		.dst_base = ntohl(g->dst_range.s_addr),
 		.dst_mask =
@@ -239,7 +245,8 @@ static const char gen_usage[] =
 	"              [--count N | --duration S] [--tcp] [--json]"
 	" [--bpf gen.bpf.o]\n"
 	"              [--afxdp [--queue Q]] [--dsts N --dst-range CIDR]\n"
-	"              [--dst-port N] [--batch 1..256] [--threads N]\n"
+	"              [--dst-port N] [--batch 1..256] [--threads N]"
+	" [--static]\n"
 	"  addresses are IPv4 or IPv6 (both the same family)\n";
 
 /* --src-ip, --dst-ip: IPv4 or IPv6, and which one it was. */
@@ -340,6 +347,9 @@ static struct vz_option gen_options[] = {
 	GEN_OPT("threads", VZ_OPT_U64, threads, .min = 1,
 		.max = VZ_GEN_MAX_THREADS, .metavar = "N",
 		.help = "live-frames transmit threads, one per CPU"),
+	GEN_OPT("static", VZ_OPT_FLAG, fixed,
+		.help = "every frame the same (no sequence number, timestamp "
+			"or flows): for receivers that only count"),
 	VZ_OPTION_END,
 };
 
@@ -372,6 +382,11 @@ static int parse_args(struct gen *g, int argc, char **argv)
 	}
 	if (g->batch != GEN_DEFAULT_BATCH && g->afxdp) {
 		vz_err("--batch is for live frames, not --afxdp");
+		return 2;
+	}
+	if (g->fixed && (g->afxdp || g->flows > 1 || g->dsts > 1)) {
+		vz_err("--static sends one frame over and over: no --afxdp, "
+		       "--flows or --dsts");
 		return 2;
 	}
 	if (g->threads > 1 && g->afxdp) {

@@ -38,7 +38,12 @@ struct vz_gen_config {
 	 * timestamp zero; per frame their 16-bit words are added to it.
 	 */
 	__u16 csum_off;
-	__u16 pad2;
+	/*
+	 * 1: every frame is the template as built (source port base_port,
+	 * sequence number and timestamp 0): only the headers are written
+	 * afresh. For receivers that only count, at the least cost a frame.
+	 */
+	__u16 fixed;
 	/*
 	 * Destinations (IPv4, live frames): frame k goes to destination
 	 * k mod dsts, dst_base + (i * 2654435761 & dst_mask) for the i-th, a

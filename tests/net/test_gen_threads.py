@@ -1,7 +1,8 @@
 """`veloz gen --threads N`: N live-frames transmit threads, one per CPU, whose
 frames together are numbered 0, 1, 2, ... once each, on the wire and at the
 sink; with as many receive queues on the DUT's port, each thread's frames
-land on a queue of their own."""
+land on a queue of their own. And `--static`: the template, frame after
+frame, still valid."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import subprocess
 from collections import Counter
 from contextlib import contextmanager
 
-from scapy.layers.inet import IP, UDP
+import pytest
+from scapy.layers.inet import IP, TCP, UDP
+from scapy.layers.inet6 import IPv6
 from wire import Capture
 
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
@@ -78,11 +81,30 @@ def test_each_thread_fills_a_receive_queue_of_its_own(testbed):
     assert per_queue == [20_000, 20_000], per_queue
 
 
+@pytest.mark.parametrize("ipv6", [False, True], ids=["ipv4", "ipv6"])
+@pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
+def test_static_frames_are_the_valid_template(testbed, tmp_path, ipv6, tcp):
+    flags = (["--ipv6"] if ipv6 else []) + (["--tcp"] if tcp else [])
+    cap = Capture("vz-dut", "dut-gen", tmp_path / "static.pcap", "ip or ip6")
+    sent = gen("--count", "40", "--rate", "4000", "--static", "--threads", "2", "--size", "120",
+               *flags)  # fmt: skip
+    frames = [f for f in cap.stop() if (IPv6 if ipv6 else IP) in f]
+    assert sent["sent"] == 40 and len(frames) == 40
+    assert len({bytes(f) for f in frames}) == 1  # one frame, over and over
+    l4 = frames[0][TCP if tcp else UDP]
+    assert l4.sport == 1024 and l4.dport == 9 and bytes(l4.payload)[:16] == bytes(16)
+    again = frames[0].copy()
+    del again[TCP if tcp else UDP].chksum  # scapy computes it afresh from the bytes
+    if tcp or ipv6:
+        assert again.__class__(bytes(again))[TCP if tcp else UDP].chksum == l4.chksum
+
+
 def test_bad_thread_counts_are_refused(testbed):
     for argv, complaint in (
         (["--threads", "2", "--count", "1"], "at least --threads"),
         (["--threads", "3", "--rate", "2", "--count", "5"], "at least --threads"),
         (["--threads", "2", "--afxdp", "--count", "5"], "not --afxdp"),
+        (["--static", "--flows", "4", "--count", "5"], "no --afxdp, --flows or --dsts"),
     ):
         done = subprocess.run(in_netns("vz-gen", veloz_argv("gen", "--iface", "gen-dut", *argv)),
                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

@@ -19,10 +19,11 @@ def command(*argv: str) -> list[str]:
     return gen.command(args)
 
 
-def test_threads_reach_vz_gen_only_when_given():
+def test_threads_and_static_reach_vz_gen_only_when_given():
     assert "--threads" not in command("--rate", "0")
-    cmd = command("--rate", "0", "--threads", "2")
-    assert cmd[cmd.index("--threads") + 1] == "2"
+    assert "--static" not in command("--rate", "0")
+    cmd = command("--rate", "0", "--threads", "2", "--static")
+    assert cmd[cmd.index("--threads") + 1] == "2" and "--static" in cmd
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,9 @@ def test_the_sink_takes_no_threads():
     [(["--threads", "65"], "--threads must be a whole number from 1 to 64, not '65'"),
      (["--threads", "2", "--afxdp"], "--threads is for live frames, not --afxdp"),
      (["--threads", "4", "--count", "3"], "--rate and --count must be at least --threads (4)"),
-     (["--threads", "4", "--rate", "3"], "--rate and --count must be at least --threads (4)")],
+     (["--threads", "4", "--rate", "3"], "--rate and --count must be at least --threads (4)"),
+     (["--static", "--flows", "2"], "--static sends one frame over and over"),
+     (["--static", "--afxdp"], "--static sends one frame over and over")],
 )  # fmt: skip
 def test_vz_gen_refuses_bad_thread_counts_itself(argv, message):
     argv = [str(paths.tool("vz-gen")), "--iface", "lo", "--dst-mac", "02:00:00:00:00:01",
@@ -64,13 +67,15 @@ def test_ceiling_variants_parse_to_vz_gen_options():
     assert gen_ceiling.parse_variant("base") == {} and gen_ceiling.name({}) == "base"
     assert gen_ceiling.gen_extra(gen_ceiling.parse_variant("afxdp")) == ["--afxdp"]
     assert gen_ceiling.gen_extra({"batch": 256}) == ["--batch", "256"]
+    v = gen_ceiling.parse_variant("threads=2,rxq=2,static")
+    assert gen_ceiling.gen_extra(v) == ["--static", "--threads", "2"]
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("threads=x", "is not batch=N"), ("cores=2", "is not batch=N"),
+    [("threads=x", "is not batch="), ("cores=2", "is not batch="),
      ("threads=65", "threads must be between 1 and 64"), ("rxq=0", "rxq must be between"),
-     ("afxdp,threads=2", "not afxdp")],
+     ("afxdp,threads=2", "not afxdp"), ("afxdp,static", "not afxdp")],
 )  # fmt: skip
 def test_bad_ceiling_variants_are_refused(text, message):
     with pytest.raises(VelozError, match=message):

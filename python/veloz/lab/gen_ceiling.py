@@ -12,6 +12,8 @@ A variant is a comma-separated list of settings ('' or 'base': none):
                each thread's frames then have a queue, and a NAPI, of
                their own; put back to 1 after the trial
     afxdp      through an AF_XDP socket's TX ring, not live frames
+    static     every frame the template as built (vz-gen --static): no
+               sequence number, timestamp or checksum written per frame
 
     flock /tmp/veloz-testbed.lock .venv/bin/python -m veloz.lab.gen_ceiling \\
         --variant base --variant threads=2 --variant threads=2,rxq=2 \\
@@ -42,18 +44,20 @@ def parse_variant(text: str) -> dict:
     for item in filter(None, (s.strip() for s in text.split(","))):
         if item == "base":
             continue
-        if item == "afxdp":
-            out["afxdp"] = True
+        if item in ("afxdp", "static"):
+            out[item] = True
             continue
         key, _, value = item.partition("=")
         if key not in INTS or not value.isdigit():
-            raise VelozError(f"variant '{text}': '{item}' is not batch=N, threads=N, rxq=N, afxdp")
+            raise VelozError(
+                f"variant '{text}': '{item}' is not batch=, threads=, rxq=, afxdp, static"
+            )
         lo, hi = INTS[key]
         if not lo <= int(value) <= hi:
             raise VelozError(f"variant '{text}': {key} must be between {lo} and {hi}")
         out[key] = int(value)
-    if out.get("afxdp") and ({"batch", "threads"} & out.keys()):
-        raise VelozError(f"variant '{text}': batch and threads are for live frames, not afxdp")
+    if out.get("afxdp") and ({"batch", "threads", "static"} & out.keys()):
+        raise VelozError(f"variant '{text}': batch, threads, static: live frames, not afxdp")
     return out
 
 
@@ -62,7 +66,7 @@ def name(variant: dict) -> str:
 
 
 def gen_extra(variant: dict) -> list[str]:
-    extra = ["--afxdp"] if variant.get("afxdp") else []
+    extra = [f"--{k}" for k in ("afxdp", "static") if variant.get(k)]
     for key in ("batch", "threads"):
         if key in variant:
             extra += [f"--{key}", str(variant[key])]
