@@ -9,7 +9,7 @@ import pytest
 
 from veloz import cli, gen, paths
 from veloz.errors import VelozError
-from veloz.lab import gen_ceiling
+from veloz.lab import gen_ceiling, trial
 
 
 def command(*argv: str) -> list[str]:
@@ -90,3 +90,12 @@ def test_ceiling_ratios_are_per_backend_against_its_first_variant():
     assert rows["generator", "threads=2"]["vs_base"]["ratio"] == pytest.approx(2.0)
     assert rows["xdp", "threads=2"]["vs_base"]["ratio"] == pytest.approx(1.0)
     assert rows["xdp", "base"]["trials"] == 3
+
+
+def test_the_lab_sends_static_frames_where_nothing_reads_them():
+    assert "--static" in trial.gen_argv("drop", 64, 0, 1.0, None, 1)
+    # a sink reads tx's frames (order, latency); flows vary the port; a
+    # caller's own options are its choice
+    assert "--static" not in trial.gen_argv("tx", 64, 0, 1.0, None, 1)
+    assert "--static" not in trial.gen_argv("drop", 64, 0, 1.0, None, 4)
+    assert "--static" not in trial.gen_argv("drop", 64, 0, 1.0, None, 1, extra=[])
