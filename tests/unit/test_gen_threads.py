@@ -1,63 +1,13 @@
-"""`veloz gen --threads N` and the ceiling's variants, checked without root
-and without sending anything."""
+"""The generator ceiling's variants (veloz.lab.gen_ceiling) and where the
+lab sends static frames, checked without root and without sending anything
+(vz-gen's own options: test_gen_batch.py)."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from veloz import cli, gen, paths
 from veloz.errors import VelozError
 from veloz.lab import gen_ceiling, trial
-
-
-def command(*argv: str) -> list[str]:
-    args = cli.build_parser().parse_args(["gen", "--iface", "lo", "--dst-mac", "02:00:00:00:00:01",
-                                          "--src-ip", "127.0.0.1", "--dst-ip", "127.0.0.2",
-                                          *argv])  # fmt: skip
-    return gen.command(args)
-
-
-def test_threads_and_static_reach_vz_gen_only_when_given():
-    assert "--threads" not in command("--rate", "0")
-    assert "--static" not in command("--rate", "0")
-    cmd = command("--rate", "0", "--threads", "2", "--static")
-    assert cmd[cmd.index("--threads") + 1] == "2" and "--static" in cmd
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [(["--threads", "0"], "--threads must be between 1 and 64"),
-     (["--threads", "65"], "--threads must be between 1 and 64"),
-     (["--threads", "2", "--afxdp"], "--threads is for live frames, not --afxdp")],
-)  # fmt: skip
-def test_bad_thread_counts_are_refused(argv, message):
-    with pytest.raises(VelozError, match=message):
-        command(*argv)
-
-
-def test_the_sink_takes_no_threads():
-    args = cli.build_parser().parse_args(["gen", "--sink", "--iface", "lo", "--threads", "2"])
-    with pytest.raises(VelozError, match="--threads: a sending option"):
-        gen.sink_command(args)
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [(["--threads", "65"], "--threads must be a whole number from 1 to 64, not '65'"),
-     (["--threads", "2", "--afxdp"], "--threads is for live frames, not --afxdp"),
-     (["--threads", "4", "--count", "3"], "--rate and --count must be at least --threads (4)"),
-     (["--threads", "4", "--rate", "3"], "--rate and --count must be at least --threads (4)"),
-     (["--static", "--flows", "2"], "--static sends one frame over and over"),
-     (["--static", "--afxdp"], "--static sends one frame over and over")],
-)  # fmt: skip
-def test_vz_gen_refuses_bad_thread_counts_itself(argv, message):
-    argv = [str(paths.tool("vz-gen")), "--iface", "lo", "--dst-mac", "02:00:00:00:00:01",
-            "--src-ip", "198.18.0.1", "--dst-ip", "198.18.0.2", *argv]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    assert done.returncode == 2, done
-    assert message in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
 def test_ceiling_variants_parse_to_vz_gen_options():
