@@ -67,9 +67,8 @@ struct vz_gen_config {
 /*
  * Transmit threads at most, and how a thread is told apart: each hands the
  * kernel its index as the frame's XDP metadata (struct vz_gen_meta, before
- * the template), which live frames keep in every page of the run. No frame
- * without it comes from the generator's driver; the program reads thread 0
- * then.
+ * the template), which live frames keep in every page of the run. vz-gen
+ * always gives it; a frame without it counts as thread 0's.
  */
 #define VZ_GEN_MAX_THREADS 64
 
