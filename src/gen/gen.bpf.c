@@ -103,7 +103,8 @@ int vz_xdp_gen(struct xdp_md *xdp)
 	if ((void *)(sport + 1) > data_end ||
 	    (void *)words + sizeof(struct vz_gen_payload) > data_end)
 		return XDP_ABORTED;
-	flow = vz_gen_config.flows ? (__u32)(seq % vz_gen_config.flows) : 0;
+	/* one flow, the default, needs no 64-bit division a frame */
+	flow = vz_gen_config.flows > 1 ? (__u32)(seq % vz_gen_config.flows) : 0;
 	*sport = bpf_htons((__u16)(vz_gen_config.base_port + flow));
 	((struct vz_gen_payload *)words)->seq = seq + vz_gen_config.seq_base;
 	((struct vz_gen_payload *)words)->tx_ns = bpf_ktime_get_ns();
