@@ -359,6 +359,32 @@ static const struct vz_opts gen_opts = {
 	.table = gen_options,
 };
 
+/* --batch, --threads, --static: options of live frames, and their limits. */
+static int check_live_options(const struct gen *g)
+{
+	if (g->batch != GEN_DEFAULT_BATCH && g->afxdp) {
+		vz_err("--batch is for live frames, not --afxdp");
+		return -EINVAL;
+	}
+	if (g->fixed && (g->afxdp || g->flows > 1 || g->dsts > 1)) {
+		vz_err("--static sends one frame over and over: no --afxdp, "
+		       "--flows or --dsts");
+		return -EINVAL;
+	}
+	if (g->threads > 1 && g->afxdp) {
+		vz_err("--threads is for live frames, not --afxdp");
+		return -EINVAL;
+	}
+	/* each thread sends: a share of 0 would mean flat out, or forever */
+	if ((g->rate && g->rate < g->threads) ||
+	    (g->count && g->count < g->threads)) {
+		vz_err("--rate and --count must be at least --threads (%u)",
+		       g->threads);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int parse_args(struct gen *g, int argc, char **argv)
 {
 	__u32 min_size;
@@ -380,26 +406,8 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		       g->tcp ? "TCP" : "UDP");
 		return 2;
 	}
-	if (g->batch != GEN_DEFAULT_BATCH && g->afxdp) {
-		vz_err("--batch is for live frames, not --afxdp");
+	if (check_live_options(g))
 		return 2;
-	}
-	if (g->fixed && (g->afxdp || g->flows > 1 || g->dsts > 1)) {
-		vz_err("--static sends one frame over and over: no --afxdp, "
-		       "--flows or --dsts");
-		return 2;
-	}
-	if (g->threads > 1 && g->afxdp) {
-		vz_err("--threads is for live frames, not --afxdp");
-		return 2;
-	}
-	/* each thread sends: a share of 0 would mean flat out, or forever */
-	if ((g->rate && g->rate < g->threads) ||
-	    (g->count && g->count < g->threads)) {
-		vz_err("--rate and --count must be at least --threads (%u)",
-		       g->threads);
-		return 2;
-	}
 	if (g->dsts > 1 && (g->ipv6 || g->afxdp || !g->have_dst_range)) {
 		vz_err("--dsts N > 1 needs IPv4 live frames (no --ipv6, no "
 		       "--afxdp) and --dst-range");
