@@ -81,6 +81,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="live-frames transmit threads, each pinned to a CPU of its own "
                         "(frames numbered 0, 1, 2, ... across all of them)")  # fmt: skip
+    p.add_argument("--batch-stamp", action="store_true",
+                   help="one clock read per kernel batch: a batch's frames carry the time "
+                        "its first was made (they leave together, at its flush)")  # fmt: skip
     p.add_argument("--static", action="store_true",
                    help="every frame the same, built once: no sequence number, timestamp or "
                         "flows (for receivers that only count: the cheapest frame)")  # fmt: skip
@@ -121,6 +124,8 @@ def command(args: argparse.Namespace) -> list[str]:
         raise VelozError("--batch is for live frames, not --afxdp")
     if args.threads != 1 and args.afxdp:
         raise VelozError("--threads is for live frames, not --afxdp")
+    if args.batch_stamp and args.afxdp:
+        raise VelozError("--batch-stamp is for live frames, not --afxdp")
     if args.count is not None and args.count < 1:
         raise VelozError("--count must be positive")
     if args.duration is not None and args.duration <= 0:
@@ -170,6 +175,8 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd += ["--threads", str(args.threads)]
     if args.static:
         cmd.append("--static")
+    if args.batch_stamp:
+        cmd.append("--batch-stamp")
     if args.count is not None:
         cmd += ["--count", str(args.count)]
     else:
@@ -189,7 +196,8 @@ def sink_command(args: argparse.Namespace) -> list[str]:
                           ("--queue", args.queue != 0),
                           ("--batch", args.batch != BATCH),
                           ("--threads", args.threads != 1),
-                          ("--static", args.static)):  # fmt: skip
+                          ("--static", args.static),
+                          ("--batch-stamp", args.batch_stamp)):  # fmt: skip
         if given:
             raise VelozError(f"{option}: a sending option, not one of --sink")
     given = [f"--{a.replace('_', '-')}" for a in sending if getattr(args, a) is not None]

@@ -81,6 +81,7 @@ struct gen {
 	__u32 batch; /* live frames per kernel batch */
 	__u32 threads; /* live frames' transmit threads */
 	bool fixed; /* --static: every frame the template, as built */
+	bool batch_stamp; /* one clock read per kernel batch */
 	struct in_addr src_ip, dst_ip;
 	struct in6_addr src_ip6, dst_ip6;
 	bool json;
@@ -225,6 +226,7 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 		.payload_off = g->payload_off,
 		.csum_off = g->csum_off,
 		.fixed = g->fixed,
+		.stamp_every = g->batch_stamp ? g->batch : 0,
 		.dsts = g->dsts,
 		.dst_base = ntohl(g->dst_range.s_addr),
 		.dst_mask =
@@ -246,7 +248,7 @@ static const char gen_usage[] =
 	" [--bpf gen.bpf.o]\n"
 	"              [--afxdp [--queue Q]] [--dsts N --dst-range CIDR]\n"
 	"              [--dst-port N] [--batch 1..256] [--threads N]"
-	" [--static]\n"
+	" [--static] [--batch-stamp]\n"
 	"  addresses are IPv4 or IPv6 (both the same family)\n";
 
 /* --src-ip, --dst-ip: IPv4 or IPv6, and which one it was. */
@@ -347,6 +349,9 @@ static struct vz_option gen_options[] = {
 	GEN_OPT("threads", VZ_OPT_U64, threads, .min = 1,
 		.max = VZ_GEN_MAX_THREADS, .metavar = "N",
 		.help = "live-frames transmit threads, one per CPU"),
+	GEN_OPT("batch-stamp", VZ_OPT_FLAG, batch_stamp,
+		.help = "one clock read per kernel batch, its frames' "
+			"transmit time (they leave together)"),
 	GEN_OPT("static", VZ_OPT_FLAG, fixed,
 		.help = "every frame the same (no sequence number, timestamp "
 			"or flows): for receivers that only count"),
@@ -364,6 +369,10 @@ static int check_live_options(const struct gen *g)
 {
 	if (g->batch != GEN_DEFAULT_BATCH && g->afxdp) {
 		vz_err("--batch is for live frames, not --afxdp");
+		return -EINVAL;
+	}
+	if (g->batch_stamp && g->afxdp) {
+		vz_err("--batch-stamp is for live frames, not --afxdp");
 		return -EINVAL;
 	}
 	if (g->fixed && (g->afxdp || g->flows > 1 || g->dsts > 1)) {
@@ -479,7 +488,8 @@ static void release_dispatcher(int prog_fd, struct vz_iface_lock *lock)
 	vz_iface_unlock(lock);
 }
 
-static __u64 send_live(const struct gen *g, int prog_fd, double *secs, int *err)
+static __u64 send_live(const struct gen *g, struct bpf_object *obj, int prog_fd,
+		       double *secs, int *err)
 {
 	struct vz_gen_live l = {
 		.prog_fd = prog_fd,
@@ -488,6 +498,9 @@ static __u64 send_live(const struct gen *g, int prog_fd, double *secs, int *err)
 		.size = g->size,
 		.batch = g->batch,
 		.threads = g->threads,
+		.seq_fd = g->batch_stamp ? bpf_object__find_map_fd_by_name(
+						   obj, "vz_gen_seq")
+					 : -1,
 		.rate = g->rate,
 		.count = g->count,
 		.duration = g->duration,
@@ -613,7 +626,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	vz_if_xmit_read(g.ifname, &before);
-	sent = send_live(&g, prog_fd, &secs, &err);
+	sent = send_live(&g, obj, prog_fd, &secs, &err);
 	usleep(20000); /* the last bulk leaves the driver */
 	vz_if_xmit_read(g.ifname, &after);
 	release_dispatcher(prog_fd, &lo_lock);

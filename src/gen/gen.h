@@ -54,7 +54,14 @@ struct vz_gen_config {
 	__u32 dsts;
 	__u32 dst_base; /* host order */
 	__u32 dst_mask;
-	__u32 pad3;
+	/*
+	 * 0: each frame's timestamp is its own clock read. N: one read per N
+	 * frames of a thread (vz-gen --batch-stamp: N is the kernel's batch,
+	 * whose frames leave together at its flush), the rest carry it too.
+	 * The driver starts each of its calls on a fresh read (stamp_left 0),
+	 * so the reads fall on the kernel's batches.
+	 */
+	__u32 stamp_every;
 	/*
 	 * The template's headers, written into every frame: live frames come
 	 * from a page pool whose pages return after whoever received them
@@ -83,7 +90,10 @@ struct vz_gen_meta {
  */
 struct vz_gen_seq_slot {
 	__u64 made;
-	__u64 pad[7];
+	__u64 stamp; /* the last clock read (stamp_every > 0) */
+	__u32 stamp_left; /* frames it still stamps */
+	__u32 pad0;
+	__u64 pad[5];
 };
 
 struct vz_gen_payload {

@@ -107,6 +107,25 @@ static void pin(const struct worker *w)
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
+/*
+ * A call's first frame reads the clock afresh (gen.h, stamp_every): the
+ * last read may be a pacing interval old. Only this thread writes its slot,
+ * and the program runs for it only inside its calls.
+ */
+static int fresh_stamp(const struct worker *w)
+{
+	struct vz_gen_seq_slot slot;
+
+	if (w->l->seq_fd < 0)
+		return 0;
+	if (bpf_map_lookup_elem(w->l->seq_fd, &w->index, &slot))
+		return -errno;
+	slot.stamp_left = 0;
+	if (bpf_map_update_elem(w->l->seq_fd, &w->index, &slot, BPF_EXIST))
+		return -errno;
+	return 0;
+}
+
 static void *send_loop(void *arg)
 {
 	struct worker *w = arg;
@@ -139,10 +158,13 @@ static void *send_loop(void *arg)
 			}
 		}
 		opts.repeat = next_repeat(w, sent, chunk);
-		if (bpf_prog_test_run_opts(l->prog_fd, &opts)) {
+		w->err = fresh_stamp(w);
+		if (!w->err && bpf_prog_test_run_opts(l->prog_fd, &opts)) {
 			if (errno == EINTR)
 				continue;
 			w->err = -errno;
+		}
+		if (w->err) {
 			__atomic_store_n(w->failed, 1, __ATOMIC_RELAXED);
 			break;
 		}

@@ -14,6 +14,9 @@ struct vz_gen_live {
 	__u32 size;
 	__u32 batch; /* live frames per kernel batch */
 	__u32 threads; /* 1..VZ_GEN_MAX_THREADS, as the program's config */
+	/* the program's vz_gen_seq, to start each call on a fresh clock read
+	 * (stamp_every, gen.h); -1 when every frame reads the clock */
+	int seq_fd;
 	__u64 rate; /* pps in all, 0 = as fast as possible */
 	__u64 count; /* frames in all, 0 = until duration */
 	double duration;

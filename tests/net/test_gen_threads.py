@@ -1,8 +1,8 @@
 """`veloz gen --threads N`: N live-frames transmit threads, one per CPU, whose
 frames together are numbered 0, 1, 2, ... once each, on the wire and at the
 sink; with as many receive queues on the DUT's port, each thread's frames
-land on a queue of their own. And `--static`: the template, frame after
-frame, still valid."""
+land on a queue of their own. `--static`: the template, frame after frame,
+still valid. `--batch-stamp`: one clock read per kernel batch."""
 
 from __future__ import annotations
 
@@ -99,12 +99,29 @@ def test_static_frames_are_the_valid_template(testbed, tmp_path, ipv6, tcp):
         assert again.__class__(bytes(again))[TCP if tcp else UDP].chksum == l4.chksum
 
 
+def test_batch_stamp_reads_the_clock_once_a_kernel_batch(testbed, tmp_path):
+    # 20 kpps: calls of 20 frames (a millisecond's), which batches of 8 cut
+    # into 8, 8 and 4; each batch's frames carry one time, read afresh
+    cap = Capture("vz-dut", "dut-gen", tmp_path / "stamp.pcap", "ip")
+    gen("--count", "200", "--rate", "20000", "--batch", "8", "--batch-stamp")
+    frames = [f for f in cap.stop() if IP in f]
+    payloads = sorted(struct.unpack_from("<QQ", bytes(f[UDP].payload)) for f in frames)
+    assert [seq for seq, _ in payloads] == list(range(200))
+    batches: dict[int, list[int]] = {}
+    for seq, stamp in payloads:
+        batches.setdefault(stamp, []).append(seq)
+    assert [len(b) for b in batches.values()] == [8, 8, 4] * 10
+    assert all(b == list(range(b[0], b[0] + len(b))) for b in batches.values())
+    assert sorted(batches) == list(batches)  # later batches, later times
+
+
 def test_bad_thread_counts_are_refused(testbed):
     for argv, complaint in (
         (["--threads", "2", "--count", "1"], "at least --threads"),
         (["--threads", "3", "--rate", "2", "--count", "5"], "at least --threads"),
         (["--threads", "2", "--afxdp", "--count", "5"], "not --afxdp"),
         (["--static", "--flows", "4", "--count", "5"], "no --afxdp, --flows or --dsts"),
+        (["--batch-stamp", "--afxdp", "--count", "5"], "not --afxdp"),
     ):
         done = subprocess.run(in_netns("vz-gen", veloz_argv("gen", "--iface", "gen-dut", *argv)),
                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

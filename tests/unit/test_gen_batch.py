@@ -22,9 +22,10 @@ def command(*argv: str) -> list[str]:
 def test_batch_threads_and_static_reach_vz_gen_only_when_given():
     plain = command("--rate", "0")
     assert not {"--batch", "--threads", "--static"} & set(plain)
-    cmd = command("--rate", "0", "--batch", "256", "--threads", "2", "--static")
+    assert "--batch-stamp" not in plain
+    cmd = command("--rate", "0", "--batch", "256", "--threads", "2", "--static", "--batch-stamp")
     assert cmd[cmd.index("--batch") + 1] == "256" and cmd[cmd.index("--threads") + 1] == "2"
-    assert "--static" in cmd
+    assert "--static" in cmd and "--batch-stamp" in cmd
 
 
 def test_the_sink_takes_no_threads():
@@ -40,7 +41,8 @@ def test_the_sink_takes_no_threads():
      (["--batch", "128", "--afxdp"], "--batch is for live frames, not --afxdp"),
      (["--threads", "0"], "--threads must be between 1 and 64"),
      (["--threads", "65"], "--threads must be between 1 and 64"),
-     (["--threads", "2", "--afxdp"], "--threads is for live frames, not --afxdp")],
+     (["--threads", "2", "--afxdp"], "--threads is for live frames, not --afxdp"),
+     (["--batch-stamp", "--afxdp"], "--batch-stamp is for live frames, not --afxdp")],
 )  # fmt: skip
 def test_bad_batches_are_refused(argv, message):
     with pytest.raises(VelozError, match=message):
@@ -57,7 +59,8 @@ def test_bad_batches_are_refused(argv, message):
      (["--threads", "4", "--count", "3"], "--rate and --count must be at least --threads (4)"),
      (["--threads", "4", "--rate", "3"], "--rate and --count must be at least --threads (4)"),
      (["--static", "--flows", "2"], "--static sends one frame over and over"),
-     (["--static", "--afxdp"], "--static sends one frame over and over")],
+     (["--static", "--afxdp"], "--static sends one frame over and over"),
+     (["--batch-stamp", "--afxdp"], "--batch-stamp is for live frames, not --afxdp")],
 )  # fmt: skip
 def test_vz_gen_refuses_bad_batches_itself(argv, message):
     argv = [str(paths.tool("vz-gen")), "--iface", "lo", "--dst-mac", "02:00:00:00:00:01",

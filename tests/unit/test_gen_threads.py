@@ -19,6 +19,7 @@ def test_ceiling_variants_parse_to_vz_gen_options():
     assert gen_ceiling.gen_extra({"batch": 256}) == ["--batch", "256"]
     v = gen_ceiling.parse_variant("threads=2,rxq=2,static")
     assert gen_ceiling.gen_extra(v) == ["--static", "--threads", "2"]
+    assert gen_ceiling.gen_extra(gen_ceiling.parse_variant("batch-stamp")) == ["--batch-stamp"]
 
 
 @pytest.mark.parametrize(

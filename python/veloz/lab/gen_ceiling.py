@@ -14,6 +14,7 @@ A variant is a comma-separated list of settings ('' or 'base': none):
     afxdp      through an AF_XDP socket's TX ring, not live frames
     static     every frame the template as built (vz-gen --static): no
                sequence number, timestamp or checksum written per frame
+    batch-stamp one clock read per kernel batch (vz-gen --batch-stamp)
 
     flock /tmp/veloz-testbed.lock .venv/bin/python -m veloz.lab.gen_ceiling \\
         --variant base --variant threads=2 --variant threads=2,rxq=2 \\
@@ -36,6 +37,7 @@ from veloz.lab import stats, topology, trial
 
 DEFAULT_VARIANTS = ["base", "threads=2", "threads=2,rxq=2"]
 INTS = {"batch": (1, 256), "threads": (1, 64), "rxq": (1, 64)}
+FLAGS = ("afxdp", "static", "batch-stamp")  # vz-gen's --FLAG
 
 
 def parse_variant(text: str) -> dict:
@@ -44,20 +46,18 @@ def parse_variant(text: str) -> dict:
     for item in filter(None, (s.strip() for s in text.split(","))):
         if item == "base":
             continue
-        if item in ("afxdp", "static"):
+        if item in FLAGS:
             out[item] = True
             continue
         key, _, value = item.partition("=")
         if key not in INTS or not value.isdigit():
-            raise VelozError(
-                f"variant '{text}': '{item}' is not batch=, threads=, rxq=, afxdp, static"
-            )
+            raise VelozError(f"variant '{text}': '{item}' is not batch=, threads=, rxq= or a flag")
         lo, hi = INTS[key]
         if not lo <= int(value) <= hi:
             raise VelozError(f"variant '{text}': {key} must be between {lo} and {hi}")
         out[key] = int(value)
-    if out.get("afxdp") and ({"batch", "threads", "static"} & out.keys()):
-        raise VelozError(f"variant '{text}': batch, threads, static: live frames, not afxdp")
+    if out.get("afxdp") and ({"batch", "threads", "static", "batch-stamp"} & out.keys()):
+        raise VelozError(f"variant '{text}': that is for live frames, not afxdp")
     return out
 
 
@@ -66,7 +66,7 @@ def name(variant: dict) -> str:
 
 
 def gen_extra(variant: dict) -> list[str]:
-    extra = [f"--{k}" for k in ("afxdp", "static") if variant.get(k)]
+    extra = [f"--{k}" for k in FLAGS if variant.get(k)]
     for key in ("batch", "threads"):
         if key in variant:
             extra += [f"--{key}", str(variant[key])]
