@@ -78,6 +78,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queue", type=int, default=0, help="the AF_XDP socket's queue")
     p.add_argument("--batch", type=int, default=BATCH,
                    help=f"live frames per kernel batch, 1-256 (default {BATCH})")  # fmt: skip
+    p.add_argument("--threads", type=int, default=1,
+                   help="live-frames transmit threads, each pinned to a CPU of its own "
+                        "(frames numbered 0, 1, 2, ... across all of them)")  # fmt: skip
+    p.add_argument("--batch-stamp", action="store_true",
+                   help="one clock read per kernel batch: a batch's frames carry the time "
+                        "its first was made (they leave together, at its flush)")  # fmt: skip
+    p.add_argument("--static", action="store_true",
+                   help="every frame the same, built once: no sequence number, timestamp or "
+                        "flows (for receivers that only count: the cheapest frame)")  # fmt: skip
     stop = p.add_mutually_exclusive_group()
     stop.add_argument("--count", type=int, help="packets to send")
     stop.add_argument("--duration", type=float, default=None, help="seconds to send")
@@ -109,10 +118,14 @@ def command(args: argparse.Namespace) -> list[str]:
     if args.queue != 0 and not args.afxdp:
         raise VelozError("--queue goes with --afxdp (live frames have no queue to choose)")
     # vz-gen's own limits (its option table), checked before anything runs
-    for option in ("--batch", "--size", "--flows", "--dsts", "--dst-port", "--queue"):
+    for option in ("--batch", "--threads", "--size", "--flows", "--dsts", "--dst-port", "--queue"):
         options.check("vz-gen", option, getattr(args, option[2:].replace("-", "_")))
     if args.batch != BATCH and args.afxdp:
         raise VelozError("--batch is for live frames, not --afxdp")
+    if args.threads != 1 and args.afxdp:
+        raise VelozError("--threads is for live frames, not --afxdp")
+    if args.batch_stamp and args.afxdp:
+        raise VelozError("--batch-stamp is for live frames, not --afxdp")
     if args.count is not None and args.count < 1:
         raise VelozError("--count must be positive")
     if args.duration is not None and args.duration <= 0:
@@ -158,6 +171,12 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd += ["--afxdp", "--queue", str(args.queue)]
     if args.batch != BATCH:
         cmd += ["--batch", str(args.batch)]
+    if args.threads != 1:
+        cmd += ["--threads", str(args.threads)]
+    if args.static:
+        cmd.append("--static")
+    if args.batch_stamp:
+        cmd.append("--batch-stamp")
     if args.count is not None:
         cmd += ["--count", str(args.count)]
     else:
@@ -175,7 +194,10 @@ def sink_command(args: argparse.Namespace) -> list[str]:
                           ("--dsts", args.dsts != 1), ("--tcp", args.tcp),
                           ("--ipv6", args.ipv6), ("--afxdp", args.afxdp),
                           ("--queue", args.queue != 0),
-                          ("--batch", args.batch != BATCH)):  # fmt: skip
+                          ("--batch", args.batch != BATCH),
+                          ("--threads", args.threads != 1),
+                          ("--static", args.static),
+                          ("--batch-stamp", args.batch_stamp)):  # fmt: skip
         if given:
             raise VelozError(f"{option}: a sending option, not one of --sink")
     given = [f"--{a.replace('_', '-')}" for a in sending if getattr(args, a) is not None]

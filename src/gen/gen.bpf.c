@@ -19,12 +19,27 @@
 
 struct vz_gen_config vz_gen_config SEC(".data.vz_gen") = { .flows = 1 };
 
+/*
+ * Frames made, per transmit thread (gen.h): a thread runs this program for
+ * its frames one at a time, so its slot needs no atomic, and a thread that
+ * moves to another CPU keeps counting where it was.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
-	__type(value, __u64);
-	__uint(max_entries, 1);
+	__type(value, struct vz_gen_seq_slot);
+	__uint(max_entries, VZ_GEN_MAX_THREADS);
 } vz_gen_seq SEC(".maps");
+
+/* The sending thread, from the metadata its driver put before the frame. */
+static __always_inline __u32 thread_of(struct xdp_md *xdp, void *data)
+{
+	struct vz_gen_meta *meta = (void *)(long)xdp->data_meta;
+
+	if ((void *)(meta + 1) > data)
+		return 0;
+	return meta->thread;
+}
 
 /* The template's headers, in one of the four constant lengths (gen.h). */
 static __always_inline int write_headers(void *data, void *data_end)
@@ -58,14 +73,32 @@ static __always_inline int write_headers(void *data, void *data_end)
 	return -1;
 }
 
+/*
+ * The frame's transmit time: a clock read costs about as much as the rest
+ * of a frame's send and receive on a VM (README, the generator), so with
+ * stamp_every one read serves a kernel batch (gen.h).
+ */
+static __always_inline __u64 stamp(struct vz_gen_seq_slot *slot)
+{
+	if (!vz_gen_config.stamp_every)
+		return bpf_ktime_get_ns();
+	if (!slot->stamp_left) {
+		slot->stamp = bpf_ktime_get_ns();
+		slot->stamp_left = vz_gen_config.stamp_every;
+	}
+	slot->stamp_left--;
+	return slot->stamp;
+}
+
 SEC("xdp")
 int vz_xdp_gen(struct xdp_md *xdp)
 {
 	void *data = (void *)(long)xdp->data;
 	void *data_end = (void *)(long)xdp->data_end;
-	__u32 key = 0, flow, old_dst = 0, new_dst = 0;
+	__u32 thread, flow, old_dst = 0, new_dst = 0;
+	struct vz_gen_seq_slot *slot;
 	__u16 *sport, *words, *csum;
-	__u64 *seq;
+	__u64 seq;
 
 	/*
 	 * The program also sits on lo for the run (see gen.c): everything
@@ -73,19 +106,25 @@ int vz_xdp_gen(struct xdp_md *xdp)
 	 */
 	if (xdp->ingress_ifindex != vz_gen_config.ifindex)
 		return XDP_PASS;
-	seq = bpf_map_lookup_elem(&vz_gen_seq, &key);
-	if (!seq || write_headers(data, data_end))
+	if (vz_gen_config.fixed)
+		return write_headers(data, data_end) ? XDP_ABORTED : XDP_TX;
+	thread = thread_of(xdp, data);
+	slot = bpf_map_lookup_elem(&vz_gen_seq, &thread);
+	if (!slot || write_headers(data, data_end))
 		return XDP_ABORTED;
+	seq = slot->made * (vz_gen_config.threads ?: 1) + thread;
+	slot->made++;
 	/* offsets masked so the verifier can bound them; gen.c checks them */
 	sport = data + (vz_gen_config.l4_off & 127);
 	words = data + (vz_gen_config.payload_off & 127);
 	if ((void *)(sport + 1) > data_end ||
 	    (void *)words + sizeof(struct vz_gen_payload) > data_end)
 		return XDP_ABORTED;
-	flow = vz_gen_config.flows ? (__u32)(*seq % vz_gen_config.flows) : 0;
+	/* one flow, the default, needs no 64-bit division a frame */
+	flow = vz_gen_config.flows > 1 ? (__u32)(seq % vz_gen_config.flows) : 0;
 	*sport = bpf_htons((__u16)(vz_gen_config.base_port + flow));
-	((struct vz_gen_payload *)words)->seq = *seq + vz_gen_config.seq_base;
-	((struct vz_gen_payload *)words)->tx_ns = bpf_ktime_get_ns();
+	((struct vz_gen_payload *)words)->seq = seq + vz_gen_config.seq_base;
+	((struct vz_gen_payload *)words)->tx_ns = stamp(slot);
 	if (vz_gen_config.dsts > 1) {
 		/* the IPv4 header follows Ethernet (gen.c allows no other) */
 		struct iphdr *ip = data + ETH_HLEN;
@@ -95,11 +134,10 @@ int vz_xdp_gen(struct xdp_md *xdp)
 		old_dst = ip->daddr;
 		new_dst = bpf_htonl(vz_gen_dst(
 			vz_gen_config.dst_base, vz_gen_config.dst_mask,
-			(__u32)(*seq % vz_gen_config.dsts)));
+			(__u32)(seq % vz_gen_config.dsts)));
 		ip->daddr = new_dst;
 		vz_csum_replace4(&ip->check, old_dst, new_dst);
 	}
-	(*seq)++;
 	if (!vz_gen_config.csum_off)
 		return XDP_TX; /* UDP over IPv4: checksum 0, none */
 	csum = data + (vz_gen_config.csum_off & 127);

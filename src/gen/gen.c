@@ -44,6 +44,7 @@
 #include "gen/bpf_object.h"
 #include "gen/gen.h"
 #include "gen/ifstats.h"
+#include "gen/live.h"
 #include "gen/xsk_tx.h"
 #include "runtime/clock.h"
 #include "runtime/xdp_attach.h"
@@ -51,7 +52,6 @@
 
 #define GEN_DST_PORT 9 /* discard: the default, and the sink's */
 #define GEN_BASE_PORT 1024
-#define GEN_MAX_CHUNK 65536
 /*
  * Frames per live-frames batch: the kernel transmits and flushes (waking
  * the receiver's NAPI) once a batch. 64 is the kernel's default
@@ -59,7 +59,6 @@
  */
 #define GEN_DEFAULT_BATCH 64
 #define GEN_MAX_BATCH 256
-#define GEN_MAX_SIZE 3520 /* the template frame's room */
 
 struct gen {
 	const char *ifname;
@@ -80,6 +79,9 @@ struct gen {
 	bool afxdp; /* through an AF_XDP socket, not live frames */
 	__u32 queue;
 	__u32 batch; /* live frames per kernel batch */
+	__u32 threads; /* live frames' transmit threads */
+	bool fixed; /* --static: every frame the template, as built */
+	bool batch_stamp; /* one clock read per kernel batch */
 	struct in_addr src_ip, dst_ip;
 	struct in6_addr src_ip6, dst_ip6;
 	bool json;
@@ -179,6 +181,8 @@ static void build_template(struct gen *g)
 		struct tcphdr *tcp = (struct tcphdr *)l4;
 
 		tcp->dest = htons(g->dst_port);
+		if (g->fixed)
+			tcp->source = htons(GEN_BASE_PORT);
 		tcp->seq = htonl(1);
 		tcp->ack_seq = htonl(1);
 		tcp->doff = 5;
@@ -192,6 +196,8 @@ static void build_template(struct gen *g)
 
 		udp->dest = htons(g->dst_port);
 		udp->len = htons((__u16)l4_len);
+		if (g->fixed) /* the XDP program writes no port then */
+			udp->source = htons(GEN_BASE_PORT);
 		/* over IPv4 a zero checksum means none; IPv6 requires one */
 		g->csum_off = g->ipv6 ? (__u16)(g->l4_off +
 						offsetof(struct udphdr, check))
@@ -214,10 +220,13 @@ static int load_program(struct gen *g, struct bpf_object **obj)
 		.ifindex = (__u32)g->ifindex,
 		.flows = g->flows,
 		.base_port = GEN_BASE_PORT,
+		.threads = g->threads,
 		.seq_base = 0,
 		.l4_off = g->l4_off,
 		.payload_off = g->payload_off,
 		.csum_off = g->csum_off,
+		.fixed = g->fixed,
+		.stamp_every = g->batch_stamp ? g->batch : 0,
 		.dsts = g->dsts,
 		.dst_base = ntohl(g->dst_range.s_addr),
 		.dst_mask =
@@ -238,7 +247,8 @@ static const char gen_usage[] =
 	"              [--count N | --duration S] [--tcp] [--json]"
 	" [--bpf gen.bpf.o]\n"
 	"              [--afxdp [--queue Q]] [--dsts N --dst-range CIDR]\n"
-	"              [--dst-port N] [--batch 1..256]\n"
+	"              [--dst-port N] [--batch 1..256] [--threads N]"
+	" [--static] [--batch-stamp]\n"
 	"  addresses are IPv4 or IPv6 (both the same family)\n";
 
 /* --src-ip, --dst-ip: IPv4 or IPv6, and which one it was. */
@@ -298,7 +308,7 @@ static struct vz_option gen_options[] = {
 	GEN_OPT("iface", VZ_OPT_IFNAME, ifname, .required = true,
 		.metavar = "IF", .help = "send out of this interface"),
 	GEN_OPT("size", VZ_OPT_U64, size, .min = VZ_GEN_MIN_SIZE,
-		.max = GEN_MAX_SIZE, .metavar = "BYTES",
+		.max = VZ_GEN_MAX_SIZE, .metavar = "BYTES",
 		.help = "frame size without FCS"),
 	GEN_OPT("rate", VZ_OPT_U64, rate, .min = 0, .max = UINT64_MAX,
 		.metavar = "PPS", .help = "frames per second (0: flat out)"),
@@ -336,6 +346,15 @@ static struct vz_option gen_options[] = {
 		.metavar = "N", .help = "UDP/TCP destination port"),
 	GEN_OPT("batch", VZ_OPT_U64, batch, .min = 1, .max = GEN_MAX_BATCH,
 		.metavar = "N", .help = "live frames per kernel batch"),
+	GEN_OPT("threads", VZ_OPT_U64, threads, .min = 1,
+		.max = VZ_GEN_MAX_THREADS, .metavar = "N",
+		.help = "live-frames transmit threads, one per CPU"),
+	GEN_OPT("batch-stamp", VZ_OPT_FLAG, batch_stamp,
+		.help = "one clock read per kernel batch, its frames' "
+			"transmit time (they leave together)"),
+	GEN_OPT("static", VZ_OPT_FLAG, fixed,
+		.help = "every frame the same (no sequence number, timestamp "
+			"or flows): for receivers that only count"),
 	VZ_OPTION_END,
 };
 
@@ -344,6 +363,36 @@ static const struct vz_opts gen_opts = {
 	.usage = gen_usage,
 	.table = gen_options,
 };
+
+/* --batch, --threads, --static: options of live frames, and their limits. */
+static int check_live_options(const struct gen *g)
+{
+	if (g->batch != GEN_DEFAULT_BATCH && g->afxdp) {
+		vz_err("--batch is for live frames, not --afxdp");
+		return -EINVAL;
+	}
+	if (g->batch_stamp && g->afxdp) {
+		vz_err("--batch-stamp is for live frames, not --afxdp");
+		return -EINVAL;
+	}
+	if (g->fixed && (g->afxdp || g->flows > 1 || g->dsts > 1)) {
+		vz_err("--static sends one frame over and over: no --afxdp, "
+		       "--flows or --dsts");
+		return -EINVAL;
+	}
+	if (g->threads > 1 && g->afxdp) {
+		vz_err("--threads is for live frames, not --afxdp");
+		return -EINVAL;
+	}
+	/* each thread sends: a share of 0 would mean flat out, or forever */
+	if ((g->rate && g->rate < g->threads) ||
+	    (g->count && g->count < g->threads)) {
+		vz_err("--rate and --count must be at least --threads (%u)",
+		       g->threads);
+		return -EINVAL;
+	}
+	return 0;
+}
 
 static int parse_args(struct gen *g, int argc, char **argv)
 {
@@ -362,14 +411,12 @@ static int parse_args(struct gen *g, int argc, char **argv)
 		min_size = VZ_GEN_MIN_SIZE;
 	if (g->size < min_size) {
 		vz_err("--size must be between %u and %u bytes for IPv%d/%s",
-		       min_size, GEN_MAX_SIZE, g->ipv6 ? 6 : 4,
+		       min_size, VZ_GEN_MAX_SIZE, g->ipv6 ? 6 : 4,
 		       g->tcp ? "TCP" : "UDP");
 		return 2;
 	}
-	if (g->batch != GEN_DEFAULT_BATCH && g->afxdp) {
-		vz_err("--batch is for live frames, not --afxdp");
+	if (check_live_options(g))
 		return 2;
-	}
 	if (g->dsts > 1 && (g->ipv6 || g->afxdp || !g->have_dst_range)) {
 		vz_err("--dsts N > 1 needs IPv4 live frames (no --ipv6, no "
 		       "--afxdp) and --dst-range");
@@ -441,79 +488,27 @@ static void release_dispatcher(int prog_fd, struct vz_iface_lock *lock)
 	vz_iface_unlock(lock);
 }
 
-/* Frames per test run: about a millisecond of traffic; big at full rate. */
-static __u64 chunk_frames(const struct gen *g)
+static __u64 send_live(const struct gen *g, struct bpf_object *obj, int prog_fd,
+		       double *secs, int *err)
 {
-	__u64 chunk = g->rate ? g->rate / 1000 : GEN_MAX_CHUNK;
+	struct vz_gen_live l = {
+		.prog_fd = prog_fd,
+		.ifindex = g->ifindex,
+		.frame = g->frame,
+		.size = g->size,
+		.batch = g->batch,
+		.threads = g->threads,
+		.seq_fd = g->batch_stamp ? bpf_object__find_map_fd_by_name(
+						   obj, "vz_gen_seq")
+					 : -1,
+		.rate = g->rate,
+		.count = g->count,
+		.duration = g->duration,
+		.progress = isatty(STDERR_FILENO),
+		.stop = &stop_signal,
+	};
 
-	if (chunk < 1)
-		chunk = 1;
-	return chunk > GEN_MAX_CHUNK ? GEN_MAX_CHUNK : chunk;
-}
-
-/* Long runs show they are alive, on a terminal only, once a second. */
-static void show_progress(__u64 sent, double start, double t, double *shown)
-{
-	if (t - *shown < 1.0)
-		return;
-	fprintf(stderr, "\rsent %llu frames, %.0f pps ",
-		(unsigned long long)sent, (double)sent / (t - start));
-	*shown = t;
-}
-
-/* Has the run sent its --count, or run its --duration? */
-static bool run_over(const struct gen *g, __u64 sent, double elapsed)
-{
-	if (g->count)
-		return sent >= g->count;
-	return g->duration > 0 && elapsed >= g->duration;
-}
-
-/* Send until count or duration; returns frames handed to the kernel. */
-static __u64 send_loop(struct gen *g, int prog_fd, double *elapsed, int *err)
-{
-	/* the kernel wants data_end to describe the frame when a ctx is given
-	 */
-	struct xdp_md ctx = { .data_end = g->size,
-			      .ingress_ifindex = (__u32)g->ifindex };
-	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = g->frame,
-		    .data_size_in = g->size, .ctx_in = &ctx,
-		    .ctx_size_in = sizeof(ctx),
-		    .flags = BPF_F_TEST_XDP_LIVE_FRAMES,
-		    .batch_size = g->batch);
-	__u64 sent = 0, chunk = chunk_frames(g);
-	double start = vz_now_s(), due, t, shown = start;
-	bool progress = isatty(STDERR_FILENO);
-
-	*err = 0;
-	while (!stop_signal) {
-		t = vz_now_s();
-		if (run_over(g, sent, t - start))
-			break;
-		if (g->rate) {
-			due = start + (double)sent / (double)g->rate;
-			if (due > t) {
-				vz_sleep_until(due, &stop_signal);
-				continue;
-			}
-		}
-		opts.repeat = (__u32)chunk;
-		if (g->count && g->count - sent < chunk)
-			opts.repeat = (__u32)(g->count - sent);
-		if (bpf_prog_test_run_opts(prog_fd, &opts)) {
-			if (errno == EINTR)
-				continue;
-			*err = -errno;
-			break;
-		}
-		sent += opts.repeat;
-		if (progress)
-			show_progress(sent, start, t, &shown);
-	}
-	if (progress && shown > start)
-		fputc('\n', stderr);
-	*elapsed = vz_now_s() - start;
-	return sent;
+	return vz_gen_live_send(&l, secs, err);
 }
 
 static void report(const struct gen *g, __u64 sent, double secs,
@@ -527,12 +522,12 @@ static void report(const struct gen *g, __u64 sent, double secs,
 
 	if (g->json) {
 		printf("{\"iface\": \"%s\", \"size\": %u, \"flows\": %u, "
-		       "\"dsts\": %u, \"batch\": %u, "
+		       "\"dsts\": %u, \"batch\": %u, \"threads\": %u, "
 		       "\"target_pps\": %llu, \"sent\": %llu, \"seconds\": "
 		       "%.6f, \"pps\": %.0f, \"bps\": %.0f",
 		       g->ifname, g->size, g->flows, g->dsts, g->batch,
-		       (unsigned long long)g->rate, (unsigned long long)sent,
-		       secs, pps, pps * g->size * 8);
+		       g->threads, (unsigned long long)g->rate,
+		       (unsigned long long)sent, secs, pps, pps * g->size * 8);
 		if (known)
 			printf(", \"xmit\": %llu, \"xmit_errors\": %llu}\n",
 			       (unsigned long long)xmit,
@@ -589,6 +584,7 @@ int main(int argc, char **argv)
 			 .flows = 1,
 			 .dsts = 1,
 			 .batch = GEN_DEFAULT_BATCH,
+			 .threads = 1,
 			 .dst_port = GEN_DST_PORT };
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct vz_iface_lock lo_lock = { .fd = -1 };
@@ -630,7 +626,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	vz_if_xmit_read(g.ifname, &before);
-	sent = send_loop(&g, prog_fd, &secs, &err);
+	sent = send_live(&g, obj, prog_fd, &secs, &err);
 	usleep(20000); /* the last bulk leaves the driver */
 	vz_if_xmit_read(g.ifname, &after);
 	release_dispatcher(prog_fd, &lo_lock);

@@ -17,12 +17,18 @@
 #define VZ_GEN_HDR_V6_TCP (14 + 40 + 20)
 #define VZ_GEN_MAX_HDR VZ_GEN_HDR_V6_TCP
 #define VZ_GEN_MIN_SIZE 60 /* without FCS; headers and payload must fit */
+#define VZ_GEN_MAX_SIZE 3520 /* what a live frame's page holds */
 
 struct vz_gen_config {
 	__u32 ifindex; /* frames are generated only for this one */
 	__u32 flows; /* UDP source ports base_port .. +flows-1 */
 	__u32 base_port;
-	__u32 pad;
+	/*
+	 * Transmit threads (1 = one). Thread t numbers its frames t,
+	 * t + threads, t + 2 * threads, ...: together the frames of every
+	 * thread are numbered 0, 1, 2, ... without a gap or a repeat.
+	 */
+	__u32 threads;
 	__u64 seq_base; /* so several runs do not repeat numbers */
 	__u16 l4_off; /* the UDP or TCP header */
 	__u16 payload_off; /* = the headers' length */
@@ -32,7 +38,12 @@ struct vz_gen_config {
 	 * timestamp zero; per frame their 16-bit words are added to it.
 	 */
 	__u16 csum_off;
-	__u16 pad2;
+	/*
+	 * 1: every frame is the template as built (source port base_port,
+	 * sequence number and timestamp 0): only the headers are written
+	 * afresh. For receivers that only count, at the least cost a frame.
+	 */
+	__u16 fixed;
 	/*
 	 * Destinations (IPv4, live frames): frame k goes to destination
 	 * k mod dsts, dst_base + (i * 2654435761 & dst_mask) for the i-th, a
@@ -43,7 +54,14 @@ struct vz_gen_config {
 	__u32 dsts;
 	__u32 dst_base; /* host order */
 	__u32 dst_mask;
-	__u32 pad3;
+	/*
+	 * 0: each frame's timestamp is its own clock read. N: one read per N
+	 * frames of a thread (vz-gen --batch-stamp: N is the kernel's batch,
+	 * whose frames leave together at its flush), the rest carry it too.
+	 * The driver starts each of its calls on a fresh read (stamp_left 0),
+	 * so the reads fall on the kernel's batches.
+	 */
+	__u32 stamp_every;
 	/*
 	 * The template's headers, written into every frame: live frames come
 	 * from a page pool whose pages return after whoever received them
@@ -52,6 +70,31 @@ struct vz_gen_config {
 	 */
 	__u8 headers[VZ_GEN_MAX_HDR + 6]; /* padded to 8 bytes */
 } __attribute__((aligned(8)));
+
+/*
+ * Transmit threads at most, and how a thread is told apart: each hands the
+ * kernel its index as the frame's XDP metadata (struct vz_gen_meta, before
+ * the template), which live frames keep in every page of the run. vz-gen
+ * always gives it; a frame without it counts as thread 0's.
+ */
+#define VZ_GEN_MAX_THREADS 64
+
+struct vz_gen_meta {
+	__u32 thread;
+};
+
+/*
+ * A thread's count of frames made, alone on its cache line: each thread
+ * writes only its own, and two on one line would bounce it between the
+ * threads' cores at every frame.
+ */
+struct vz_gen_seq_slot {
+	__u64 made;
+	__u64 stamp; /* the last clock read (stamp_every > 0) */
+	__u32 stamp_left; /* frames it still stamps */
+	__u32 pad0;
+	__u64 pad[5];
+};
 
 struct vz_gen_payload {
 	__u64 seq;

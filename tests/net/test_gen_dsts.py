@@ -5,7 +5,6 @@ TCP checksums, on the wire."""
 from __future__ import annotations
 
 import ipaddress
-import os
 import struct
 import subprocess
 from collections import Counter
@@ -30,15 +29,12 @@ def test_frames_spread_over_the_destinations(testbed, tmp_path, tcp):
     frames = [f for f in cap.stop() if IP in f]
     assert sent["dsts"] == 200 and len(frames) == 600
     # Frame k carries sequence number k, and goes to destination k mod N
-    # from source port base + k mod flows. The generator counts per CPU (a
-    # per-CPU map) and may run on either, so each CPU's frames are numbered
-    # from 0, and the capture may interleave them: match by number, never by
+    # from source port base + k mod flows. The generator counts per thread,
+    # wherever the thread runs: every number once. Match by number, never by
     # position in the capture.
     l4 = TCP if tcp else UDP
     seqs = [struct.unpack_from("<Q", bytes(f[l4].payload))[0] for f in frames]
-    counts = Counter(seqs)
-    assert sorted(counts) == list(range(len(counts))), "a gap in the sequence numbers"
-    assert max(counts.values()) <= (os.cpu_count() or 1), "a number sent more than once per CPU"
+    assert sorted(seqs) == list(range(600)), Counter(seqs).most_common(3)
     dst_of: dict[int, ipaddress.IPv4Address] = {}
     for n, f in zip(seqs, frames, strict=True):
         dst = ipaddress.ip_address(f[IP].dst)

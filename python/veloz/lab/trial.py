@@ -94,6 +94,12 @@ def gen_argv(nf: str, size: int, rate: int, seconds: float | None, count: int | 
     argv += ["--count", str(count)] if count else ["--duration", str(seconds)]
     if nf == "tx":
         argv += ["--dst-ip", gen.ipv4]
+    # drop: no one reads the frames (the NF counts them, the generator row's
+    # sink only counts), so they go as the template was built: vz-gen
+    # --static, the generator's cheapest frame (README, the generator).
+    # A caller that passes `extra` chooses for itself.
+    if nf == "drop" and flows == 1 and extra is None:
+        argv.append("--static")
     return topo.generator.host.veloz_argv(*argv)
 
 
