@@ -47,6 +47,62 @@ __u64 vz_dispatch_report_ring_full(struct vz_dispatch_report *r)
 	return n;
 }
 
+static void json_list(FILE *f, const char *key, const __u64 *v,
+		      const __u32 *v32, unsigned int n)
+{
+	unsigned int i;
+
+	fprintf(f, ", \"%s\": [", key);
+	for (i = 0; i < n; i++)
+		fprintf(f, "%s%llu", i ? ", " : "",
+			(unsigned long long)(v ? v[i] : v32[i]));
+	fprintf(f, "]");
+}
+
+void vz_dispatch_report_json(struct vz_dispatch_report *r, FILE *f)
+{
+	struct vz_dispatch_stats s;
+	struct vz_core_alloc_stats as;
+	__u64 active_ns, ns, ring_full;
+	double mean;
+
+	pthread_mutex_lock(&r->lock);
+	s = r->snap;
+	as = r->alloc_snap;
+	active_ns = r->active_ns;
+	ns = r->ns;
+	ring_full = r->ring_full;
+	pthread_mutex_unlock(&r->lock);
+	mean = ns ? (double)active_ns / (double)ns : s.active;
+	fprintf(f,
+		", \"dispatch\": {\"policy\": \"%s\", \"workers\": %u, "
+		"\"active\": %u, \"mean_active\": %.3f, \"frames\": %llu, "
+		"\"ring_full\": %llu, \"reordered\": %llu, "
+		"\"flows_new\": %llu, \"flows_moved\": %llu, "
+		"\"flows_aged\": %llu, \"flows\": %u, "
+		"\"buckets_moved\": %llu, \"rebalances\": %llu",
+		vz_dispatch_policy_name(r->policy), r->nworkers, s.active, mean,
+		(unsigned long long)s.frames, (unsigned long long)ring_full,
+		(unsigned long long)s.reordered,
+		(unsigned long long)s.flows_new,
+		(unsigned long long)s.flows_moved,
+		(unsigned long long)s.flows_aged, s.flows,
+		(unsigned long long)s.buckets_moved,
+		(unsigned long long)s.rebalances);
+	json_list(f, "frames_per_worker", s.frames_per_worker, NULL,
+		  r->nworkers);
+	json_list(f, "in_flight_per_worker", NULL, s.in_flight, r->nworkers);
+	if (r->alloc)
+		fprintf(f,
+			", \"alloc\": {\"mean_active\": %.3f, "
+			"\"reallocations\": %llu, \"grows\": %llu, "
+			"\"shrinks\": %llu}",
+			mean, (unsigned long long)(as.grows + as.shrinks),
+			(unsigned long long)as.grows,
+			(unsigned long long)as.shrinks);
+	fprintf(f, "}");
+}
+
 /* The counters of s since base (active and flows stay as they are). */
 static struct vz_dispatch_stats since(const struct vz_dispatch_stats *s,
 				      const struct vz_dispatch_stats *base,
