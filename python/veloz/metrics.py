@@ -275,6 +275,7 @@ class RunCollector:
         self.owner = owner  # the runner's pid: never report another run's counters
 
     def collect(self) -> Iterator:
+        from veloz.control import objects
         from veloz.control.client import Ctl, CtlError
 
         counters = nf = backend = nf_counters = lb_vips = None
@@ -283,24 +284,11 @@ class RunCollector:
                 if ctl.peer_pid() == self.owner:
                     nf, backend = ctl.info()
                     counters = ctl.counters()
-                    nf_counters, lb_vips = nf_stats(ctl, nf) if counters else (None, None)
+                    if counters is not None:
+                        nf_counters, lb_vips = objects.nf_stats(ctl, nf)
         except (CtlError, OSError, ValueError, KeyError):
             counters = None  # not listening yet, or stopping: veloz_up 0
         yield from families(counters, nf, backend, nf_counters, lb_vips)
-
-
-def nf_stats(ctl: object, nf: str) -> tuple[dict[str, int] | None, list | None]:
-    """The NF's own counters (router, ddos, lb: per outcome) and lb's per VIP
-    and backend, read through the control socket; (None, None) for others."""
-    from veloz.control import objects
-
-    mod = objects.module(nf)
-    if mod is None or not hasattr(mod, "counters"):
-        return None, None
-    if nf == "lb":
-        full = mod.stats(ctl)
-        return full["counters"], full["vips"]
-    return mod.counters(ctl), None
 
 
 def udpd_families(line: dict | None) -> Iterator:
