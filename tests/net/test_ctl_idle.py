@@ -20,7 +20,7 @@ import time
 
 import pytest
 from test_ctl import CONFIG, ok
-from test_ctl_load import TRAFFIC, fds, killed_writes
+from test_ctl_load import TRAFFIC, held_fds, killed_writes
 
 from veloz.control.client import Ctl
 from veloz.proc import Runner, in_netns, veloz_argv
@@ -63,7 +63,7 @@ def test_stopped_client_is_dropped_and_rolled_back(testbed, tmp_path, backend):
     with Runner(in_netns("vz-dut", argv), attach_timeout=60) as nf:
         path = nf.attached["ctl"]
         before = ok("route", "list", "--json")
-        fds_before = fds(nf.proc.pid)
+        fds_before = held_fds(nf.proc.pid, path)
         writes = killed_writes()
         stopped = subprocess.Popen([sys.executable, "-c", STOPPED, path, *writes],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -80,7 +80,7 @@ def test_stopped_client_is_dropped_and_rolled_back(testbed, tmp_path, backend):
             assert TRAFFIC not in listed
             assert waited < IDLE + 15, waited
             # the runner holds nothing of the closed session
-            assert fds(nf.proc.pid) == fds_before
+            assert held_fds(nf.proc.pid, path) == fds_before
             deadline = time.monotonic() + 10
             while idle_closed(path) != 1 and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -96,4 +96,4 @@ def test_stopped_client_is_dropped_and_rolled_back(testbed, tmp_path, backend):
         assert out.strip() == ("error: the running NF closed this control session: no request "
                                f"for {IDLE:.1f} s; its transaction was rolled back")  # fmt: skip
         assert ok("route", "list", "--json") == before
-        assert fds(nf.proc.pid) == fds_before
+        assert held_fds(nf.proc.pid, path) == fds_before

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_ctl_load import KILLED, fds, ok
+from test_ctl_load import KILLED, held_fds, ok
 
 from veloz.control import ddos, lb
 from veloz.control.client import Ctl
@@ -119,7 +119,7 @@ def test_ddos_clients_under_load_and_a_kill(testbed, tmp_path, backend):
     with run("ddos", backend, cfg) as nf:
         path = nf.attached["ctl"]
         before = rules(ok("rule", "list", "--json"))
-        fds_before = fds(nf.proc.pid)
+        fds_before = held_fds(nf.proc.pid, path)
         no_ports0 = udp_no_ports()
         stats0 = json.loads(ok("stats", "--json"))
         gen = generate(DDOS_FRAMES, "10k", "--dst-ip", DUT_IP)
@@ -152,7 +152,7 @@ def test_ddos_clients_under_load_and_a_kill(testbed, tmp_path, backend):
             time.sleep(0.1)
         assert dropped + passed == sent, (stats, passed, sent)
         assert dropped > 0, "the drop rules never met the traffic"
-        assert fds(nf.proc.pid) == fds_before
+        assert held_fds(nf.proc.pid, path) == fds_before
         nf.stop()
     assert not Path(path).exists()
 
@@ -211,7 +211,7 @@ def test_lb_clients_under_load_and_a_kill(testbed, tmp_path, backend):
         expected = vip_rows(ok("vip", "list", "--json"))
         with Ctl(Path(path)) as c:
             ring0 = lb.read_ring(c, 0)
-        fds_before = fds(nf.proc.pid)
+        fds_before = held_fds(nf.proc.pid, path)
         gen = generate(LB_FRAMES, "5k", "--dst-ip", LB_VIP)
         with ThreadPoolExecutor(max_workers=CLIENTS) as pool:
             futures = [pool.submit(lb_client, i) for i in range(CLIENTS)]
@@ -247,6 +247,6 @@ def test_lb_clients_under_load_and_a_kill(testbed, tmp_path, backend):
         assert taken + counters["no_backend"] == vip, (per_backend, counters)
         stats = json.loads(ok("stats", "--json"))
         assert stats["verdicts"]["tx"]["packets"] == taken - counters["encap_failed"]
-        assert fds(nf.proc.pid) == fds_before
+        assert held_fds(nf.proc.pid, path) == fds_before
         nf.stop()
     assert not Path(path).exists()
