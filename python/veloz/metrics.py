@@ -6,14 +6,15 @@ exec, the front end binds the listening socket (a bad or busy address is
 refused before anything is attached) and forks one small Python process,
 which serves GET /metrics and dies with the runner (PR_SET_PDEATHSIG). Each
 scrape asks the runner's control socket for its latest counters line (the
-`counters` request: the same JSON `--json` prints) and the NF's own counters
-(router, ddos: their maps), so no counter is computed twice, the data path
+`counters` request: the same JSON `--json` prints, with the dispatch stage's
+figures) and the NF's own counters (router, ddos, lb: their maps; lb's per
+VIP and backend too), so no counter is computed twice, the data path
 gains no thread and no lock, and stdout stays the user's. prometheus_client
 writes the exposition format.
 
 Names follow Prometheus' conventions: a veloz_ prefix, _total on counters,
 frames and bytes as units, one metric per meaning with labels for its
-dimensions (worker, verdict, error, port, cpu, outcome).
+dimensions (worker, verdict, error, port, cpu, outcome, vip, backend).
 """
 
 from __future__ import annotations
