@@ -75,6 +75,18 @@ def killed_writes() -> list[str]:
     return lines
 
 
+def kill_mid_transaction(path: str, writes: list[str]) -> None:
+    """A client whose transaction is applied (each write ok), then SIGKILLed."""
+    killed = subprocess.Popen([sys.executable, "-c", KILLED, path, *writes],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    assert killed.stdout is not None
+    # its writes are applied (begin and each: ok) once its session is served
+    assert killed.stdout.readline().split() == ["ok"] * (1 + len(writes))
+    killed.kill()
+    killed.wait(timeout=10)
+
+
 def ctl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(in_netns("vz-dut", veloz_argv("ctl", *args)), capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
@@ -146,15 +158,7 @@ def test_ctl_clients_under_load_and_a_kill(testbed, tmp_path, backend):
         with ThreadPoolExecutor(max_workers=CLIENTS + 1) as pool:
             futures = [pool.submit(client, i) for i in range(CLIENTS)]
             # the killed client joins in the middle of the others
-            writes = killed_writes()
-            killed = subprocess.Popen([sys.executable, "-c", KILLED, path, *writes],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      text=True)  # fmt: skip
-            assert killed.stdout is not None
-            # its writes are applied (begin and each: ok) once its session is served
-            assert killed.stdout.readline().split() == ["ok"] * (1 + len(writes))
-            killed.kill()
-            killed.wait(timeout=10)
+            kill_mid_transaction(path, killed_writes())
             expected = set(before)
             for f in futures:
                 expected |= {(r["prefix"], r["kind"], r["via"], r["port"]) for r in f.result()}

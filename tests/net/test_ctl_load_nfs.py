@@ -17,14 +17,14 @@ from __future__ import annotations
 import ipaddress
 import json
 import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_ctl_load import KILLED, held_fds, ok
+from test_ctl_load import held_fds, kill_mid_transaction, ok
+from test_metrics import LB_CONFIG, LB_VIP
 
 from veloz.control import ddos, lb
 from veloz.control.client import Ctl
@@ -44,17 +44,6 @@ def generate(count: int, rate: str, *extra: str) -> threading.Thread:
     t.sent = sent  # type: ignore[attr-defined]
     t.start()
     return t
-
-
-def kill_mid_transaction(path: str, writes: list[str]) -> None:
-    """A client whose transaction is applied (each write ok), then SIGKILLed."""
-    killed = subprocess.Popen([sys.executable, "-c", KILLED, path, *writes],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)  # fmt: skip
-    assert killed.stdout is not None
-    assert killed.stdout.readline().split() == ["ok"] * (1 + len(writes))
-    killed.kill()
-    killed.wait(timeout=10)
 
 
 def udp_no_ports() -> int:
@@ -159,17 +148,6 @@ def test_ddos_clients_under_load_and_a_kill(testbed, tmp_path, backend):
 
 # ---- lb ----------------------------------------------------------------------
 
-LB_VIP = "198.18.0.100"
-LB_CONFIG = f"""
-[lb]
-source4 = "198.18.0.2"
-next_hop_mac = "02:00:c6:12:00:01"
-[[vip]]
-address = "{LB_VIP}"
-port = 9
-proto = "udp"
-backends = ["198.18.1.2", "198.18.1.3"]
-"""
 LB_FRAMES = 100_000
 KILLED_ID = 4000  # a backend id no command takes (they take the lowest free)
 

@@ -53,6 +53,21 @@ def frames(n: int) -> list:
             / UDP(sport=42000 + i, dport=9) / Raw(b"metrics") for i in range(n)]  # fmt: skip
 
 
+def scrape_until(ready) -> tuple[subprocess.CompletedProcess, dict]:
+    """Scrape until ready(samples) holds (or 20 s pass): the last scrape and its samples."""
+    deadline = time.monotonic() + 20
+    while True:
+        done = scrape()
+        got = samples(done.stdout) if done.returncode == 0 else {}
+        if ready(got) or time.monotonic() > deadline:
+            return done, got
+        time.sleep(0.2)
+
+
+def drops(got: dict) -> float:
+    return sum(s.value for s in got.get("veloz_frames_total", []) if s.labels["verdict"] == "drop")
+
+
 def dispatched(got: dict) -> tuple[float, float]:
     """A userspace dispatcher's frames handed to workers, and those they hold now."""
     handed = sum(s.value for s in got.get("veloz_dispatch_frames_total", [])
@@ -73,19 +88,12 @@ def test_scrape_parses_and_counts_what_was_sent(testbed, tmp_path: Path, backend
         sent = frames(30)
         wrpcap(str(pcap), sent)
         send_from_gen(pcap)
-        deadline = time.monotonic() + 20
-        while True:
-            done = scrape()
-            got = samples(done.stdout) if done.returncode == 0 else {}
-            drops = sum(s.value for s in got.get("veloz_frames_total", [])
-                        if s.labels["verdict"] == "drop")  # fmt: skip
-            # a dispatcher's figures: every frame handed over and none held
-            settled = backend == "xdp" or "--dispatch" not in extra or dispatched(got) == (30, 0)
-            if (drops >= 30 and settled) or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        # with a dispatcher: until every frame is handed over and none held
+        waits = backend != "xdp" and "--dispatch" in extra
+        done, got = scrape_until(lambda g: drops(g) >= 30
+                                 and (not waits or dispatched(g) == (30, 0)))  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert drops == 30, done.stdout
+        assert drops(got) == 30, done.stdout
         assert [s.value for s in got["veloz_up"]] == [1.0]
         info = got["veloz_run_info"][0].labels
         assert info == {"nf": "drop", "backend": backend}
@@ -168,6 +176,10 @@ def lb_expected(sent: list) -> dict[str, int]:
     return out
 
 
+def vip_frames(got: dict) -> list[float]:
+    return [s.value for s in got.get("veloz_lb_vip_frames_total", [])]
+
+
 @pytest.mark.parametrize("backend", ["xdp", "afxdp"])
 def test_lb_counts_per_vip_and_backend(testbed, tmp_path: Path, backend):
     cfg = tmp_path / "lb.toml"
@@ -181,15 +193,8 @@ def test_lb_counts_per_vip_and_backend(testbed, tmp_path: Path, backend):
         pcap = tmp_path / "in.pcap"
         wrpcap(str(pcap), sent)
         send_from_gen(pcap)
-        deadline = time.monotonic() + 20
-        while True:
-            done = scrape()
-            got = samples(done.stdout) if done.returncode == 0 else {}
-            vip = [s.value for s in got.get("veloz_lb_vip_frames_total", [])]
-            if vip == [40] or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-    assert vip == [40], done.stdout
+        done, got = scrape_until(lambda g: vip_frames(g) == [40])
+    assert vip_frames(got) == [40], done.stdout
     assert got["veloz_lb_vip_frames_total"][0].labels == {"vip": f"{LB_VIP}:9/udp"}
     assert got["veloz_lb_vip_bytes_total"][0].value == sum(len(f) for f in sent)
     per = {s.labels["backend"]: s.value for s in got["veloz_lb_backend_frames_total"]}
