@@ -6,14 +6,15 @@ exec, the front end binds the listening socket (a bad or busy address is
 refused before anything is attached) and forks one small Python process,
 which serves GET /metrics and dies with the runner (PR_SET_PDEATHSIG). Each
 scrape asks the runner's control socket for its latest counters line (the
-`counters` request: the same JSON `--json` prints) and the NF's own counters
-(router, ddos: their maps), so no counter is computed twice, the data path
+`counters` request: the same JSON `--json` prints, with the dispatch stage's
+figures) and the NF's own counters (router, ddos, lb: their maps; lb's per
+VIP and backend too), so no counter is computed twice, the data path
 gains no thread and no lock, and stdout stays the user's. prometheus_client
 writes the exposition format.
 
 Names follow Prometheus' conventions: a veloz_ prefix, _total on counters,
 frames and bytes as units, one metric per meaning with labels for its
-dimensions (worker, verdict, error, port, cpu, outcome).
+dimensions (worker, verdict, error, port, cpu, outcome, vip, backend).
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ def listen(value: str) -> socket.socket:
 
 
 def families(counters: dict | None, nf: str | None, backend: str | None,
-             nf_counters: dict[str, int] | None) -> Iterator:  # fmt: skip
-    """Metric families from one counters line (as `veloz run --json` prints it)."""
+             nf_counters: dict[str, int] | None,
+             lb_vips: list | None = None) -> Iterator:  # fmt: skip
+    """Metric families from one counters line (as `veloz run --json` prints it),
+    the NF's own counters, and lb's per VIP and backend (lb.stats()'s "vips")."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     up = GaugeMetricFamily("veloz_up", "1 when the NF answered on its control socket")
@@ -150,19 +153,52 @@ def families(counters: dict | None, nf: str | None, backend: str | None,
             if isinstance(value, int):
                 f.add_metric([outcome], value)
         yield f
+    if lb_vips is not None:
+        yield from _lb(lb_vips)
+
+
+def _lb(vips: list) -> Iterator:
+    """lb's frames and bytes per VIP and per backend (lb_vip_stats, lb_backend_stats)."""
+    from prometheus_client.core import CounterMetricFamily
+
+    def family(what: str, unit: str, labels: list[str]) -> CounterMetricFamily:
+        text = f"{unit.capitalize()} the lb NF counted per {what} (lb_{what}_stats)"
+        return CounterMetricFamily(f"veloz_lb_{what}_{unit}", text, labels=labels)
+
+    vf, vb = family("vip", "frames", ["vip"]), family("vip", "bytes", ["vip"])
+    pair = ["vip", "backend"]
+    bf, bb = family("backend", "frames", pair), family("backend", "bytes", pair)
+    for vip in vips:
+        vf.add_metric([vip["vip"]], vip["packets"])
+        vb.add_metric([vip["vip"]], vip["bytes"])
+        # a backend removed and added again has two ids: one series, their sum
+        per: dict[str, list[int]] = {}
+        for b in vip["backends"]:
+            sums = per.setdefault(b["address"], [0, 0])
+            sums[0] += b["packets"]
+            sums[1] += b["bytes"]
+        for address, (packets, nbytes) in per.items():
+            bf.add_metric([vip["vip"], address], packets)
+            bb.add_metric([vip["vip"], address], nbytes)
+    yield from (vf, vb, bf, bb)
 
 
 def _dispatch(d: object) -> Iterator:
-    """The XDP dispatch stage's figures (part of each counters line on xdp)."""
+    """The dispatch stage's figures, part of each counters line with --dispatch:
+    the XDP stage's (per CPU) or the afxdp and dpdk dispatchers' (per worker)."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     if not isinstance(d, dict):
         return
-    cpu = CounterMetricFamily("veloz_dispatch_frames", "Frames the dispatch stage sent to each CPU",
-                              labels=["cpu"])  # fmt: skip
-    for i, value in enumerate(d.get("cpu_packets", [])):
-        cpu.add_metric([str(i)], value)
-    yield cpu
+    if "cpu_packets" in d:
+        cpu = CounterMetricFamily("veloz_dispatch_frames",
+                                  "Frames the dispatch stage sent to each CPU",
+                                  labels=["cpu"])  # fmt: skip
+        for i, value in enumerate(d["cpu_packets"]):
+            cpu.add_metric([str(i)], value)
+        yield cpu
+    else:
+        yield from _dispatch_workers(d)
     for key, help_text in (("workers", "Workers (CPUs) the dispatch stage may use"),
                            ("active", "Workers (CPUs) active now")):  # fmt: skip
         value = d.get(key)
@@ -192,10 +228,44 @@ def _dispatch(d: object) -> Iterator:
         re.add_metric(["grow"], alloc.get("grows", 0))
         re.add_metric(["shrink"], alloc.get("shrinks", 0))
         yield re
-        w = CounterMetricFamily("veloz_dispatch_written_off_frames",
-                                "Frames dropped by a full cpumap queue")  # fmt: skip
-        w.add_metric([], alloc.get("written_off", 0))
-        yield w
+        if isinstance(alloc.get("written_off"), int):  # the XDP stage's cpumap queues
+            w = CounterMetricFamily("veloz_dispatch_written_off_frames",
+                                    "Frames dropped by a full cpumap queue")  # fmt: skip
+            w.add_metric([], alloc["written_off"])
+            yield w
+
+
+def _dispatch_workers(d: dict) -> Iterator:
+    """A userspace dispatcher's own: per worker, frames handed over and held now."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    frames = CounterMetricFamily("veloz_dispatch_frames",
+                                 "Frames the dispatcher handed each worker",
+                                 labels=["worker"])  # fmt: skip
+    for i, value in enumerate(d.get("frames_per_worker", [])):
+        frames.add_metric([str(i)], value)
+    yield frames
+    held = GaugeMetricFamily("veloz_dispatch_in_flight_frames",
+                             "Frames a worker holds now: queued, in service or on the way back",
+                             labels=["worker"])  # fmt: skip
+    for i, value in enumerate(d.get("in_flight_per_worker", [])):
+        held.add_metric([str(i)], value)
+    yield held
+    for key, name, help_text in (
+        ("ring_full", "veloz_dispatch_ring_full_frames",
+         "Frames dropped because their worker's queue was full"),
+        ("reordered", "veloz_dispatch_reordered_frames",
+         "Frames completed behind a later frame of their flow"),
+    ):  # fmt: skip
+        if isinstance(d.get(key), int):
+            c = CounterMetricFamily(name, help_text)
+            c.add_metric([], d[key])
+            yield c
+    if isinstance(d.get("mean_active"), (int, float)):
+        g = GaugeMetricFamily("veloz_dispatch_mean_active_workers",
+                              "Active workers, averaged over the run")  # fmt: skip
+        g.add_metric([], d["mean_active"])
+        yield g
 
 
 class RunCollector:
@@ -209,18 +279,17 @@ class RunCollector:
         from veloz.control import objects
         from veloz.control.client import Ctl, CtlError
 
-        counters = nf = backend = nf_counters = None
+        counters = nf = backend = nf_counters = lb_vips = None
         try:
             with Ctl(self.ctl_path()) as ctl:
                 if ctl.peer_pid() == self.owner:
                     nf, backend = ctl.info()
                     counters = ctl.counters()
-                    mod = objects.module(nf)
-                    if counters is not None and mod is not None and hasattr(mod, "counters"):
-                        nf_counters = mod.counters(ctl)
+                    if counters is not None:
+                        nf_counters, lb_vips = objects.nf_stats(ctl, nf)
         except (CtlError, OSError, ValueError, KeyError):
             counters = None  # not listening yet, or stopping: veloz_up 0
-        yield from families(counters, nf, backend, nf_counters)
+        yield from families(counters, nf, backend, nf_counters, lb_vips)
 
 
 def udpd_families(line: dict | None) -> Iterator:

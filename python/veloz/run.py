@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -80,6 +81,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="GROUP",
         help="let this group's members use `veloz ctl` on the run (else root only): "
         "the control socket becomes root:GROUP 0660",
+    )
+    p.add_argument(
+        "--ctl-idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="close a `veloz ctl` session whose client sends nothing for this long, rolling "
+        "back its open transaction, so a stopped client cannot hold the NF (default 30)",
     )
     p.add_argument(
         "--metrics",
@@ -186,20 +194,29 @@ def _refuse_foreign_options(args: argparse.Namespace) -> None:
         "--pmd": args.pmd != "af_xdp",
         "--no-huge": args.no_huge,
         "--ctl-group": args.ctl_group is not None,
+        "--ctl-idle-timeout": args.ctl_idle_timeout is not None,
         "--metrics": args.metrics is not None,
         "EAL arguments": bool(args.passthrough),
     }
+    ctl = ("--ctl-group", "--ctl-idle-timeout", "--metrics")  # runs with a control socket
     accepted = {
         "afxdp": {"--workers", "--queues", "--batch", "--copy", "--zero-copy", "--busy-poll",
-                  "--xdp-mode", "--dispatch", "--alloc", "--ctl-group", "--metrics"},
-        "xdp": {"--dispatch", "--alloc", "--workers", "--ctl-group", "--metrics"},
-        "xdp-generic": {"--dispatch", "--alloc", "--workers", "--ctl-group", "--metrics"},
+                  "--xdp-mode", "--dispatch", "--alloc", *ctl},
+        "xdp": {"--dispatch", "--alloc", "--workers", *ctl},
+        "xdp-generic": {"--dispatch", "--alloc", "--workers", *ctl},
         "dpdk": {"--workers", "--queues", "--batch", "--pmd", "--no-huge", "EAL arguments",
-                 "--dispatch", "--alloc", "--ctl-group", "--metrics"},
+                 "--dispatch", "--alloc", *ctl},
     }.get(args.backend, set())  # fmt: skip
     for option, is_given in given.items():
         if is_given and option not in accepted:
             raise VelozError(f"{option} is not an option of the {args.backend} backend")
+
+
+def _check_idle(seconds: float) -> None:
+    """--ctl-idle-timeout within the runners' own bounds (their option table)."""
+    row = options.row("vz-xdp", "--ctl-idle-timeout")
+    if not (math.isfinite(seconds) and row["min_exclusive"] < seconds <= row["max"]):
+        raise VelozError(f"--ctl-idle-timeout must be positive seconds, at most {row['max']}")
 
 
 def command(args: argparse.Namespace) -> list[str]:
@@ -219,6 +236,8 @@ def command(args: argparse.Namespace) -> list[str]:
         raise VelozError("--duration must be positive")
     if args.interval <= 0:
         raise VelozError("--interval must be positive")
+    if args.ctl_idle_timeout is not None:
+        _check_idle(args.ctl_idle_timeout)
     if args.backend in USERSPACE:
         cmd = [str(paths.tool(USERSPACE[args.backend])), "run", *_userspace_options(args)]
     else:
@@ -247,6 +266,8 @@ def command(args: argparse.Namespace) -> list[str]:
         cmd.append("--replace")
     if args.ctl_group is not None:
         cmd += ["--ctl-group", args.ctl_group]
+    if args.ctl_idle_timeout is not None:
+        cmd += ["--ctl-idle-timeout", repr(args.ctl_idle_timeout)]
     if args.passthrough:
         cmd += ["--", *args.passthrough]
     return cmd

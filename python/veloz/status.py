@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from veloz.control import objects
 from veloz.control.cli import ABI  # the verdict names, from the NFs' BTF
 from veloz.control.client import CTL_DIR, Ctl, CtlError
 
@@ -60,6 +61,8 @@ class Run:
     ctl: str | None = None
     uptime_s: float | None = None
     counters: dict | None = None
+    nf_counters: dict | None = None  # router, ddos, lb: frames per outcome
+    lb_vips: list | None = None  # lb: frames and bytes per VIP and backend
     note: str | None = None
 
 
@@ -284,7 +287,9 @@ def _ctl_run(path: Path, ino: int, ns_names: dict[int, str]) -> Run | Stale | No
             run.nf, run.backend = ctl.info()
             run.ports = [{"port": i, "iface": name} for i, name in enumerate(ctl.ports())]
             run.counters = ctl.counters()
-    except (CtlError, OSError, ValueError) as e:
+            if run.counters is not None and run.nf:
+                run.nf_counters, run.lb_vips = objects.nf_stats(ctl, run.nf)
+    except (CtlError, OSError, ValueError, KeyError) as e:
         run.note = f"its control socket did not answer: {e}"
     if run.counters is not None and isinstance(run.counters.get("workers"), list):
         run.workers = len(run.counters["workers"])
@@ -473,6 +478,12 @@ def _as_dict(run: Run) -> dict:
         "uptime_s": None if run.uptime_s is None else round(run.uptime_s, 1),
         "counters": _summary(run.counters) if run.kind == "run" else run.counters,
     }
+    if run.nf_counters is not None:
+        out["nf_counters"] = run.nf_counters
+    if run.lb_vips is not None:
+        out["lb"] = run.lb_vips
+    if run.counters is not None and isinstance(run.counters.get("dispatch"), dict):
+        out["dispatch"] = run.counters["dispatch"]  # since the start, per worker or CPU
     if run.note:
         out["note"] = run.note
     return out
@@ -523,6 +534,7 @@ def format_status(st: dict) -> str:
                              f"{verdicts}  pps {c.get('pps', 0):.0f}")  # fmt: skip
                 if errs:
                     lines.append(f"    errors: {errs}")
+            lines += _nf_lines(r)
             if r.get("note"):
                 lines.append(f"    note: {r['note']}")
     lines.append(f"stale: {len(st['stale']) or 'none'}")
@@ -530,6 +542,33 @@ def format_status(st: dict) -> str:
         lines.append(f"  {s['what']}")
         lines.append(f"    remove: {s['remove']}")
     return "\n".join(lines)
+
+
+def _nf_lines(r: dict) -> list[str]:
+    """The NF's own counters, lb's per VIP and backend, the dispatch stage's."""
+    lines = []
+    if r.get("nf_counters"):
+        own = "  ".join(f"{k} {v}" for k, v in r["nf_counters"].items())
+        lines.append(f"    {r['nf']}: {own}")
+    for vip in r.get("lb") or []:
+        per = ", ".join(f"{b['address']} {b['packets']}" for b in vip["backends"]) or "none"
+        lines.append(f"    vip {vip['vip']}: {vip['packets']} frames; backends: {per}")
+    d = r.get("dispatch")
+    if d:
+        active = len(d["active"]) if isinstance(d.get("active"), list) else d.get("active")
+        if "cpu_packets" in d:
+            per, where = d["cpu_packets"], "CPU"
+        else:
+            per, where = d.get("frames_per_worker", []), "worker"
+        text = (f"    dispatch {d.get('policy')}: {active} of {d.get('workers')} active; "
+                f"frames per {where}: {' '.join(str(n) for n in per)}")  # fmt: skip
+        if "in_flight_per_worker" in d:
+            text += "; in flight: " + " ".join(str(n) for n in d["in_flight_per_worker"])
+        alloc = d.get("alloc")
+        if isinstance(alloc, dict):
+            text += f"; grows {alloc.get('grows')} shrinks {alloc.get('shrinks')}"
+        lines.append(text)
+    return lines
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -426,6 +426,7 @@ static const struct vz_backend afxdp_backend = {
 	.rx_missed = afxdp_rx_missed,
 	.describe = afxdp_describe,
 	.report = afxdp_dispatch_report,
+	.extra = afxdp_dispatch_extra,
 };
 
 int main(int argc, char **argv)

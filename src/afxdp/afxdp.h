@@ -101,5 +101,6 @@ void afxdp_dispatch_join(struct vz_us_run *run, struct afxdp *a);
 void afxdp_dispatch_teardown(struct afxdp *a);
 __u64 afxdp_dispatch_missed(struct afxdp *a);
 void afxdp_dispatch_report(struct vz_us_run *run, double t, bool summary);
+void afxdp_dispatch_extra(const void *run, FILE *f, bool json);
 
 #endif

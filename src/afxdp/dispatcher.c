@@ -396,3 +396,13 @@ void afxdp_dispatch_report(struct vz_us_run *run, double t, bool summary)
 		vz_dispatch_report_print(&a->dispatch->core.report, run->json,
 					 t, summary);
 }
+
+/* The figures since the start, in each counters line (JSON only). */
+void afxdp_dispatch_extra(const void *arg, FILE *f, bool json)
+{
+	const struct vz_us_run *run = arg;
+	struct afxdp *a = run->backend_state;
+
+	if (json && a && a->dispatch)
+		vz_dispatch_report_json(&a->dispatch->core.report, f);
+}

@@ -45,6 +45,9 @@ struct vz_nf_args {
 		VZ_OPTION("ctl-group", VZ_OPT_GROUP, _type, ctl_gid,           \
 			  .metavar = "GROUP",                                  \
 			  .help = "may use the control socket besides root"),  \
+		VZ_OPTION("ctl-idle-timeout", VZ_OPT_SECONDS, _type, ctl_idle, \
+			  .metavar = "S",                                      \
+			  .help = "close a control session silent this long"), \
 		VZ_OPTION("alloc", VZ_OPT_FLAG, _type, alloc,                  \
 			  .help = "the core allocator sets the active "        \
 				  "workers")

@@ -13,6 +13,7 @@ int vz_dispatcher_init(struct vz_dispatcher *dc, enum vz_dispatch_policy policy,
 
 	dc->nworkers = workers;
 	vz_dispatch_report_init(&dc->report, policy, workers);
+	dc->report.alloc = alloc;
 	vz_dispatch_config_default(&cfg, policy, workers);
 	dc->policy = vz_dispatch_new(&cfg);
 	if (!dc->policy)

@@ -47,6 +47,77 @@ __u64 vz_dispatch_report_ring_full(struct vz_dispatch_report *r)
 	return n;
 }
 
+/* The dispatcher's last snapshot, copied under its lock. */
+struct snapshot {
+	struct vz_dispatch_stats s;
+	struct vz_core_alloc_stats as;
+	__u64 active_ns, ns, ring_full;
+};
+
+static struct snapshot take(struct vz_dispatch_report *r)
+{
+	struct snapshot out;
+
+	pthread_mutex_lock(&r->lock);
+	out.s = r->snap;
+	out.as = r->alloc_snap;
+	out.active_ns = r->active_ns;
+	out.ns = r->ns;
+	out.ring_full = r->ring_full;
+	pthread_mutex_unlock(&r->lock);
+	return out;
+}
+
+static void json_list(FILE *f, const char *key, const __u64 *v,
+		      const __u32 *v32, unsigned int n)
+{
+	unsigned int i;
+
+	fprintf(f, ", \"%s\": [", key);
+	for (i = 0; i < n; i++)
+		fprintf(f, "%s%llu", i ? ", " : "",
+			(unsigned long long)(v ? v[i] : v32[i]));
+	fprintf(f, "]");
+}
+
+void vz_dispatch_report_json(struct vz_dispatch_report *r, FILE *f)
+{
+	struct snapshot now = take(r);
+	const struct vz_dispatch_stats s = now.s;
+	const struct vz_core_alloc_stats as = now.as;
+	__u64 ring_full = now.ring_full;
+	double mean;
+
+	mean = now.ns ? (double)now.active_ns / (double)now.ns : s.active;
+	fprintf(f,
+		", \"dispatch\": {\"policy\": \"%s\", \"workers\": %u, "
+		"\"active\": %u, \"mean_active\": %.3f, \"frames\": %llu, "
+		"\"ring_full\": %llu, \"reordered\": %llu, "
+		"\"flows_new\": %llu, \"flows_moved\": %llu, "
+		"\"flows_aged\": %llu, \"flows\": %u, "
+		"\"buckets_moved\": %llu, \"rebalances\": %llu",
+		vz_dispatch_policy_name(r->policy), r->nworkers, s.active, mean,
+		(unsigned long long)s.frames, (unsigned long long)ring_full,
+		(unsigned long long)s.reordered,
+		(unsigned long long)s.flows_new,
+		(unsigned long long)s.flows_moved,
+		(unsigned long long)s.flows_aged, s.flows,
+		(unsigned long long)s.buckets_moved,
+		(unsigned long long)s.rebalances);
+	json_list(f, "frames_per_worker", s.frames_per_worker, NULL,
+		  r->nworkers);
+	json_list(f, "in_flight_per_worker", NULL, s.in_flight, r->nworkers);
+	if (r->alloc)
+		fprintf(f,
+			", \"alloc\": {\"mean_active\": %.3f, "
+			"\"reallocations\": %llu, \"grows\": %llu, "
+			"\"shrinks\": %llu}",
+			mean, (unsigned long long)(as.grows + as.shrinks),
+			(unsigned long long)as.grows,
+			(unsigned long long)as.shrinks);
+	fprintf(f, "}");
+}
+
 /* The counters of s since base (active and flows stay as they are). */
 static struct vz_dispatch_stats since(const struct vz_dispatch_stats *s,
 				      const struct vz_dispatch_stats *base,
@@ -123,18 +194,13 @@ static void print_text(const struct vz_dispatch_report *r,
 void vz_dispatch_report_print(struct vz_dispatch_report *r, bool json, double t,
 			      bool summary)
 {
-	struct vz_dispatch_stats s, d, zero = { 0 };
-	struct vz_core_alloc_stats as;
-	__u64 active_ns, ns, span, ring_full;
+	struct snapshot now = take(r);
+	struct vz_dispatch_stats s = now.s, d, zero = { 0 };
+	struct vz_core_alloc_stats as = now.as;
+	__u64 active_ns = now.active_ns, ns = now.ns, span,
+	      ring_full = now.ring_full;
 	double mean_active;
 
-	pthread_mutex_lock(&r->lock);
-	s = r->snap;
-	as = r->alloc_snap;
-	active_ns = r->active_ns;
-	ns = r->ns;
-	ring_full = r->ring_full;
-	pthread_mutex_unlock(&r->lock);
 	/* Per interval, except the summary: the whole run. */
 	d = since(&s, summary ? &zero : &r->last, r->nworkers);
 	span = ns - (summary ? 0 : r->last_ns);

@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <linux/types.h>
 
 #include "dispatch/core_alloc.h"
@@ -21,6 +22,7 @@
 struct vz_dispatch_report {
 	enum vz_dispatch_policy policy;
 	unsigned int nworkers;
+	bool alloc; /* the core allocator sets the active workers */
 	pthread_mutex_t lock;
 	/* The dispatcher's last snapshot, under `lock`. */
 	struct vz_dispatch_stats snap;
@@ -50,6 +52,16 @@ void vz_dispatch_report_publish(struct vz_dispatch_report *r,
 
 /* Frames lost at full worker queues, as last published. */
 __u64 vz_dispatch_report_ring_full(struct vz_dispatch_report *r);
+
+/*
+ * The last snapshot as a "dispatch" object in a counters line (JSON, with
+ * its leading ", "): every count since the start, per worker too, and the
+ * frames each worker holds now (in_flight: queued, in service or on the
+ * way back), for the control socket's `counters` request and so --metrics
+ * and `veloz status`. The same keys as the xdp stage's object where the
+ * meaning is the same; the counting thread calls it.
+ */
+void vz_dispatch_report_json(struct vz_dispatch_report *r, FILE *f);
 
 /* One `dispatch` line (per interval), or the run's `dispatch_summary`. */
 void vz_dispatch_report_print(struct vz_dispatch_report *r, bool json, double t,

@@ -417,6 +417,7 @@ static const struct vz_backend dpdk_backend = {
 	.rx_missed = dpdk_rx_missed,
 	.describe = dpdk_describe,
 	.report = dpdk_dispatch_report,
+	.extra = dpdk_dispatch_extra,
 };
 
 int main(int argc, char **argv)

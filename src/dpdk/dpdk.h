@@ -213,5 +213,6 @@ void dpdk_dispatch_port_conf(const struct rte_eth_dev_info *info,
 size_t dpdk_dispatch_memory(const struct vz_us_run *run);
 __u64 dpdk_dispatch_missed(struct dpdk *d);
 void dpdk_dispatch_report(struct vz_us_run *run, double t, bool summary);
+void dpdk_dispatch_extra(const void *run, FILE *f, bool json);
 
 #endif

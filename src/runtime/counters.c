@@ -79,9 +79,9 @@ static void json_counts(FILE *f, const struct vz_counter_view *view,
 }
 
 /* Written by the control socket's thread. */
-static unsigned long ctl_refused(const struct vz_counter_view *view)
+static unsigned long ctl_count(const unsigned long *count)
 {
-	return __atomic_load_n(view->ctl_refused, __ATOMIC_RELAXED);
+	return __atomic_load_n(count, __ATOMIC_RELAXED);
 }
 
 static void print_json(FILE *f, const struct vz_counter_view *view,
@@ -107,7 +107,11 @@ static void print_json(FILE *f, const struct vz_counter_view *view,
 	}
 	fprintf(f, "]");
 	if (view->ctl_refused)
-		fprintf(f, ", \"ctl_refused\": %lu", ctl_refused(view));
+		fprintf(f, ", \"ctl_refused\": %lu",
+			ctl_count(view->ctl_refused));
+	if (view->ctl_idle_closed)
+		fprintf(f, ", \"ctl_idle_closed\": %lu",
+			ctl_count(view->ctl_idle_closed));
 	if (view->extra)
 		view->extra(view->extra_arg, f, true);
 	fprintf(f, "}\n");
@@ -141,8 +145,11 @@ static void print_table(const struct vz_counter_view *view,
 		       (unsigned long long)c->rt.tx_failed,
 		       (unsigned long long)c->rt.pass_failed,
 		       (unsigned long long)s->rx_missed);
-	if (view->ctl_refused && ctl_refused(view))
-		printf("  ctl refused %lu", ctl_refused(view));
+	if (view->ctl_refused && ctl_count(view->ctl_refused))
+		printf("  ctl refused %lu", ctl_count(view->ctl_refused));
+	if (view->ctl_idle_closed && ctl_count(view->ctl_idle_closed))
+		printf("  ctl idle closed %lu",
+		       ctl_count(view->ctl_idle_closed));
 	if (view->extra)
 		view->extra(view->extra_arg, stdout, false);
 	printf("\n");

@@ -54,6 +54,8 @@ struct vz_counter_view {
 	bool runtime; /* print rx and the runtime's error counts */
 	/* connections the control socket refused (not root or the group) */
 	const unsigned long *ctl_refused;
+	/* control sessions closed for their client's silence */
+	const unsigned long *ctl_idle_closed;
 	/* where each line is also kept, as JSON, for the "counters" request */
 	struct vz_ctl *ctl;
 	/*

@@ -20,6 +20,17 @@
 #include "runtime/nf_loader.h"
 
 #define VZ_CTL_MAX_MAPS 64
+/*
+ * A session whose client sends nothing for this long is closed, and its
+ * open transaction rolled back, as if the client had died: a client that
+ * is stopped (SIGSTOP, a debugger, a hung terminal) would otherwise hold
+ * the NF's one session for ever. The clock runs on the client's silence
+ * only, from the server's last reply: lb's ctl commands compute a Maglev
+ * ring (65,537 slots, about 0.1-0.2 s here, seconds on a loaded machine)
+ * between reading the maps and writing the changes, so 30 s leaves them a
+ * wide margin. `veloz run --ctl-idle-timeout S` changes it.
+ */
+#define VZ_CTL_IDLE_MS_DEFAULT 30000
 
 struct vz_ctl_map {
 	char name[64]; /* a copy: bpf_map__reuse_fd() frees libbpf's */
@@ -43,6 +54,8 @@ struct vz_ctl {
 	int listen_fd;
 	gid_t gid; /* allowed besides root; (gid_t)-1: none */
 	unsigned long refused; /* connections from anyone else */
+	unsigned int idle_ms; /* 0: VZ_CTL_IDLE_MS_DEFAULT */
+	unsigned long idle_closed; /* sessions closed for their silence */
 	char path[108];
 	pthread_t thread;
 	bool serving;
@@ -82,7 +95,9 @@ int vz_ctl_run_text(struct vz_ctl *ctl, const char *text, size_t len,
  * Listen on $VELOZ_CTL_DIR (default /run/veloz/ctl)/net<netns inode>-<first
  * port>.sock and serve one client at a time on a thread: root only (mode
  * 0600), or root and the members of gid (root:gid, 0660). Anyone else
- * who connects is refused, whatever the file's mode, and counted.
+ * who connects is refused, whatever the file's mode, and counted. A
+ * session silent for ctl->idle_ms is closed (see VZ_CTL_IDLE_MS_DEFAULT)
+ * after one line, "error closed: ...", and counted in ctl->idle_closed.
  */
 int vz_ctl_listen(struct vz_ctl *ctl, gid_t gid, char *err, size_t errlen);
 /*

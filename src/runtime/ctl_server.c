@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * The control socket (ctl.h): one client at a time on a thread, root or
- * the --ctl-group only, each connection a session of request lines.
+ * the --ctl-group only, each connection a session of request lines, closed
+ * when its client falls silent for the idle time.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,61 +17,110 @@
 
 #include "common/peercred.h"
 
+#include "runtime/clock.h"
 #include "runtime/ctl_internal.h"
 
 #define POLL_MS 200
 
 /* ---- the socket ---------------------------------------------------------- */
 
-static int write_all(int fd, const char *data, size_t len)
+static unsigned int idle_ms(const struct vz_ctl *ctl)
 {
+	return ctl->idle_ms ? ctl->idle_ms : VZ_CTL_IDLE_MS_DEFAULT;
+}
+
+/*
+ * A client that stops reading fills the socket: wait for room in slices,
+ * so that a stopping run is not held, and give up after the idle time
+ * without progress, so that a stopped client does not hold the session.
+ */
+static int write_all(struct vz_ctl *ctl, int fd, const char *data, size_t len)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	double limit = idle_ms(ctl) / 1e3, since = vz_now_s();
+
 	while (len) {
-		ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+		ssize_t n = send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EAGAIN) {
+			if (ctl->stop || vz_now_s() - since > limit)
+				return -1;
+			poll(&pfd, 1, POLL_MS);
+			continue;
+		}
 		if (n <= 0)
 			return -1;
 		data += n;
 		len -= (size_t)n;
+		since = vz_now_s();
 	}
 	return 0;
+}
+
+/* The client was silent too long: say so (if it ever reads), count it. */
+static void close_idle(struct vz_ctl *ctl, int fd, bool in_tx)
+{
+	char msg[160];
+	int n;
+
+	n = snprintf(msg, sizeof(msg),
+		     "error closed: no request for %.1f s%s\n",
+		     idle_ms(ctl) / 1e3,
+		     in_tx ? "; its transaction was rolled back" : "");
+	if (send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		/* its buffer is full or it left: the hang-up says enough */
+	}
+	__atomic_add_fetch(&ctl->idle_closed, 1, __ATOMIC_RELAXED);
+}
+
+/* Execute the complete lines in `in`; the replies go to `out`. */
+static void execute_lines(struct session *s, struct buf *in, struct buf *out)
+{
+	char *start = in->data, *nl;
+
+	out->len = 0;
+	while ((nl = memchr(start, '\n', in->len - (size_t)(start - in->data)))) {
+		*nl = '\0';
+		vz_ctl_execute(s, start, out);
+		start = nl + 1;
+	}
+	in->len -= (size_t)(start - in->data);
+	memmove(in->data, start, in->len);
 }
 
 static void serve(struct vz_ctl *ctl, int fd)
 {
 	struct buf in = { 0 }, out = { 0 };
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	double limit = idle_ms(ctl) / 1e3, heard = vz_now_s();
 	struct session s;
 
 	if (vz_ctl_session_init(&s, ctl))
 		goto out;
 	while (!ctl->stop) {
-		char *start, *nl;
 		ssize_t n;
 
-		if (poll(&pfd, 1, POLL_MS) <= 0)
-			continue;
+		if (poll(&pfd, 1, POLL_MS) <= 0) {
+			if (vz_now_s() - heard <= limit)
+				continue;
+			close_idle(ctl, fd, s.in_tx);
+			break;
+		}
 		if (vz_ctl_buf_reserve(&in, 65536))
 			break;
 		n = read(fd, in.data + in.len, in.cap - in.len);
 		if (n <= 0)
 			break;
 		in.len += (size_t)n;
-		out.len = 0;
-		start = in.data;
-		while ((nl = memchr(start, '\n',
-				    in.len - (size_t)(start - in.data)))) {
-			*nl = '\0';
-			vz_ctl_execute(&s, start, &out);
-			start = nl + 1;
-		}
-		in.len -= (size_t)(start - in.data);
-		memmove(in.data, start, in.len);
+		execute_lines(&s, &in, &out);
 		if (in.len > LINE_MAX_BYTES)
 			break; /* no line is that long: not our client */
-		if (out.len && write_all(fd, out.data, out.len))
+		if (out.len && write_all(ctl, fd, out.data, out.len))
 			break;
+		/* the silence is the client's from our last reply on */
+		heard = vz_now_s();
 	}
 	/* a client gone mid-transaction leaves nothing half-done */
 	if (s.in_tx)

@@ -10,6 +10,7 @@
  * order. What differs per backend is in struct vz_backend (userspace.h).
  */
 #include <errno.h>
+#include <limits.h>
 #include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,7 @@ static void print_counters(struct vz_us_run *run, const struct vz_snapshot *s,
 		.json = run->json,
 		.runtime = !run->backend->in_kernel,
 		.ctl_refused = &run->ctl.refused,
+		.ctl_idle_closed = &run->ctl.idle_closed,
 		.ctl = &run->ctl,
 		.extra = run->backend->extra,
 		.extra_arg = run,
@@ -322,6 +324,7 @@ void vz_run_init(struct vz_us_run *run, const struct vz_backend *backend)
 	run->pmd = "af_xdp";
 	run->dispatch = -1;
 	run->ctl_gid = VZ_ROOT_ONLY;
+	run->ctl_idle = VZ_CTL_IDLE_MS_DEFAULT / 1e3;
 	for (i = 0; i < VZ_MAX_PORTS; i++) {
 		run->ports[i].lock.fd = -1;
 		run->ports[i].tap.fd = -1;
@@ -432,6 +435,10 @@ static int run_started(struct vz_us_run *run, bool *started)
 	if (be->start(run))
 		return 1;
 	*started = true;
+	/* at least 1 ms (0 means the default), at most ~49 days */
+	run->ctl.idle_ms = run->ctl_idle * 1e3 >= UINT_MAX
+				   ? UINT_MAX
+				   : (unsigned int)(run->ctl_idle * 1e3) + 1;
 	if (vz_ctl_listen(&run->ctl, run->ctl_gid, err, sizeof(err))) {
 		vz_err("%s", err);
 		return 1;

@@ -70,6 +70,7 @@ struct vz_us_run {
 	bool replace;
 	gid_t ctl_gid; /* --ctl-group: may use the control socket, or
 			  VZ_ROOT_ONLY */
+	double ctl_idle; /* --ctl-idle-timeout: seconds */
 	bool json;
 	double interval;
 	double duration; /* 0: until stopped */

@@ -121,7 +121,8 @@ static void set_usage(const struct vz_backend *be, char *buf, size_t len)
 		"         [--set KEY=VALUE]... [--json] [--interval S] "
 		"[--duration S] [--replace]\n"
 		"         [--workers N] [--queues N] [--batch N] [--ops FILE]"
-		" [--ctl-group GROUP]",
+		" [--ctl-group GROUP]\n"
+		"         [--ctl-idle-timeout S]",
 		be->name);
 	for (opt = be->options; opt && *opt && n < len; opt++)
 		n += (size_t)snprintf(buf + n, len - n, " %s", *opt);

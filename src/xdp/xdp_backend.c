@@ -485,6 +485,7 @@ void vz_xdp_run_defaults(struct vz_xdp_run *x)
 	x->interval = 1.0;
 	x->policy = -1;
 	x->ctl_gid = VZ_ROOT_ONLY;
+	x->ctl_idle = VZ_CTL_IDLE_MS_DEFAULT / 1e3;
 }
 
 int vz_xdp_run(struct vz_xdp_run *x, const char *bpf_path,
@@ -503,6 +504,7 @@ int vz_xdp_run(struct vz_xdp_run *x, const char *bpf_path,
 	run.json = x->json;
 	run.replace = x->replace;
 	run.ctl_gid = x->ctl_gid;
+	run.ctl_idle = x->ctl_idle;
 	run.interval = x->interval;
 	run.duration = x->duration;
 	run.dispatch = x->policy;

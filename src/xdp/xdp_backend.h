@@ -30,6 +30,7 @@ struct vz_xdp_run {
 	bool json;
 	bool replace;
 	gid_t ctl_gid; /* --ctl-group, or VZ_ROOT_ONLY */
+	double ctl_idle; /* --ctl-idle-timeout: seconds */
 	double interval;
 	double duration; /* 0: until stopped */
 	int policy; /* --dispatch, or -1 */

@@ -26,7 +26,7 @@ static const char xdp_usage[] =
 	"                  [--interval S] [--duration S] [--replace]\n"
 	"                  [--ops FILE] [--dispatch rss-mod|flow-affinity|"
 	"buckets --workers N [--alloc]]\n"
-	"                  [--ctl-group GROUP]\n";
+	"                  [--ctl-group GROUP] [--ctl-idle-timeout S]\n";
 
 /* What the command line gives besides struct vz_xdp_run's own fields. */
 static struct vz_nf_args cli;

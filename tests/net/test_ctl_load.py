@@ -36,6 +36,7 @@ import pytest
 from test_ctl import CONFIG  # the router's config, as test_ctl runs it
 
 from veloz.control import dir24, router
+from veloz.control.client import Ctl
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
 
 CLIENTS = 4
@@ -74,6 +75,18 @@ def killed_writes() -> list[str]:
     return lines
 
 
+def kill_mid_transaction(path: str, writes: list[str]) -> None:
+    """A client whose transaction is applied (each write ok), then SIGKILLed."""
+    killed = subprocess.Popen([sys.executable, "-c", KILLED, path, *writes],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    assert killed.stdout is not None
+    # its writes are applied (begin and each: ok) once its session is served
+    assert killed.stdout.readline().split() == ["ok"] * (1 + len(writes))
+    killed.kill()
+    killed.wait(timeout=10)
+
+
 def ctl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(in_netns("vz-dut", veloz_argv("ctl", *args)), capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
@@ -107,6 +120,15 @@ def fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def held_fds(pid: int, path: str) -> int:
+    """The runner's descriptors while this test holds the one control session:
+    every earlier session is closed by then (the server serves one at a time),
+    so the count does not race with the server closing the last one."""
+    with Ctl(Path(path)) as c:
+        c.info()
+        return fds(pid)
+
+
 def route_rows(listed: str) -> set[tuple]:
     return {(r["prefix"], r["kind"], r.get("via"), r.get("port")) for r in json.loads(listed)}
 
@@ -126,7 +148,7 @@ def test_ctl_clients_under_load_and_a_kill(testbed, tmp_path, backend):
             Runner(in_netns("vz-sink", sink_argv), what="the sink") as sink:  # fmt: skip
         path = nf.attached["ctl"]
         before = route_rows(ok("route", "list", "--json"))
-        fds_before = fds(nf.proc.pid)
+        fds_before = held_fds(nf.proc.pid, path)
 
         sent: list[dict] = []
         gen = threading.Thread(target=lambda: sent.append(run_json(in_netns("vz-gen", veloz_argv(
@@ -136,15 +158,7 @@ def test_ctl_clients_under_load_and_a_kill(testbed, tmp_path, backend):
         with ThreadPoolExecutor(max_workers=CLIENTS + 1) as pool:
             futures = [pool.submit(client, i) for i in range(CLIENTS)]
             # the killed client joins in the middle of the others
-            writes = killed_writes()
-            killed = subprocess.Popen([sys.executable, "-c", KILLED, path, *writes],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      text=True)  # fmt: skip
-            assert killed.stdout is not None
-            # its writes are applied (begin and each: ok) once its session is served
-            assert killed.stdout.readline().split() == ["ok"] * (1 + len(writes))
-            killed.kill()
-            killed.wait(timeout=10)
+            kill_mid_transaction(path, killed_writes())
             expected = set(before)
             for f in futures:
                 expected |= {(r["prefix"], r["kind"], r["via"], r["port"]) for r in f.result()}
@@ -183,7 +197,7 @@ def test_ctl_clients_under_load_and_a_kill(testbed, tmp_path, backend):
         assert c["blackhole"] > 0, "the blackholes never met the traffic"
 
         # no session or socket left behind in the runner
-        assert fds(nf.proc.pid) == fds_before
+        assert held_fds(nf.proc.pid, path) == fds_before
         summary = nf.stop()
         arrived = sink.stop()
     assert not Path(path).exists()

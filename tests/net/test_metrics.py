@@ -7,6 +7,7 @@ vz-dut; each namespace has its own loopback, so the port is free there.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from scapy.all import IP, UDP, Ether, Raw, wrpcap
 from wire import run_nf, send_from_gen, xdp_attached
 
 from veloz import testbed as tb
+from veloz.control import lb
 from veloz.proc import in_netns, veloz_argv
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
@@ -51,9 +53,33 @@ def frames(n: int) -> list:
             / UDP(sport=42000 + i, dport=9) / Raw(b"metrics") for i in range(n)]  # fmt: skip
 
 
+def scrape_until(ready) -> tuple[subprocess.CompletedProcess, dict]:
+    """Scrape until ready(samples) holds (or 20 s pass): the last scrape and its samples."""
+    deadline = time.monotonic() + 20
+    while True:
+        done = scrape()
+        got = samples(done.stdout) if done.returncode == 0 else {}
+        if ready(got) or time.monotonic() > deadline:
+            return done, got
+        time.sleep(0.2)
+
+
+def drops(got: dict) -> float:
+    return sum(s.value for s in got.get("veloz_frames_total", []) if s.labels["verdict"] == "drop")
+
+
+def dispatched(got: dict) -> tuple[float, float]:
+    """A userspace dispatcher's frames handed to workers, and those they hold now."""
+    handed = sum(s.value for s in got.get("veloz_dispatch_frames_total", [])
+                 if "worker" in s.labels)  # fmt: skip
+    return handed, sum(s.value for s in got.get("veloz_dispatch_in_flight_frames", []))
+
+
 @pytest.mark.parametrize("backend, extra", [
     ("xdp", ("--workers", "2", "--dispatch", "rss-mod")),
     ("afxdp", ()),
+    ("afxdp", ("--workers", "2", "--dispatch", "flow-affinity")),
+    ("dpdk", ("--workers", "2", "--dispatch", "rss-mod", "--alloc")),
 ])  # fmt: skip
 def test_scrape_parses_and_counts_what_was_sent(testbed, tmp_path: Path, backend, extra):
     runner = run_nf("drop", backend, "--metrics", ADDR, *extra)
@@ -62,17 +88,12 @@ def test_scrape_parses_and_counts_what_was_sent(testbed, tmp_path: Path, backend
         sent = frames(30)
         wrpcap(str(pcap), sent)
         send_from_gen(pcap)
-        deadline = time.monotonic() + 20
-        while True:
-            done = scrape()
-            got = samples(done.stdout) if done.returncode == 0 else {}
-            drops = sum(s.value for s in got.get("veloz_frames_total", [])
-                        if s.labels["verdict"] == "drop")  # fmt: skip
-            if drops >= 30 or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        # with a dispatcher: until every frame is handed over and none held
+        waits = backend != "xdp" and "--dispatch" in extra
+        done, got = scrape_until(lambda g: drops(g) >= 30
+                                 and (not waits or dispatched(g) == (30, 0)))  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert drops == 30, done.stdout
+        assert drops(got) == 30, done.stdout
         assert [s.value for s in got["veloz_up"]] == [1.0]
         info = got["veloz_run_info"][0].labels
         assert info == {"nf": "drop", "backend": backend}
@@ -87,6 +108,16 @@ def test_scrape_parses_and_counts_what_was_sent(testbed, tmp_path: Path, backend
             assert sum(s.value for s in got["veloz_dispatch_frames_total"]) == 30
             assert got["veloz_dispatch_workers"][0].value == 2
             assert "veloz_rx_missed_frames_total" not in got  # XDP cannot tell: not a 0
+        elif "--dispatch" in extra:
+            # the dispatcher's own, per worker: all 30 handed over, none held now
+            assert dispatched(got) == (30, 0), done.stdout
+            workers = {s.labels["worker"] for s in got["veloz_dispatch_frames_total"]}
+            assert workers == {"0", "1"}
+            assert got["veloz_dispatch_workers"][0].value == 2
+            assert 1 <= got["veloz_dispatch_active_workers"][0].value <= 2
+            assert got["veloz_dispatch_ring_full_frames_total"][0].value == 0
+            assert ("veloz_dispatch_reallocations_total" in got) == ("--alloc" in extra)
+            assert sum(s.value for s in got["veloz_rx_frames_total"]) == 30
         else:
             assert got["veloz_rx_missed_frames_total"][0].value >= 0
             assert sum(s.value for s in got["veloz_rx_frames_total"]) == 30
@@ -116,3 +147,58 @@ def test_busy_metrics_address_is_refused_before_attaching(testbed):
         assert not xdp_attached("vz-dut", "dut-gen")
     finally:
         hold.communicate(input="", timeout=10)
+
+
+LB_VIP = "198.18.0.100"
+LB_BACKENDS = ("198.18.1.2", "198.18.1.3")
+LB_CONFIG = f"""
+[lb]
+source4 = "198.18.0.2"
+next_hop_mac = "02:00:c6:12:00:01"
+[[vip]]
+address = "{LB_VIP}"
+port = 9
+proto = "udp"
+backends = ["{LB_BACKENDS[0]}", "{LB_BACKENDS[1]}"]
+"""
+
+
+def lb_expected(sent: list) -> dict[str, int]:
+    """Each frame's backend, as nf/lb.c picks it: the VIP's Maglev ring
+    (control/maglev.py) at the slot of the flow's hash (the NF's own C)."""
+    members = {i + 1: lb.Backend(ipaddress.ip_address(a)) for i, a in enumerate(LB_BACKENDS)}
+    ring = lb.ring_ids(members)
+    out = dict.fromkeys(LB_BACKENDS, 0)
+    for f in sent:
+        key = lb.flow_key(ipaddress.ip_address(f[IP].src), ipaddress.ip_address(LB_VIP),
+                          f[UDP].sport, 9, 17)  # fmt: skip
+        out[str(members[ring[lb.flow_slot(key)]].address)] += 1
+    return out
+
+
+def vip_frames(got: dict) -> list[float]:
+    return [s.value for s in got.get("veloz_lb_vip_frames_total", [])]
+
+
+@pytest.mark.parametrize("backend", ["xdp", "afxdp"])
+def test_lb_counts_per_vip_and_backend(testbed, tmp_path: Path, backend):
+    cfg = tmp_path / "lb.toml"
+    cfg.write_text(LB_CONFIG)
+    gen, dut = tb.endpoint("gen-dut"), tb.endpoint("dut-gen")
+    sent = [Ether(src=gen.mac, dst=dut.mac) / IP(src=gen.ipv4.split("/")[0], dst=LB_VIP)
+            / UDP(sport=43000 + i, dport=9) / Raw(b"lb") for i in range(40)]  # fmt: skip
+    expected = lb_expected(sent)
+    assert all(expected.values()), expected  # both backends take some: a real split
+    with run_nf("lb", backend, "--config", str(cfg), "--metrics", ADDR):
+        pcap = tmp_path / "in.pcap"
+        wrpcap(str(pcap), sent)
+        send_from_gen(pcap)
+        done, got = scrape_until(lambda g: vip_frames(g) == [40])
+    assert vip_frames(got) == [40], done.stdout
+    assert got["veloz_lb_vip_frames_total"][0].labels == {"vip": f"{LB_VIP}:9/udp"}
+    assert got["veloz_lb_vip_bytes_total"][0].value == sum(len(f) for f in sent)
+    per = {s.labels["backend"]: s.value for s in got["veloz_lb_backend_frames_total"]}
+    assert per == expected
+    outcomes = {s.labels["outcome"]: s.value for s in got["veloz_lb_frames_total"]}
+    assert outcomes["ring"] == 40 and outcomes["conn_hit"] == 0 and outcomes["malformed"] == 0
+    assert sum(s.value for s in got["veloz_frames_total"] if s.labels["verdict"] == "tx") == 40

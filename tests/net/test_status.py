@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from scapy.all import IP, UDP, Ether, Raw, wrpcap
+from test_metrics import LB_CONFIG, LB_VIP, lb_expected
 from wire import run_nf, send_from_gen, xdp_attached
 
 from veloz import testbed as tb
@@ -111,3 +112,35 @@ def test_status_of_a_live_run_then_of_its_kill_9(testbed, tmp_path: Path):
         else:  # a failed assertion above must not leave the program on the testbed
             subprocess.run(["ip", "-n", "vz-dut", "link", "set", "dev", "dut-gen", "xdp", "off"],
                            check=False)  # fmt: skip
+
+
+def test_status_shows_lb_counters_and_dispatch_figures(testbed, tmp_path: Path):
+    """lb's own counters, per VIP and backend, and the afxdp dispatcher's
+    figures per worker, as status reads them through the control socket."""
+    cfg = tmp_path / "lb.toml"
+    cfg.write_text(LB_CONFIG)
+    gen, dut = tb.endpoint("gen-dut"), tb.endpoint("dut-gen")
+    sent = [Ether(src=gen.mac, dst=dut.mac) / IP(src=gen.ipv4.split("/")[0], dst=LB_VIP)
+            / UDP(sport=44000 + i, dport=9) / Raw(b"lb") for i in range(40)]  # fmt: skip
+    with run_nf("lb", "afxdp", "--config", str(cfg), "--workers", "2", "--dispatch",
+                "rss-mod") as runner:  # fmt: skip
+        pcap = tmp_path / "in.pcap"
+        wrpcap(str(pcap), sent)
+        send_from_gen(pcap)
+        run, st = wait_for(lambda s: (r := our_run(s, runner.proc.pid)) and r.get("lb")
+                           and r["lb"][0]["packets"] == 40
+                           and sum(r["dispatch"]["frames_per_worker"]) == 40 and r)  # fmt: skip
+        assert run, st
+        text = subprocess.run(veloz_argv("status"), capture_output=True, text=True,
+                              timeout=60, check=True).stdout  # fmt: skip
+    vip = run["lb"][0]
+    assert vip["vip"] == f"{LB_VIP}:9/udp"
+    per = {b["address"]: b["packets"] for b in vip["backends"]}
+    assert per == lb_expected(sent)
+    assert run["nf_counters"]["ring"] == 40 and run["nf_counters"]["no_backend"] == 0
+    d = run["dispatch"]
+    assert d["policy"] == "rss-mod" and d["workers"] == 2 and d["ring_full"] == 0
+    assert len(d["frames_per_worker"]) == len(d["in_flight_per_worker"]) == 2
+    assert f"vip {LB_VIP}:9/udp: 40 frames" in text
+    assert "dispatch rss-mod: " in text and "frames per worker: " in text
+    assert "lb: malformed 0" in text

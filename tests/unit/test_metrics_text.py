@@ -89,6 +89,55 @@ def test_xdp_line_nulls_are_absent_not_zero_and_dispatch_is_there():
     assert got[("veloz_dispatch_written_off_frames_total", ())] == 4
 
 
+# afxdp/dpdk --dispatch --alloc: the dispatcher's object in the counters line
+DISPATCHER = {
+    "policy": "flow-affinity", "workers": 2, "active": 1, "mean_active": 1.25, "frames": 10,
+    "ring_full": 1, "reordered": 0, "flows_new": 4, "flows_moved": 1, "flows_aged": 0,
+    "flows": 4, "buckets_moved": 0, "rebalances": 0, "frames_per_worker": [7, 3],
+    "in_flight_per_worker": [2, 0],
+    "alloc": {"mean_active": 1.25, "reallocations": 3, "grows": 2, "shrinks": 1},
+}  # fmt: skip
+
+LB_VIPS = [
+    {"vip": "198.18.0.100:80/udp", "packets": 9, "bytes": 900, "backends": [
+        {"id": 1, "address": "198.18.1.10", "valid": True, "packets": 5, "bytes": 500},
+        {"id": 2, "address": "198.18.1.11", "valid": False, "packets": 1, "bytes": 100},
+        {"id": 3, "address": "198.18.1.11", "valid": True, "packets": 3, "bytes": 300}]},
+    {"vip": "[fd00:198:18::100]:53/tcp", "packets": 0, "bytes": 0, "backends": []},
+]  # fmt: skip
+
+
+def test_userspace_dispatcher_figures_per_worker():
+    line = USERSPACE_LINE | {"dispatch": DISPATCHER}
+    got = scrape(line, "ddos", "afxdp", None)
+    assert got[("veloz_dispatch_frames_total", (("worker", "0"),))] == 7
+    assert got[("veloz_dispatch_frames_total", (("worker", "1"),))] == 3
+    assert got[("veloz_dispatch_in_flight_frames", (("worker", "0"),))] == 2
+    assert got[("veloz_dispatch_workers", ())] == 2
+    assert got[("veloz_dispatch_active_workers", ())] == 1
+    assert got[("veloz_dispatch_mean_active_workers", ())] == 1.25
+    assert got[("veloz_dispatch_ring_full_frames_total", ())] == 1
+    assert got[("veloz_dispatch_reordered_frames_total", ())] == 0
+    assert got[("veloz_dispatch_flow_events_total", (("event", "new"),))] == 4
+    assert got[("veloz_dispatch_reallocations_total", (("direction", "shrink"),))] == 1
+    # the cpumap's write-offs are the XDP stage's: absent, not a 0
+    assert not [k for k in got if k[0] == "veloz_dispatch_written_off_frames_total"]
+    assert not [k for k in got if ("cpu", "0") in k[1]]
+
+
+def test_lb_per_vip_and_backend():
+    got = scrape(USERSPACE_LINE, "lb", "xdp", {"ring": 9, "conn_hit": 0}, LB_VIPS)
+    vip = ("vip", "198.18.0.100:80/udp")
+    assert got[("veloz_lb_frames_total", (("outcome", "ring"),))] == 9
+    assert got[("veloz_lb_vip_frames_total", (vip,))] == 9
+    assert got[("veloz_lb_vip_bytes_total", (vip,))] == 900
+    assert got[("veloz_lb_vip_frames_total", (("vip", "[fd00:198:18::100]:53/tcp"),))] == 0
+    assert got[("veloz_lb_backend_frames_total", (("backend", "198.18.1.10"), vip))] == 5
+    # removed and added again: one series, both ids' frames
+    assert got[("veloz_lb_backend_frames_total", (("backend", "198.18.1.11"), vip))] == 4
+    assert got[("veloz_lb_backend_bytes_total", (("backend", "198.18.1.11"), vip))] == 400
+
+
 def test_no_answer_is_up_0_and_nothing_else():
     assert scrape(None, None, None, None) == {("veloz_up", ()): 0}
 

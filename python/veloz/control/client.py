@@ -1,4 +1,4 @@
-"""The client of a running NF's control socket (server: src/runtime/ctl.c).
+"""The client of a running NF's control socket (server: src/runtime/ctl_server.c).
 
 Every `veloz run` listens on a Unix socket named after its network namespace
 and first port, so `veloz ctl --iface IF` run in the same namespace finds it:
@@ -24,6 +24,12 @@ The protocol is lines of text, one reply line per request line; a reply of
     begin / commit                  -> a transaction: if any operation between
                                        them fails, commit undoes the others
                                        and replies "error ...".
+
+A client that sends nothing for the run's idle time (--ctl-idle-timeout,
+30 s by default) while holding the session is sent one line, "error closed:
+...", in place of its next reply, and hung up on; its open transaction is
+rolled back as if it had died. The NF serves one session at a time, so a
+stopped client would otherwise hold every other client off for ever.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ CHUNK = 2048
 # The longest reply line read: a dump row is a key and a value in hex, the
 # value once per CPU (a 16 KiB per-CPU entry on 1024 CPUs is 32 MiB of hex).
 REPLY_MAX = 64 << 20
+# The line the NF sends before it hangs up on a silent session (ctl_server.c).
+CLOSED = "error closed:"
 
 
 def socket_path(iface: str) -> Path:
@@ -128,6 +136,10 @@ class Ctl:
             raise CtlError("the running NF closed its control socket")
         if not line.endswith("\n"):
             raise CtlError(f"a reply longer than {REPLY_MAX} bytes on the control socket")
+        if line.startswith(CLOSED):
+            # the NF hung up on a silent session: whatever was asked, that is the answer
+            why = line.removeprefix(CLOSED).strip()
+            raise CtlError(f"the running NF closed this control session: {why}")
         return line.rstrip("\n")
 
     def requests(self, lines: Sequence[str]) -> list[str]:

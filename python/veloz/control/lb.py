@@ -559,16 +559,24 @@ def _summed(ctl: Ctl, infos: dict[str, MapInfo], name: str) -> dict[int, tuple[i
     return out
 
 
+def counters(ctl: Ctl, infos: dict[str, MapInfo] | None = None) -> dict[str, int]:
+    """lb_counters, summed over every copy: frames per outcome (enum vz_lb_counter)."""
+    info = (infos or ctl.maps())[COUNTERS]
+    out = {}
+    for index, name in enumerate(ABI.COUNTER_NAMES):
+        value = ctl.lookup(COUNTERS, u32(index)) or b""
+        out[name] = per_cpu_sums(value, info, ABI.COUNTER)[0]
+    return out
+
+
 def stats(ctl: Ctl) -> dict:
+    """Per VIP and per backend (packets, bytes), and the counters; for
+    `veloz ctl lb-stats` and --metrics."""
     state = State.read(ctl)
     infos = ctl.maps()
     vip_stats = _summed(ctl, infos, VIP_STATS)
     backend_stats = _summed(ctl, infos, BACKEND_STATS)
-    info = infos[COUNTERS]
-    counters = {}
-    for index, name in enumerate(ABI.COUNTER_NAMES):
-        value = ctl.lookup(COUNTERS, u32(index)) or b""
-        counters[name] = per_cpu_sums(value, info, ABI.COUNTER)[0]
+    counters_now = counters(ctl, infos)
     vips = []
     for vip, index in sorted(state.vips.items(), key=lambda kv: kv[1]):
         packets, nbytes = vip_stats.get(index, (0, 0))
@@ -584,7 +592,7 @@ def stats(ctl: Ctl) -> dict:
             if b.vip == index and (b.valid or backend_stats.get(bid, (0, 0))[0])
         ]
         vips.append({"vip": str(vip), "packets": packets, "bytes": nbytes, "backends": backends})
-    return {"vips": vips, "counters": counters}
+    return {"vips": vips, "counters": counters_now}
 
 
 def ctl_stats(args: argparse.Namespace, ctl: Ctl) -> int:

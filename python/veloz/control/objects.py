@@ -69,6 +69,19 @@ def module(nf: str) -> ModuleType | None:
     return importlib.import_module(f"veloz.control.{name}") if name else None
 
 
+def nf_stats(ctl: object, nf: str) -> tuple[dict[str, int] | None, list | None]:
+    """The NF's own counters (router, ddos, lb: frames per outcome) and lb's
+    per VIP and backend (lb.stats()'s "vips"), read through the control
+    socket, for --metrics and `veloz status`; (None, None) for other NFs."""
+    mod = module(nf)
+    if mod is None or not hasattr(mod, "counters"):
+        return None, None
+    if nf == "lb":
+        full = mod.stats(ctl)
+        return full["counters"], full["vips"]
+    return mod.counters(ctl), None
+
+
 def split_config(nf: str, values: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:
     """(config fields, objects) of a config file's top-level keys."""
     mod = module(nf)
