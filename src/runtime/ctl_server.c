@@ -81,7 +81,8 @@ static void execute_lines(struct session *s, struct buf *in, struct buf *out)
 	char *start = in->data, *nl;
 
 	out->len = 0;
-	while ((nl = memchr(start, '\n', in->len - (size_t)(start - in->data)))) {
+	while ((nl = memchr(start, '\n',
+			    in->len - (size_t)(start - in->data)))) {
 		*nl = '\0';
 		vz_ctl_execute(s, start, out);
 		start = nl + 1;
