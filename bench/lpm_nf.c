@@ -43,6 +43,46 @@ __u32 bench_route6(const __u8 *addr)
 	return r ? r->nexthop : BENCH_NONE;
 }
 
+/* The next hops a bulk lookup gives for the first n (a multiple of
+ * BENCH_BURST) addresses: the bench checks them against rte's too. */
+void bench_route4_bulk(const __u32 *addrs_be, __u32 n, __u32 *nexthops)
+{
+	struct vz_lpm4_key keys[BENCH_BURST];
+	struct vz_route *r[BENCH_BURST];
+	__u32 i, j;
+
+	for (i = 0; i + BENCH_BURST <= n; i += BENCH_BURST) {
+		for (j = 0; j < BENCH_BURST; j++) {
+			keys[j].prefixlen = 32;
+			memcpy(keys[j].addr, &addrs_be[i + j],
+			       sizeof(keys[j].addr));
+		}
+		vz_map_lookup_lpm_bulk(&bench_routes4.map, keys, (void **)r,
+				       BENCH_BURST);
+		for (j = 0; j < BENCH_BURST; j++)
+			nexthops[i + j] = r[j] ? r[j]->nexthop : BENCH_NONE;
+	}
+}
+
+void bench_route6_bulk(const __u8 (*addrs)[16], __u32 n, __u32 *nexthops)
+{
+	struct vz_lpm6_key keys[BENCH_BURST];
+	struct vz_route *r[BENCH_BURST];
+	__u32 i, j;
+
+	for (i = 0; i + BENCH_BURST <= n; i += BENCH_BURST) {
+		for (j = 0; j < BENCH_BURST; j++) {
+			keys[j].prefixlen = 128;
+			memcpy(keys[j].addr, addrs[i + j],
+			       sizeof(keys[j].addr));
+		}
+		vz_map_lookup_lpm_bulk(&bench_routes6.map, keys, (void **)r,
+				       BENCH_BURST);
+		for (j = 0; j < BENCH_BURST; j++)
+			nexthops[i + j] = r[j] ? r[j]->nexthop : BENCH_NONE;
+	}
+}
+
 /*
  * The timed loops: n lookups over keys[i & mask]. With read, the route
  * each one finds is read and its next hop summed, as the router does;
@@ -87,6 +127,77 @@ lookups6(const __u8 (*addrs)[16], __u64 n, __u64 mask, const int read)
 		}
 	}
 	return sum;
+}
+
+/*
+ * The same through vz_map_lookup_lpm_bulk(), BENCH_BURST keys at a time,
+ * each burst's keys built on the stack first (as an NF's burst would be,
+ * from its packets): the bulk call rte_lpm_lookup_bulk() is timed against.
+ */
+static inline __attribute__((always_inline)) __u64
+bulk4(const __u32 *addrs_be, __u64 n, __u64 mask, const int read)
+{
+	struct vz_lpm4_key keys[BENCH_BURST];
+	struct vz_route *r[BENCH_BURST];
+	__u64 i, sum = 0;
+	__u32 j;
+
+	for (i = 0; i + BENCH_BURST <= n; i += BENCH_BURST) {
+		for (j = 0; j < BENCH_BURST; j++) {
+			keys[j].prefixlen = 32;
+			memcpy(keys[j].addr, &addrs_be[(i + j) & mask],
+			       sizeof(keys[j].addr));
+		}
+		vz_map_lookup_lpm_bulk(&bench_routes4.map, keys, (void **)r,
+				       BENCH_BURST);
+		for (j = 0; j < BENCH_BURST; j++) {
+			if (read) {
+				if (r[j])
+					sum += r[j]->nexthop;
+			} else {
+				sum += (__u64)(unsigned long)r[j];
+			}
+		}
+	}
+	return sum;
+}
+
+static inline __attribute__((always_inline)) __u64
+bulk6(const __u8 (*addrs)[16], __u64 n, __u64 mask, const int read)
+{
+	struct vz_lpm6_key keys[BENCH_BURST];
+	struct vz_route *r[BENCH_BURST];
+	__u64 i, sum = 0;
+	__u32 j;
+
+	for (i = 0; i + BENCH_BURST <= n; i += BENCH_BURST) {
+		for (j = 0; j < BENCH_BURST; j++) {
+			keys[j].prefixlen = 128;
+			memcpy(keys[j].addr, addrs[(i + j) & mask],
+			       sizeof(keys[j].addr));
+		}
+		vz_map_lookup_lpm_bulk(&bench_routes6.map, keys, (void **)r,
+				       BENCH_BURST);
+		for (j = 0; j < BENCH_BURST; j++) {
+			if (read) {
+				if (r[j])
+					sum += r[j]->nexthop;
+			} else {
+				sum += (__u64)(unsigned long)r[j];
+			}
+		}
+	}
+	return sum;
+}
+
+__u64 bench_bulk4(const __u32 *addrs_be, __u64 n, __u64 mask, int read)
+{
+	return read ? bulk4(addrs_be, n, mask, 1) : bulk4(addrs_be, n, mask, 0);
+}
+
+__u64 bench_bulk6(const __u8 (*addrs)[16], __u64 n, __u64 mask, int read)
+{
+	return read ? bulk6(addrs, n, mask, 1) : bulk6(addrs, n, mask, 0);
 }
 
 __u64 bench_lookups4(const __u32 *addrs_be, __u64 n, __u64 mask, int read)
