@@ -24,8 +24,8 @@ row() {
 	bad "vz-lpm-bench exited $?"
 for fam in ipv4 ipv6; do
 	for keys in uniform routed; do
-		row "$fam $keys, lookup" 5
-		row "$fam $keys, \\+ read route" 5
+		row "$fam $keys, lookup" 6
+		row "$fam $keys, \\+ read route" 6
 	done
 	for op in "first load" delete add; do
 		row "$fam $op" 3

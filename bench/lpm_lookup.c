@@ -65,7 +65,7 @@
 #include "lpm_tables.h"
 
 #define KEYS (1u << 20) /* lookup keys made up front, then cycled */
-#define BURST 32
+#define BURST BENCH_BURST
 #define MAX_TRIALS BENCH_MAX_TRIALS
 /* What rte_lpm and rte_lpm6, as configured here, take: with fewer 2 MiB
  * pages free DPDK runs --no-huge, on 4 KiB pages (said in the output). */
@@ -186,7 +186,8 @@ static struct vz_route *route_table(__u32 n)
  * ---------------------------------------------------------------- */
 
 /* Lookup measures: [family][keys][variant]. */
-enum { V_VZ, V_RTE, V_RTEB, V_VZ_READ, V_RTE_READ, V_RTEB_READ, NVARIANTS };
+enum { V_VZ, V_RTE, V_VZB, V_RTEB, NLOOKUPS }; /* then each + read */
+#define NVARIANTS (2 * NLOOKUPS)
 #define LOOKUP(fam, mix, v) (((fam)*2 + (mix)) * NVARIANTS + (v))
 
 enum {
@@ -206,17 +207,21 @@ static volatile __u64 sink;
 
 static int wrong;
 
-/* Both libraries' answers for the first `n` keys must agree. */
+/* Both libraries' answers for the first `n` keys (a multiple of BURST)
+ * must agree, veloz's single and bulk lookups too. */
+static __u32 bulk_hops[KEYS];
+
 static void compare4(struct rte_lpm *r, const __u32 *ips, const __u32 *be,
 		     __u32 n, const char *when)
 {
 	__u32 i, a, b, bad = 0;
 
+	bench_route4_bulk(be, n, bulk_hops);
 	for (i = 0; i < n; i++) {
 		a = bench_route4(be[i]);
 		if (rte_lpm_lookup(r, ips[i], &b))
 			b = BENCH_NONE;
-		bad += a != b;
+		bad += a != b || bulk_hops[i] != b;
 	}
 	if (bad) {
 		printf("MISMATCH ipv4 %s: %u of %u answers differ\n", when, bad,
@@ -230,11 +235,12 @@ static void compare6(struct rte_lpm6 *r, const __u8 (*ips)[16], __u32 n,
 {
 	__u32 i, a, b, bad = 0;
 
+	bench_route6_bulk(ips, n, bulk_hops);
 	for (i = 0; i < n; i++) {
 		a = bench_route6(ips[i]);
 		if (rte_lpm6_lookup(r, ips[i], &b))
 			b = BENCH_NONE;
-		bad += a != b;
+		bad += a != b || bulk_hops[i] != b;
 	}
 	if (bad) {
 		printf("MISMATCH ipv6 %s: %u of %u answers differ\n", when, bad,
@@ -540,20 +546,25 @@ static void time_lookups(const struct tables *t, __u64 lookups, __u32 tr)
 
 		for (rd = 0; rd < 2; rd++) {
 			rv = rd ? t->rvals4 : NULL;
-			TIME(LOOKUP(0, j, V_VZ + 3 * rd),
+			TIME(LOOKUP(0, j, V_VZ + NLOOKUPS * rd),
 			     bench_lookups4(b4, lookups, KEYS - 1, rd));
-			TIME(LOOKUP(0, j, V_RTE + 3 * rd),
+			TIME(LOOKUP(0, j, V_RTE + NLOOKUPS * rd),
 			     rte4_single(t->r4, a4, lookups, rv));
-			TIME(LOOKUP(0, j, V_RTEB + 3 * rd),
+			TIME(LOOKUP(0, j, V_VZB + NLOOKUPS * rd),
+			     bench_bulk4(b4, lookups, KEYS - 1, rd));
+			TIME(LOOKUP(0, j, V_RTEB + NLOOKUPS * rd),
 			     rte4_bulk(t->r4, a4, lookups, rv));
 			rv = rd ? t->rvals6 : NULL;
-			TIME(LOOKUP(1, j, V_VZ + 3 * rd),
+			TIME(LOOKUP(1, j, V_VZ + NLOOKUPS * rd),
 			     bench_lookups6((const __u8(*)[16])a6, lookups,
 					    KEYS - 1, rd));
-			TIME(LOOKUP(1, j, V_RTE + 3 * rd),
+			TIME(LOOKUP(1, j, V_RTE + NLOOKUPS * rd),
 			     rte6_single(t->r6, (const __u8(*)[16])a6, lookups,
 					 rv));
-			TIME(LOOKUP(1, j, V_RTEB + 3 * rd),
+			TIME(LOOKUP(1, j, V_VZB + NLOOKUPS * rd),
+			     bench_bulk6((const __u8(*)[16])a6, lookups,
+					 KEYS - 1, rd));
+			TIME(LOOKUP(1, j, V_RTEB + NLOOKUPS * rd),
 			     rte6_bulk(t->r6, a6, lookups, rv));
 		}
 	}
@@ -618,31 +629,31 @@ static void print_lookups(__u32 trials)
 	static const char *const fam[] = { "ipv4", "ipv6" };
 	static const char *const mix[] = { "uniform", "routed" };
 	static const char *const what[] = { "lookup", "+ read route" };
-	__u32 i, f, x, rd;
-	double v, r, b;
+	__u32 i, f, x, rd, v;
+	double m[NLOOKUPS];
 	char name[64];
 
 	printf("\nlookups, Mlookups/s, median of %u (veloz: vz_map_lookup() on a "
-	       "VZ_LPM map, as an NF;\n\"lookup\": the pointer it returns, "
-	       "rte's next hop; \"+ read route\": the route read, for rte\n"
-	       "from a table its next hop indexes; IPv6 uniform: over "
-	       "2000::/3)\n",
-	       trials);
-	printf("%-26s %8s %8s %8s %10s %10s\n", "", "veloz", "rte", "rte-bulk",
-	       "veloz/rte", "veloz/bulk");
+	       "VZ_LPM map, as an NF;\nbulk: vz_map_lookup_lpm_bulk() and "
+	       "rte_lpm*_lookup_bulk*(), %u keys a call;\n\"lookup\": the "
+	       "pointer veloz returns, rte's next hop; \"+ read route\": the "
+	       "route read,\nfor rte from a table its next hop indexes; IPv6 "
+	       "uniform: over 2000::/3)\n",
+	       trials, BURST);
+	printf("%-26s %7s %7s %9s %7s %7s %9s\n", "", "veloz", "rte",
+	       "veloz/rte", "vz-bulk", "rte-bulk", "bulk/bulk");
 	for (i = 0; i < 8; i++) {
 		f = i / 4;
 		x = i / 2 % 2;
 		rd = i % 2;
-		v = bench_median(res[LOOKUP(f, x, V_VZ + 3 * rd)], (int)trials);
-		r = bench_median(res[LOOKUP(f, x, V_RTE + 3 * rd)],
-				 (int)trials);
-		b = bench_median(res[LOOKUP(f, x, V_RTEB + 3 * rd)],
-				 (int)trials);
+		for (v = 0; v < NLOOKUPS; v++)
+			m[v] = bench_median(res[LOOKUP(f, x, v + NLOOKUPS * rd)],
+					    (int)trials);
 		snprintf(name, sizeof(name), "%s %s, %s", fam[f], mix[x],
 			 what[rd]);
-		printf("%-26s %8.1f %8.1f %8.1f %9.2fx %9.2fx\n", name, v, r, b,
-		       v / r, v / b);
+		printf("%-26s %7.1f %7.1f %8.2fx %7.1f %7.1f %8.2fx\n", name,
+		       m[V_VZ], m[V_RTE], m[V_VZ] / m[V_RTE], m[V_VZB],
+		       m[V_RTEB], m[V_VZB] / m[V_RTEB]);
 	}
 }
 

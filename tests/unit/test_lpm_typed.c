@@ -167,6 +167,39 @@ static void churn(struct vz_lpm_map *m, __u32 bytes, const __u8 bases[4][16],
 	}
 }
 
+/* Keys per bulk call: not a multiple of the prefetch distance, so its
+ * head, its middle and its tail are all exercised. */
+#define BULK (VZ_LPM_AHEAD * 4 + 3)
+
+/*
+ * vz_map_lookup_lpm_bulk() against one vz_map_lookup() per key, on a burst
+ * packed map->key_size bytes apart as the call takes it, full-length and
+ * shorter prefixlens mixed: the count of answers that differ.
+ */
+static int bulk_wrong(struct vz_lpm_map *m, __u32 bytes,
+		      const __u8 bases[4][16])
+{
+	__u8 burst[BULK * sizeof(struct anykey)];
+	void *got[BULK + 1];
+	size_t ks = m->map.key_size;
+	struct anykey key;
+	int i, bad = 0;
+
+	for (i = 0; i < BULK; i++) {
+		key.prefixlen = i % 5 ? 8 * bytes
+				      : (__u32)(rnd() % (8 * bytes + 1));
+		draw(key.addr, bytes, bases);
+		memcpy(burst + i * ks, &key, ks);
+	}
+	got[BULK] = &got; /* past n: must stay untouched */
+	vz_map_lookup_lpm_bulk(&m->map, burst, got, BULK);
+	for (i = 0; i < BULK; i++) {
+		memcpy(&key, burst + i * ks, ks);
+		bad += got[i] != vz_map_lookup(m, &key);
+	}
+	return bad + (got[BULK] != &got);
+}
+
 /* One random table on m, through the typed macros, checked at each step. */
 static void run(struct vz_lpm_map *m, __u32 bytes, __u32 root_bytes)
 {
@@ -209,9 +242,15 @@ static void run(struct vz_lpm_map *m, __u32 bytes, __u32 root_bytes)
 		}
 		CHECK(!bad, "%s: step %d: %d of %d answers wrong (seed %llu)",
 		      m->map.name, step, bad, PROBES, seed);
+		for (i = bad = 0; i < PROBES / BULK; i++)
+			bad += bulk_wrong(m, bytes, bases);
+		CHECK(!bad, "%s: step %d: bulk: %d answers wrong (seed %llu)",
+		      m->map.name, step, bad, seed);
 	}
 	vz_map_free(&m->map);
 	CHECK(vz_map_lookup(m, &key) == NULL, "%s: a freed map answers nothing",
+	      m->map.name);
+	CHECK(!bulk_wrong(m, bytes, bases), "%s: a freed map's bulk lookups",
 	      m->map.name);
 }
 
