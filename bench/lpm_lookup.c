@@ -647,8 +647,9 @@ static void print_lookups(__u32 trials)
 		x = i / 2 % 2;
 		rd = i % 2;
 		for (v = 0; v < NLOOKUPS; v++)
-			m[v] = bench_median(res[LOOKUP(f, x, v + NLOOKUPS * rd)],
-					    (int)trials);
+			m[v] = bench_median(
+				res[LOOKUP(f, x, v + NLOOKUPS * rd)],
+				(int)trials);
 		snprintf(name, sizeof(name), "%s %s, %s", fam[f], mix[x],
 			 what[rd]);
 		printf("%-26s %7.1f %7.1f %8.2fx %7.1f %7.1f %8.2fx\n", name,

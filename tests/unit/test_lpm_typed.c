@@ -186,8 +186,8 @@ static int bulk_wrong(struct vz_lpm_map *m, __u32 bytes,
 	int i, bad = 0;
 
 	for (i = 0; i < BULK; i++) {
-		key.prefixlen = i % 5 ? 8 * bytes
-				      : (__u32)(rnd() % (8 * bytes + 1));
+		key.prefixlen =
+			i % 5 ? 8 * bytes : (__u32)(rnd() % (8 * bytes + 1));
 		draw(key.addr, bytes, bases);
 		memcpy(burst + i * ks, &key, ks);
 	}
