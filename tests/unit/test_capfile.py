@@ -26,7 +26,8 @@ def test_pcapng_holds_each_frame_its_length_time_and_verdict(tmp_path):
     assert [bytes(p) for p in pkts] == [bytes([0xA0]) * 60, bytes([0xA1]) * 99, bytes([0xA2]) * 20]
     assert [p.wirelen for p in pkts] == [60, 99, 100]
     assert [int(p.time * 10**9) // 1000 for p in pkts] == [(TS + i) // 1000 for i in range(3)]
-    comments = [b" ".join(c if isinstance(c, bytes) else c.encode() for c in p.comments) for p in pkts]
+    comments = [b" ".join(c if isinstance(c, bytes) else c.encode() for c in p.comments)
+                for p in pkts]  # fmt: skip
     assert comments == [b"verdict=drop queue=0", b"verdict=pass queue=1",
                         b"verdict=redirect port=1 queue=0"]  # fmt: skip
 
