@@ -5,7 +5,9 @@ xdp and xdp-generic, vz-dump (src/dump/) loads the NF's dump build
 (NAME.dump.bpf.o: the NF with a capture around it, include/veloz/nf_dump.h)
 over the running NF's own maps and swaps it in for the attached program,
 atomically; at the end it swaps the NF back. The normal build has no hook
-at all, so an NF nobody captures pays nothing.
+at all, so an NF nobody captures pays nothing. On afxdp and dpdk, vz-dump
+asks the run through that socket to send it each frame and verdict
+(src/runtime/capture.h).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from veloz.errors import VelozError
 
 STATE_DIR = Path("/run/veloz/dump")  # src/dump/xdp_swap.h: VZ_DUMP_STATE_DIR
 XDP_BACKENDS = ("xdp", "xdp-generic")
+USERSPACE_BACKENDS = ("afxdp", "dpdk")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,8 +44,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "seen, kept, dropped (the capture buffer was full: the NF never waits) "
             "and filtered out. Run it in the NF's network namespace. If it is "
             "killed (-9) `veloz status` shows the dump build still attached and "
-            "`veloz dump --restore --iface IF` puts the NF back. afxdp and dpdk: "
-            "not yet."
+            "`veloz dump --restore --iface IF` puts the NF back. On afxdp and "
+            "dpdk the run sends its workers' frames to the dump while it runs "
+            "(switched on and off through its control socket; the workers look "
+            "once per burst), through a socket buffer: a full one drops and counts."
         ),
     )
     p.add_argument("--iface", required=True, metavar="IF", help="an interface the NF runs on")
@@ -60,8 +65,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def find_run(iface: str) -> tuple[str, str]:
-    """(NF, backend) of the run in this namespace that has IFACE as a port."""
+def find_run(iface: str) -> tuple[str, str, Path]:
+    """(NF, backend, control socket) of the run here that has IFACE as a port."""
     candidates = [socket_path(iface)]
     candidates += [socket_path(i) for i in running_ifaces() if i != iface]
     for path in candidates:
@@ -70,7 +75,7 @@ def find_run(iface: str) -> tuple[str, str]:
         try:
             with Ctl(path) as ctl:
                 if iface in ctl.ports():
-                    return ctl.info()
+                    return (*ctl.info(), path)
         except CtlError:
             continue
     raise VelozError(f"no veloz run has {iface} here (`veloz status` lists them; {CTL_DIR})",
@@ -86,11 +91,10 @@ def dump_object(nf: str) -> Path:
     raise VelozError(f"NF {nf} has no dump build ({nf}.dump.bpf.o)", code=2)
 
 
-def command(args: argparse.Namespace, obj: Path | None) -> list[str]:
-    cmd = [str(paths.tool("vz-dump")), "--iface", args.iface]
-    if obj is None:
-        return [*cmd, "--restore"]
-    cmd += ["--object", str(obj)]
+def command(args: argparse.Namespace, source: list[str]) -> list[str]:
+    cmd = [str(paths.tool("vz-dump")), "--iface", args.iface, *source]
+    if args.restore:
+        return cmd
     if args.write:
         if args.write != "-":
             safeio.check_output(args.write, "-w")
@@ -106,14 +110,17 @@ def command(args: argparse.Namespace, obj: Path | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    obj = None
+    source = ["--restore"]
     if not args.restore:
-        nf, backend = find_run(args.iface)
-        if backend not in XDP_BACKENDS:
-            raise VelozError(f"veloz dump runs on xdp and xdp-generic; {args.iface} runs "
-                             f"{nf} on {backend} (not yet)", code=2)  # fmt: skip
-        obj = dump_object(nf)
-    cmd = command(args, obj)
+        nf, backend, ctl = find_run(args.iface)
+        if backend in XDP_BACKENDS:
+            source = ["--object", str(dump_object(nf))]
+        elif backend in USERSPACE_BACKENDS:
+            source = ["--ctl", str(ctl)]
+        else:
+            raise VelozError(f"{args.iface} runs {nf} on {backend}: nothing to capture "
+                             "(tcpdump sees the kernel's own path)", code=2)  # fmt: skip
+    cmd = command(args, source)
     # vz-dump in this process's place: SIGTERM and SIGINT reach it directly,
     # so it swaps the NF back; nothing is left to forward them
     sys.stdout.flush()

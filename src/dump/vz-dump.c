@@ -6,7 +6,9 @@
  * xdp, xdp-generic (--object NAME.dump.bpf.o): the NF's dump build swaps in
  * for the attached program while the capture runs, its maps the NF's
  * (xdp_swap.h), and the NF swaps back at the end: -c COUNT reached,
- * SIGINT, SIGTERM, SIGHUP. (afxdp and dpdk: not yet.)
+ * SIGINT, SIGTERM, SIGHUP. afxdp, dpdk (--ctl SOCKET): the run sends its
+ * workers' frames to a socket of ours while the capture is on
+ * (ctl_capture.h, src/runtime/capture.h).
  *
  * Bounded: the kernel's buffers (--ring-size per CPU) or the socket's; a
  * frame that finds them full is dropped and counted, never waited for. At
@@ -26,6 +28,7 @@
 #include "common/err.h"
 #include "common/options.h"
 #include "dump/capfile.h"
+#include "dump/ctl_capture.h"
 #include "dump/filter.h"
 #include "dump/reader.h"
 #include "dump/xdp_swap.h"
@@ -34,7 +37,7 @@
 #define RING_DEFAULT (1u << 20) /* per CPU */
 
 struct dump_opts {
-	const char *ifname, *object, *out_path;
+	const char *ifname, *object, *ctl, *out_path;
 	__u64 count, snaplen, ring_bytes;
 	bool json, restore;
 };
@@ -144,6 +147,9 @@ static struct vz_option dump_options[] = {
 	VZ_OPTION("object", VZ_OPT_STRING, struct dump_opts, object,
 		  .metavar = "NF.dump.bpf.o",
 		  .help = "xdp: the NF's dump build, swapped in while capturing"),
+	VZ_OPTION("ctl", VZ_OPT_STRING, struct dump_opts, ctl,
+		  .metavar = "SOCKET",
+		  .help = "afxdp, dpdk: the run's control socket"),
 	VZ_OPTION("write", VZ_OPT_STRING, struct dump_opts, out_path,
 		  .short_opt = 'w', .metavar = "FILE",
 		  .help = "pcapng (pcap if FILE ends in .pcap: no verdicts); "
@@ -167,8 +173,8 @@ static struct vz_option dump_options[] = {
 
 static const struct vz_opts dump_opts = {
 	.prog = "vz-dump",
-	.usage = "usage: vz-dump --iface IF --object NF.dump.bpf.o [-w FILE] "
-		 "[-c N] [-s BYTES] [--json] [FILTER...]\n"
+	.usage = "usage: vz-dump --iface IF (--object NF.dump.bpf.o | --ctl "
+		 "SOCKET) [-w FILE] [-c N] [-s BYTES] [--json] [FILTER...]\n"
 		 "       vz-dump --iface IF --restore\n",
 	.table = dump_options,
 	.positional = true,
@@ -205,8 +211,8 @@ static bool ends_with(const char *s, const char *suffix)
 /* Bad input, found before anything is touched: exit 2. */
 static int check_input(struct dumper *d, char *err, size_t errlen)
 {
-	if (!!d->o.object + d->o.restore != 1) {
-		snprintf(err, errlen, "give one of --object, --restore");
+	if (!!d->o.object + !!d->o.ctl + d->o.restore != 1) {
+		snprintf(err, errlen, "give one of --object, --ctl, --restore");
 		return -EINVAL;
 	}
 	if (d->o.ring_bytes & (d->o.ring_bytes - 1)) {
@@ -285,6 +291,26 @@ static void announce(struct dumper *d, const char *how)
 	else
 		fprintf(stderr, "capturing on %s (%s)\n", d->o.ifname, how);
 	fflush(d->lines);
+}
+
+static void ctl_ready(void *ctx)
+{
+	announce(ctx, "the run's capture socket");
+}
+
+/* afxdp, dpdk: the run sends us its frames while the capture is on. */
+static int capture_ctl(struct dumper *d, char *err, size_t errlen,
+		       __u64 *dropped)
+{
+	struct vz_ctl_capture_result res = { 0 };
+	int ret = vz_ctl_capture(d->o.ctl, (uint32_t)d->o.snaplen, on_frame,
+				 d, ctl_ready, &stop, &res, err, errlen);
+
+	*dropped = res.dropped;
+	if (res.refused)
+		fprintf(stderr, "veloz: %llu malformed records from the run: "
+			"ignored\n", (unsigned long long)res.refused);
+	return ret ? 1 : 0;
 }
 
 /* xdp: the dump build in, capture, the NF back. */
@@ -395,7 +421,9 @@ int main(int argc, char **argv)
 	}
 	on_signals();
 	d.realtime_offset = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
-	ret = capture_xdp(&d, ifindex, err, sizeof(err), &dropped);
+	ret = d.o.object
+		      ? capture_xdp(&d, ifindex, err, sizeof(err), &dropped)
+		      : capture_ctl(&d, err, sizeof(err), &dropped);
 	if (ret)
 		vz_err("%s", err);
 	ret = finish_output(&d, ret);
