@@ -93,6 +93,11 @@ static int switch_on(const char *name, const char *snap, struct buf *out)
 				  VZ_DUMP_SNAP_MAX);
 		return -EINVAL;
 	}
+	if (__atomic_load_n(&vz_capture_fd, __ATOMIC_RELAXED) >= 0) {
+		/* before connecting: a refused client sees no connection */
+		vz_ctl_buf_printf(out, "error a capture is on already\n");
+		return -EBUSY;
+	}
 	memcpy(sa.sun_path + 1, name + 1, n - 1); /* abstract: leading NUL */
 	/* records, each whole or not at all, bounded by bytes rather than by
 	 * a datagram queue's length (net.unix.max_dgram_qlen: 10) */
@@ -130,7 +135,8 @@ static int switch_on(const char *name, const char *snap, struct buf *out)
 
 void vz_capture_request(struct vz_ctl *ctl, char *args[4], struct buf *out)
 {
-	if (!strcmp(ctl->backend, "xdp") || !strcmp(ctl->backend, "xdp-generic"))
+	if (!ctl->backend || !strcmp(ctl->backend, "xdp") ||
+	    !strcmp(ctl->backend, "xdp-generic"))
 		vz_ctl_buf_printf(out, "error the NF runs in the kernel: "
 				       "veloz dump swaps its dump build in\n");
 	else if (args[0] && !strcmp(args[0], "off") && !args[1]) {
