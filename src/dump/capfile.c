@@ -26,6 +26,8 @@ struct block {
 
 static void put(struct block *b, const void *p, uint32_t n)
 {
+	if (!n)
+		return; /* an empty option's value may be NULL */
 	memcpy(b->buf + b->len, p, n);
 	b->len += n;
 }

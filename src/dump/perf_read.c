@@ -16,37 +16,39 @@ struct vz_perf_cpu {
 	uint8_t data[VZ_DUMP_SNAP_MAX];
 };
 
-/* A sample: our event, then for a frame its bytes. Frame, then verdict. */
+/* A sample: our event, then for a frame its bytes. Frame, then verdict.
+ * Perf samples are 4-byte aligned: the event is copied out, not cast. */
 static void on_sample(struct vz_perf_read *r, int cpu, const void *data,
 		      uint32_t size)
 {
-	const struct vz_dump_event *ev = data;
+	struct vz_dump_event ev;
 	struct vz_perf_cpu *pc;
 
-	if (cpu < 0 || cpu >= r->ncpus || size < sizeof(*ev))
+	if (cpu < 0 || cpu >= r->ncpus || size < sizeof(ev))
 		return;
+	memcpy(&ev, data, sizeof(ev));
 	pc = &r->cpus[cpu];
-	if (ev->kind == VZ_DUMP_FRAME) {
+	if (ev.kind == VZ_DUMP_FRAME) {
 		if (pc->pending)
 			r->unpaired++; /* its verdict was lost */
 		pc->pending = false;
-		if (ev->caplen > size - sizeof(*ev) ||
-		    ev->caplen > VZ_DUMP_SNAP_MAX || ev->caplen > ev->len) {
+		if (ev.caplen > size - sizeof(ev) ||
+		    ev.caplen > VZ_DUMP_SNAP_MAX || ev.caplen > ev.len) {
 			r->unpaired++;
 			return;
 		}
-		memcpy(pc->data, ev + 1, ev->caplen);
-		pc->ev = *ev;
+		memcpy(pc->data, (const uint8_t *)data + sizeof(ev), ev.caplen);
+		pc->ev = ev;
 		pc->pending = true;
-	} else if (ev->kind == VZ_DUMP_VERDICT) {
+	} else if (ev.kind == VZ_DUMP_VERDICT) {
 		if (!pc->pending) {
 			r->unpaired++; /* its frame was lost */
 			return;
 		}
 		pc->pending = false;
 		pc->ev.kind = VZ_DUMP_RECORD;
-		pc->ev.action = ev->action;
-		pc->ev.port = ev->port;
+		pc->ev.action = ev.action;
+		pc->ev.port = ev.port;
 		r->fn(r->ctx, &pc->ev, pc->data);
 	}
 }
