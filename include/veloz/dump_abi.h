@@ -13,7 +13,8 @@
 #define VZ_DUMP_SNAP_MAX 9216u
 
 enum vz_dump_kind {
-	VZ_DUMP_FRAME = 1, /* len, caplen, ifindex, queue, ts_ns; bytes follow */
+	VZ_DUMP_FRAME =
+		1, /* len, caplen, ifindex, queue, ts_ns; bytes follow */
 	VZ_DUMP_VERDICT = 2, /* action, port */
 	VZ_DUMP_RECORD = 3, /* both at once (userspace backends) */
 };

@@ -80,22 +80,22 @@ static __attribute__((noinline)) int vz__dump_verdict(struct xdp_md *xdp,
 }
 
 #undef VZ_NF
-#define VZ_NF(nf_name)                                                     \
-	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx);                \
-	SEC("xdp.frags") int vz_xdp_##nf_name(struct xdp_md *xdp)          \
-	{                                                                  \
-		struct vz_ctx ctx = { .xdp = xdp };                        \
-		__u64 frame_len = vz__frame_len(&ctx);                     \
-		int kept = vz__dump_frame(xdp, frame_len);                 \
-		int action = vz__finish(&ctx, vz__nf_##nf_name(&ctx),      \
-					frame_len);                        \
-                                                                           \
-		if (kept)                                                  \
-			vz__dump_verdict(xdp, action, ctx.redirect_port);  \
-		return action;                                             \
-	}                                                                  \
-	char vz_license[] SEC("license") = "Dual BSD/GPL";                 \
-	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx                  \
+#define VZ_NF(nf_name)                                                       \
+	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx);                  \
+	SEC("xdp.frags") int vz_xdp_##nf_name(struct xdp_md *xdp)            \
+	{                                                                    \
+		struct vz_ctx ctx = { .xdp = xdp };                          \
+		__u64 frame_len = vz__frame_len(&ctx);                       \
+		int kept = vz__dump_frame(xdp, frame_len);                   \
+		int action =                                                 \
+			vz__finish(&ctx, vz__nf_##nf_name(&ctx), frame_len); \
+                                                                             \
+		if (kept)                                                    \
+			vz__dump_verdict(xdp, action, ctx.redirect_port);    \
+		return action;                                               \
+	}                                                                    \
+	char vz_license[] SEC("license") = "Dual BSD/GPL";                   \
+	VZ_INLINE int vz__nf_##nf_name(struct vz_ctx *ctx                    \
 				       __attribute__((unused)))
 #endif
 

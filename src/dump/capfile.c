@@ -76,14 +76,13 @@ static int finish(FILE *f, struct block *b)
 
 static int pcap_begin(FILE *f, uint32_t snaplen)
 {
-	uint32_t hdr[6] = { PCAP_NSEC_MAGIC, 2 | (4u << 16), 0, 0, snaplen,
-			    LINKTYPE_ETHERNET };
+	uint32_t hdr[6] = { PCAP_NSEC_MAGIC, 2 | (4u << 16),   0, 0,
+			    snaplen,	     LINKTYPE_ETHERNET };
 
 	return write_all(f, hdr, sizeof(hdr));
 }
 
-int vz_capfile_begin(struct vz_capfile *c, const char *ifname,
-		     uint32_t snaplen)
+int vz_capfile_begin(struct vz_capfile *c, const char *ifname, uint32_t snaplen)
 {
 	static const char app[] = "veloz dump";
 	static struct block b; /* large: not on the stack */
@@ -128,9 +127,8 @@ static int pcap_packet(FILE *f, uint64_t ts_ns, const uint8_t *data,
 	return err ? err : write_all(f, data, caplen);
 }
 
-int vz_capfile_packet(struct vz_capfile *c, uint64_t ts_ns,
-		      const uint8_t *data, uint32_t caplen, uint32_t len,
-		      const char *comment)
+int vz_capfile_packet(struct vz_capfile *c, uint64_t ts_ns, const uint8_t *data,
+		      uint32_t caplen, uint32_t len, const char *comment)
 {
 	static struct block b;
 	uint32_t inbound = 1; /* epb_flags bits 0-1: inbound */

@@ -26,8 +26,7 @@ struct vz_capfile {
 int vz_capfile_begin(struct vz_capfile *c, const char *ifname,
 		     uint32_t snaplen);
 /* One inbound frame; comment (pcapng only) may be NULL. 0, or -errno. */
-int vz_capfile_packet(struct vz_capfile *c, uint64_t ts_ns,
-		      const uint8_t *data, uint32_t caplen, uint32_t len,
-		      const char *comment);
+int vz_capfile_packet(struct vz_capfile *c, uint64_t ts_ns, const uint8_t *data,
+		      uint32_t caplen, uint32_t len, const char *comment);
 
 #endif

@@ -155,9 +155,10 @@ static int measure(struct arm arms[2], struct vz_perf_read *r, int trials,
 {
 	/* Ethernet, IPv4 (198.18.0.1 -> 198.18.1.1), UDP 1000 -> 9, padded */
 	static const unsigned char frame[64] = {
-		0x02, 0, 0xc6, 0x12, 0xdd, 0x02, 0x02, 0, 0xc6, 0x12, 0xdd,
-		0x01, 0x08, 0x00, 0x45, 0, 0, 50, 0, 1, 0, 0, 64, 17, 0, 0,
-		198, 18, 0, 1, 198, 18, 1, 1, 0x03, 0xe8, 0, 9, 0, 30, 0, 0,
+		0x02, 0,    0xc6, 0x12, 0xdd, 0x02, 0x02, 0, 0xc6, 0x12, 0xdd,
+		0x01, 0x08, 0x00, 0x45, 0,    0,    50,	  0, 1,	   0,	 0,
+		64,   17,   0,	  0,	198,  18,   0,	  1, 198,  18,	 1,
+		1,    0x03, 0xe8, 0,	9,    0,    30,	  0, 0,
 	};
 	int t, i, k;
 	double ns;
@@ -188,15 +189,18 @@ int main(int argc, char **argv)
 	char err[256];
 
 	if (argc != 5 && argc != 6) {
-		fprintf(stderr, "usage: vz-dump-cost NAME.bpf.o NAME.dump.bpf.o "
-				"REPEAT TRIALS [BASELINE.bpf.o]\n");
+		fprintf(stderr,
+			"usage: vz-dump-cost NAME.bpf.o NAME.dump.bpf.o "
+			"REPEAT TRIALS [BASELINE.bpf.o]\n");
 		return 2;
 	}
 	repeat = (unsigned int)strtoul(argv[3], NULL, 10);
 	trials = atoi(argv[4]);
 	if (repeat < CHUNK || trials < 1 || trials > MAX_TRIALS) {
-		fprintf(stderr, "vz-dump-cost: REPEAT >= %d, TRIALS in "
-				"[1, %d]\n", CHUNK, MAX_TRIALS);
+		fprintf(stderr,
+			"vz-dump-cost: REPEAT >= %d, TRIALS in "
+			"[1, %d]\n",
+			CHUNK, MAX_TRIALS);
 		return 2;
 	}
 	libbpf_set_print(NULL);

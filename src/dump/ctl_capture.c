@@ -27,8 +27,7 @@ struct client {
 };
 
 /* One request line, one reply line (at most len - 1 bytes). */
-static int request(struct client *c, const char *line, char *reply,
-		   size_t len)
+static int request(struct client *c, const char *line, char *reply, size_t len)
 {
 	size_t n = strlen(line), got = 0;
 	ssize_t r;
@@ -96,15 +95,17 @@ static int accept_run(struct client *c, char *err, size_t errlen)
 		return -EIO;
 	}
 	if (cred.pid != c->run_pid) {
-		snprintf(err, errlen, "process %d, not the run (%d), connected "
-			 "to the capture socket", (int)cred.pid,
-			 (int)c->run_pid);
+		snprintf(err, errlen,
+			 "process %d, not the run (%d), connected "
+			 "to the capture socket",
+			 (int)cred.pid, (int)c->run_pid);
 		return -EPERM;
 	}
 	/* root may pass the rmem_max limit; anyone else gets what they get */
 	if (setsockopt(c->dgram, SOL_SOCKET, SO_RCVBUFFORCE, &size,
 		       sizeof(size)))
-		setsockopt(c->dgram, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+		setsockopt(c->dgram, SOL_SOCKET, SO_RCVBUF, &size,
+			   sizeof(size));
 	return 0;
 }
 
@@ -120,8 +121,8 @@ static int receive(struct client *c, int flags)
 		return -errno;
 	if (n == 0)
 		return -ECONNRESET;
-	if ((size_t)n < hdr ||
-	    (m.msg_flags & MSG_TRUNC) || c->rec.ev.kind != VZ_DUMP_RECORD ||
+	if ((size_t)n < hdr || (m.msg_flags & MSG_TRUNC) ||
+	    c->rec.ev.kind != VZ_DUMP_RECORD ||
 	    c->rec.ev.caplen != (size_t)n - hdr ||
 	    c->rec.ev.caplen > c->rec.ev.len) {
 		c->res->refused++;

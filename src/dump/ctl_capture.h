@@ -23,7 +23,6 @@ struct vz_ctl_capture_result {
 int vz_ctl_capture(const char *ctl_path, uint32_t snaplen, vz_frame_fn fn,
 		   void *ctx, void (*ready)(void *ctx),
 		   volatile sig_atomic_t *stop,
-		   struct vz_ctl_capture_result *res, char *err,
-		   size_t errlen);
+		   struct vz_ctl_capture_result *res, char *err, size_t errlen);
 
 #endif

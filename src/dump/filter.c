@@ -22,7 +22,8 @@ struct vz_dump_filter *vz_dump_filter_new(const char *expr, uint32_t snaplen,
 		goto fail;
 	}
 	if (pcap_compile(p, &f->prog, expr, 1, PCAP_NETMASK_UNKNOWN)) {
-		snprintf(err, errlen, "bad filter '%s': %s", expr, pcap_geterr(p));
+		snprintf(err, errlen, "bad filter '%s': %s", expr,
+			 pcap_geterr(p));
 		goto fail;
 	}
 	pcap_close(p);

@@ -23,9 +23,10 @@
 
 /* Ethernet, IPv4 (198.18.0.1 -> 198.18.1.1), UDP 1000 -> 9, padded */
 static const unsigned char frame[64] = {
-	0x02, 0, 0xc6, 0x12, 0xdd, 0x02, 0x02, 0, 0xc6, 0x12, 0xdd,
-	0x01, 0x08, 0x00, 0x45, 0, 0, 50, 0, 1, 0, 0, 64, 17, 0, 0,
-	198, 18, 0, 1, 198, 18, 1, 1, 0x03, 0xe8, 0, 9, 0, 30, 0, 0,
+	0x02, 0,    0xc6, 0x12, 0xdd, 0x02, 0x02, 0, 0xc6, 0x12, 0xdd,
+	0x01, 0x08, 0x00, 0x45, 0,    0,    50,	  0, 1,	   0,	 0,
+	64,   17,   0,	  0,	198,  18,   0,	  1, 198,  18,	 1,
+	1,    0x03, 0xe8, 0,	9,    0,    30,	  0, 0,
 };
 
 static unsigned char bufs[BURST][VZ_HEADROOM + sizeof(frame)];

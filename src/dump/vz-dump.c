@@ -78,8 +78,7 @@ static __u64 clock_ns(clockid_t id)
 }
 
 /* The verdict as the pcapng comment and the lines say it. */
-static void verdict_text(const struct vz_dump_event *ev, char *out,
-			 size_t len)
+static void verdict_text(const struct vz_dump_event *ev, char *out, size_t len)
 {
 	int n = snprintf(out, len, "verdict=%s", action_name(ev->action));
 
@@ -127,9 +126,9 @@ static void on_frame(void *ctx, const struct vz_dump_event *ev,
 		 " queue=%u", ev->queue);
 	if (d->file.f) {
 		if (!d->write_err)
-			d->write_err = vz_capfile_packet(&d->file, ts, data,
-							 ev->caplen, ev->len,
-							 comment);
+			d->write_err =
+				vz_capfile_packet(&d->file, ts, data,
+						  ev->caplen, ev->len, comment);
 		if (d->write_err)
 			stop = 1;
 	} else {
@@ -144,9 +143,10 @@ static struct vz_option dump_options[] = {
 	VZ_OPTION("iface", VZ_OPT_IFNAME, struct dump_opts, ifname,
 		  .required = true, .metavar = "IF",
 		  .help = "the interface the NF runs on"),
-	VZ_OPTION("object", VZ_OPT_STRING, struct dump_opts, object,
-		  .metavar = "NF.dump.bpf.o",
-		  .help = "xdp: the NF's dump build, swapped in while capturing"),
+	VZ_OPTION(
+		"object", VZ_OPT_STRING, struct dump_opts, object,
+		.metavar = "NF.dump.bpf.o",
+		.help = "xdp: the NF's dump build, swapped in while capturing"),
 	VZ_OPTION("ctl", VZ_OPT_STRING, struct dump_opts, ctl,
 		  .metavar = "SOCKET",
 		  .help = "afxdp, dpdk: the run's control socket"),
@@ -220,14 +220,13 @@ static int check_input(struct dumper *d, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (d->filter_expr) {
-		d->filter = vz_dump_filter_new(d->filter_expr,
-					       (uint32_t)d->o.snaplen, err,
-					       errlen);
+		d->filter = vz_dump_filter_new(
+			d->filter_expr, (uint32_t)d->o.snaplen, err, errlen);
 		if (!d->filter)
 			return -EINVAL;
 	}
-	if (d->o.out_path && strcmp(d->o.out_path, "-") &&
-	    d->o.object && vz_same_file(d->o.out_path, d->o.object) == 1) {
+	if (d->o.out_path && strcmp(d->o.out_path, "-") && d->o.object &&
+	    vz_same_file(d->o.out_path, d->o.object) == 1) {
 		snprintf(err, errlen, "-w %s is the file capture reads from",
 			 d->o.out_path);
 		return -EINVAL;
@@ -303,19 +302,21 @@ static int capture_ctl(struct dumper *d, char *err, size_t errlen,
 		       __u64 *dropped)
 {
 	struct vz_ctl_capture_result res = { 0 };
-	int ret = vz_ctl_capture(d->o.ctl, (uint32_t)d->o.snaplen, on_frame,
-				 d, ctl_ready, &stop, &res, err, errlen);
+	int ret = vz_ctl_capture(d->o.ctl, (uint32_t)d->o.snaplen, on_frame, d,
+				 ctl_ready, &stop, &res, err, errlen);
 
 	*dropped = res.dropped;
 	if (res.refused)
-		fprintf(stderr, "veloz: %llu malformed records from the run: "
-			"ignored\n", (unsigned long long)res.refused);
+		fprintf(stderr,
+			"veloz: %llu malformed records from the run: "
+			"ignored\n",
+			(unsigned long long)res.refused);
 	return ret ? 1 : 0;
 }
 
 /* xdp: the dump build in, capture, the NF back. */
-static int capture_xdp(struct dumper *d, int ifindex, char *err,
-		       size_t errlen, __u64 *dropped)
+static int capture_xdp(struct dumper *d, int ifindex, char *err, size_t errlen,
+		       __u64 *dropped)
 {
 	struct vz_xdp_swap s = { .orig_fd = -1, .dump_fd = -1 };
 	struct vz_perf_read r = { .drops_fd = -1 };
@@ -420,10 +421,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	on_signals();
-	d.realtime_offset = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
-	ret = d.o.object
-		      ? capture_xdp(&d, ifindex, err, sizeof(err), &dropped)
-		      : capture_ctl(&d, err, sizeof(err), &dropped);
+	d.realtime_offset =
+		clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+	ret = d.o.object ? capture_xdp(&d, ifindex, err, sizeof(err), &dropped)
+			 : capture_ctl(&d, err, sizeof(err), &dropped);
 	if (ret)
 		vz_err("%s", err);
 	ret = finish_output(&d, ret);

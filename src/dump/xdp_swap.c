@@ -103,10 +103,12 @@ int vz_swap_find(struct vz_xdp_swap *s, int ifindex, const char *ifname,
 			 s->orig_id, ifname, strerror(errno));
 		return -errno;
 	}
-	s->nf_id = is_nf_name(info.name) ? s->orig_id : component_of(s->orig_id);
+	s->nf_id =
+		is_nf_name(info.name) ? s->orig_id : component_of(s->orig_id);
 	fd = s->nf_id ? bpf_prog_get_fd_by_id(s->nf_id) : -1;
 	if (fd < 0 || prog_info(fd, &info, NULL, 0) || !is_nf_name(info.name)) {
-		snprintf(err, errlen, "no NF runs on %s (its XDP program %u is "
+		snprintf(err, errlen,
+			 "no NF runs on %s (its XDP program %u is "
 			 "not a veloz NF: with --dispatch, or not veloz's)",
 			 ifname, s->orig_id);
 		if (fd >= 0)
@@ -145,7 +147,8 @@ static int reuse_maps(struct vz_xdp_swap *s, char *err, size_t errlen)
 			continue;
 		memset(&mi, 0, sizeof(mi));
 		ret = bpf_obj_get_info_by_fd(fd, &mi, &(__u32){ sizeof(mi) });
-		map = ret ? NULL : bpf_object__find_map_by_name(s->obj, mi.name);
+		map = ret ? NULL
+			  : bpf_object__find_map_by_name(s->obj, mi.name);
 		if (!map) {
 			close(fd);
 			continue;
@@ -153,7 +156,8 @@ static int reuse_maps(struct vz_xdp_swap *s, char *err, size_t errlen)
 		if (bpf_map__type(map) != mi.type ||
 		    bpf_map__key_size(map) != mi.key_size ||
 		    bpf_map__value_size(map) != mi.value_size) {
-			snprintf(err, errlen, "the dump build's map %s is not "
+			snprintf(err, errlen,
+				 "the dump build's map %s is not "
 				 "the running NF's (rebuilt since it started?)",
 				 mi.name);
 			close(fd);
@@ -184,7 +188,8 @@ int vz_swap_load(struct vz_xdp_swap *s, const char *path, char *err,
 	}
 	prog = bpf_object__next_program(s->obj, NULL);
 	if (!prog)
-		return snprintf(err, errlen, "%s has no program", path), -EINVAL;
+		return snprintf(err, errlen, "%s has no program", path),
+		       -EINVAL;
 	ret = reuse_maps(s, err, errlen);
 	if (ret) {
 		if (!err[0])
@@ -284,8 +289,10 @@ int vz_swap_out(struct vz_xdp_swap *s, char *err, size_t errlen)
 	ret = replace(s->ifindex, s->orig_fd, s->dump_fd, s->mode_flag);
 	unlink(s->state_path);
 	if (ret == -EEXIST || ret == -ENOENT || ret == -ENODEV)
-		snprintf(err, errlen, "%s's program changed while capturing "
-			 "(its run stopped?): left as it is", s->ifname);
+		snprintf(err, errlen,
+			 "%s's program changed while capturing "
+			 "(its run stopped?): left as it is",
+			 s->ifname);
 	else if (ret)
 		snprintf(err, errlen, "cannot swap the NF back on %s: %s",
 			 s->ifname, strerror(-ret));
@@ -333,14 +340,17 @@ int vz_swap_restore_stale(int ifindex, const char *ifname, char *err,
 		return -ENOENT;
 	}
 	if (pid > 0 && !kill(pid, 0)) {
-		snprintf(err, errlen, "a dump (pid %d) is capturing on %s: "
-			 "stop it instead", pid, ifname);
+		snprintf(err, errlen,
+			 "a dump (pid %d) is capturing on %s: "
+			 "stop it instead",
+			 pid, ifname);
 		return -EBUSY;
 	}
 	ofd = bpf_prog_get_fd_by_id(orig);
 	dfd = bpf_prog_get_fd_by_id(dump);
 	if (ofd < 0 || dfd < 0) {
-		snprintf(err, errlen, "program %u is gone (its run stopped): "
+		snprintf(err, errlen,
+			 "program %u is gone (its run stopped): "
 			 "`ip link set dev %s %s off` removes the dump's",
 			 ofd < 0 ? orig : dump, ifname,
 			 mode == XDP_FLAGS_SKB_MODE ? "xdpgeneric" : "xdpdrv");
@@ -348,8 +358,10 @@ int vz_swap_restore_stale(int ifindex, const char *ifname, char *err,
 	} else {
 		ret = replace(ifindex, ofd, dfd, mode);
 		if (ret)
-			snprintf(err, errlen, "cannot put program %u back on "
-				 "%s: %s", orig, ifname, strerror(-ret));
+			snprintf(err, errlen,
+				 "cannot put program %u back on "
+				 "%s: %s",
+				 orig, ifname, strerror(-ret));
 	}
 	if (!ret || ret == -ENOENT || ret == -EEXIST)
 		unlink(path);

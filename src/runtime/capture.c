@@ -87,8 +87,8 @@ static int switch_on(const char *name, const char *snap, struct buf *out)
 	unsigned long v = strtoul(snap, &end, 10);
 	int fd, bufsize = 8 << 20;
 
-	if (name[0] != '@' || n < 2 || n > sizeof(sa.sun_path) || *end ||
-	    !v || v > VZ_DUMP_SNAP_MAX) {
+	if (name[0] != '@' || n < 2 || n > sizeof(sa.sun_path) || *end || !v ||
+	    v > VZ_DUMP_SNAP_MAX) {
 		vz_ctl_buf_printf(out, "error capture @NAME SNAPLEN (1..%u)\n",
 				  VZ_DUMP_SNAP_MAX);
 		return -EINVAL;
@@ -106,9 +106,9 @@ static int switch_on(const char *name, const char *snap, struct buf *out)
 				  sizeof(bufsize)))
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsize,
 			   sizeof(bufsize));
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa,
-			      (socklen_t)(offsetof(struct sockaddr_un,
-						   sun_path) + n))) {
+	if (fd < 0 ||
+	    connect(fd, (struct sockaddr *)&sa,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n))) {
 		vz_ctl_buf_printf(out, "error cannot reach %s: %s\n", name,
 				  strerror(errno));
 		if (fd >= 0)

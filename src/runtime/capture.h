@@ -37,8 +37,7 @@ struct vz_capture_rec {
 
 void vz_capture_copy(struct vz_capture_rec *r, const struct vz_ctx *ctx,
 		     unsigned int worker);
-void vz_capture_send(int fd, struct vz_capture_rec *r, int action,
-		     __u32 port);
+void vz_capture_send(int fd, struct vz_capture_rec *r, int action, __u32 port);
 
 /* vz_us_process(), with the frame and its action sent while fd >= 0. */
 static inline int vz_us_process_cap(struct vz_us_run *run, struct vz_ctx *ctx,

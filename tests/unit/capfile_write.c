@@ -12,9 +12,10 @@
 
 int main(int argc, char **argv)
 {
-	static const char *const comments[] = { "verdict=drop queue=0",
-						"verdict=pass queue=1",
-						"verdict=redirect port=1 queue=0" };
+	static const char *const comments[] = {
+		"verdict=drop queue=0", "verdict=pass queue=1",
+		"verdict=redirect port=1 queue=0"
+	};
 	struct vz_capfile c = { 0 };
 	uint8_t frame[100];
 	uint32_t len[] = { 60, 99, 100 }, caplen[] = { 60, 99, 20 };
@@ -31,7 +32,8 @@ int main(int argc, char **argv)
 	bad = vz_capfile_begin(&c, "dut-gen", 9216);
 	for (i = 0; i < 3 && !bad; i++) {
 		memset(frame, 0xa0 + i, sizeof(frame));
-		bad = vz_capfile_packet(&c, 1700000000123456789ull + (uint64_t)i,
+		bad = vz_capfile_packet(&c,
+					1700000000123456789ull + (uint64_t)i,
 					frame, caplen[i], len[i], comments[i]);
 	}
 	/* a frame longer than it says it is: refused, never written */

@@ -43,9 +43,9 @@ static int listener(const char *name)
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
 
 	memcpy(sa.sun_path + 1, name, n);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa,
-			   (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-				       1 + n)) ||
+	if (fd < 0 ||
+	    bind(fd, (struct sockaddr *)&sa,
+		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
 	    listen(fd, 1))
 		return -1;
 	return fd;
@@ -55,7 +55,8 @@ static int listener(const char *name)
 static void send_frame(__u8 *buf, size_t len, int action)
 {
 	static struct vz_capture_rec rec;
-	struct vz_ctx ctx = { .data = buf, .data_end = buf + len,
+	struct vz_ctx ctx = { .data = buf,
+			      .data_end = buf + len,
 			      .ingress_port = 1 };
 
 	vz_capture_copy(&rec, &ctx, 3);
@@ -93,7 +94,8 @@ static void round_trip(struct vz_ctl *ctl)
 		send_frame(frame, sizeof(frame), VZ_DROP);
 	r = ask(ctl, "capture off\n");
 	CHECK(sscanf(r, "ok %llu %llu", &sent, &dropped) == 2 && sent > 1 &&
-		      dropped > 0 && sent + dropped == (unsigned long long)i + 1,
+		      dropped > 0 &&
+		      sent + dropped == (unsigned long long)i + 1,
 	      "sent and dropped: '%s'", r);
 	free(r);
 	CHECK(vz_capture_burst() < 0, "off");
