@@ -33,6 +33,7 @@ C_LAYERS = [
     ("src/gen", 5),
     ("src/sock", 5),
     ("src/tools", 6),
+    ("src/dump", 6),  # vz-dump: the xdp swap, perf buffers, pcapng
     ("bench", 9),
     ("tests", 9),
 ]
@@ -60,6 +61,7 @@ PY_LAYERS = [
     ("veloz.run", 6),
     ("veloz.udpd", 6),
     ("veloz.status", 6),
+    ("veloz.dump", 5),  # status shows what a killed dump left
     ("veloz.lab", 6),
     ("veloz.demo", 7),
     ("veloz.testbed_cli", 8),

@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     from veloz import (
         build_nf,
         demo,
+        dump,
         gen,
         nfs,
         replay,
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_parser(sub)
     udpd.add_parser(sub)
     status.add_parser(sub)
+    dump.add_parser(sub)
     safeio.bound_numbers(parser)  # every number finite and in range
     return parser
 

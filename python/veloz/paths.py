@@ -27,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # The build's folders that hold tools, as meson lays them out.
 _BUILD_TOOL_DIRS = (
-    "src/xdp", "src/tools", "src/gen", "src/afxdp", "src/dpdk", "src/dispatch",
+    "src/xdp", "src/tools", "src/gen", "src/afxdp", "src/dpdk", "src/dispatch", "src/dump",
     "src/sock/udpd", "src/sock/apps",
 )  # fmt: skip
 

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from veloz import dump
 from veloz.control import objects
 from veloz.control.cli import ABI  # the verdict names, from the NFs' BTF
 from veloz.control.client import CTL_DIR, Ctl, CtlError
@@ -423,6 +424,14 @@ def collect() -> dict:
         pins = []
     for pin in pins:
         stale.append(Stale("pin", f"pinned BPF object {pin}", ["rm", "-rf", str(pin)]))
+
+    # A dump killed before it swapped the NF back (veloz/dump.py).
+    for path, pid, iface in dump.stale_dumps():
+        ino = dump.netns_inode_of(path)
+        where = f"{iface} in {ns_label(ns_names, ino)}"
+        restore = ["veloz", "dump", "--iface", iface, "--restore"]
+        what = f"veloz dump (pid {pid}) on {where} was killed: the NF may still be swapped out"
+        stale.append(Stale("dump", what, in_ns(ns_names, ino, restore)))
 
     return {
         "runs": [_as_dict(r) for r in runs if r.kind == "run"],

@@ -27,6 +27,7 @@
 #include "dispatch/dispatch.h"
 #include "dispatch/park.h"
 #include "dispatch/report.h"
+#include "runtime/capture.h"
 #include "runtime/spsc.h"
 #include "dispatch/toeplitz.h"
 
@@ -93,7 +94,10 @@ static void run_job(struct nf_worker *nw, const struct job *j)
 	};
 	struct result r = { .slot = j->slot, .ticket = j->ticket };
 
-	r.out = (__s16)vz_us_out_port(vz_us_process(run, &ctx, c), &ctx);
+	/* veloz dump: a job is one frame, so the switch is read per frame */
+	r.out = (__s16)vz_us_out_port(
+		vz_us_process_cap(run, &ctx, c, vz_capture_burst(), nw->id),
+		&ctx);
 	r.addr = (__u64)(ctx.data - area);
 	r.len = (__u32)(ctx.data_end - ctx.data);
 	if (r.out < 0)

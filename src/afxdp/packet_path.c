@@ -21,6 +21,7 @@
 #include <xdp/xsk.h>
 
 #include "afxdp/afxdp.h"
+#include "runtime/capture.h"
 #include "runtime/xsk_stats.h"
 
 /* ---- frames ----------------------------------------------------------------
@@ -179,11 +180,12 @@ static __u32 poll_rx(struct worker *w, int p, unsigned int q,
 	struct xsk *x = w->xsk[p][q];
 	__u8 *area = w->area;
 	__u32 idx, n, i;
-	int action, out;
+	int action, out, cap;
 
 	n = afxdp_rx_peek(run, x, &idx);
 	if (!n)
 		return 0;
+	cap = vz_capture_burst(); /* veloz dump: once per burst */
 	for (i = 0; i < n; i++) {
 		const struct xdp_desc *d =
 			xsk_ring_cons__rx_desc(&x->rx, idx + i);
@@ -197,7 +199,7 @@ static __u32 poll_rx(struct worker *w, int p, unsigned int q,
 
 		if (!afxdp_rx_valid(w, d, c))
 			continue;
-		action = vz_us_process(run, &ctx, c);
+		action = vz_us_process_cap(run, &ctx, c, cap, w->id);
 		out = vz_us_out_port(action, &ctx);
 		if (out < 0) {
 			afxdp_frame_free(w, base);

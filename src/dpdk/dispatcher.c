@@ -36,6 +36,7 @@
 #include "dispatch/report.h"
 #include "dispatch/toeplitz.h"
 #include "dpdk/dpdk.h"
+#include "runtime/capture.h"
 
 #define JOB_RING 4096 /* ring slots per worker and way, a power of two */
 #define IDLE_SPINS 256 /* empty polls before a lcore yields its CPU */
@@ -109,7 +110,10 @@ static void run_job(struct nf_worker *nw, const struct job *j, struct result *r)
 	};
 
 	*r = (struct result){ .m = j->m, .ticket = j->ticket };
-	r->out = vz_us_out_port(vz_us_process(run, &ctx, c), &ctx);
+	/* veloz dump: a job is one frame, so the switch is read per frame */
+	r->out = vz_us_out_port(
+		vz_us_process_cap(run, &ctx, c, vz_capture_burst(), nw->id),
+		&ctx);
 	if (r->out < 0)
 		return;
 	if (unlikely(r->out >= run->nports ||

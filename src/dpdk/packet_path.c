@@ -11,6 +11,7 @@
 #include <rte_prefetch.h>
 
 #include "dpdk/dpdk.h"
+#include "runtime/capture.h"
 #include "runtime/userspace.h"
 
 #define TAP_POLL_EVERY 64 /* loop iterations between looks at the TAPs */
@@ -23,9 +24,10 @@ static uint16_t poll_rx(struct worker *w, int p, uint16_t q,
 	struct vz_us_run *run = w->run;
 	struct rte_mbuf *pkts[VZ_US_BATCH_MAX];
 	uint16_t n, i;
-	int action, out;
+	int action, out, cap;
 
 	n = rte_eth_rx_burst(w->d->ports[p].id, q, pkts, (uint16_t)run->batch);
+	cap = n ? vz_capture_burst() : -1; /* veloz dump: once per burst */
 	for (i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		struct vz_ctx ctx;
@@ -42,7 +44,7 @@ static uint16_t poll_rx(struct worker *w, int p, uint16_t q,
 			.data_hard_start = data - VZ_HEADROOM,
 			.ingress_port = (__u32)p,
 		};
-		action = vz_us_process(run, &ctx, c);
+		action = vz_us_process_cap(run, &ctx, c, cap, w->id);
 		if (action == VZ_TX)
 			out = p;
 		else if (action == VZ_REDIRECT_VERDICT)

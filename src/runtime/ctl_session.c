@@ -15,6 +15,7 @@
 
 #include "common/parse.h"
 
+#include "runtime/capture.h"
 #include "runtime/ctl_internal.h"
 
 /* ---- growable byte buffers ---------------------------------------------- */
@@ -613,6 +614,8 @@ void vz_ctl_execute(struct session *s, char *line, struct buf *out)
 				  s->ctl->backend);
 	} else if (!strcmp(verb, "counters")) {
 		do_counters(s->ctl, out);
+	} else if (!strcmp(verb, "capture")) {
+		vz_capture_request(s->ctl, args, out); /* veloz dump */
 	} else {
 		reply_error(s, out, "unknown request '%.40s'", verb);
 	}

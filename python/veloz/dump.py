@@ -1,0 +1,150 @@
+"""`veloz dump`: the frames an NF runs on, each with the verdict it gave, as pcapng.
+
+The NF is found through its run's control socket (its NF and backend). On
+xdp and xdp-generic, vz-dump (src/dump/) loads the NF's dump build
+(NAME.dump.bpf.o: the NF with a capture around it, include/veloz/nf_dump.h)
+over the running NF's own maps and swaps it in for the attached program,
+atomically; at the end it swaps the NF back. The normal build has no hook
+at all, so an NF nobody captures pays nothing. On afxdp and dpdk, vz-dump
+asks the run through that socket to send it each frame and verdict
+(src/runtime/capture.h).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from veloz import paths, safeio
+from veloz.control.client import CTL_DIR, Ctl, CtlError, running_ifaces, socket_path
+from veloz.errors import VelozError
+
+STATE_DIR = Path("/run/veloz/dump")  # src/dump/xdp_swap.h: VZ_DUMP_STATE_DIR
+XDP_BACKENDS = ("xdp", "xdp-generic")
+USERSPACE_BACKENDS = ("afxdp", "dpdk")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "dump",
+        help="capture the frames an NF runs on, with their verdicts (pcapng)",
+        description=(
+            "Capture the frames the NF on IFACE runs on, as they arrived, each with "
+            "the verdict the NF gave it (drop, pass, tx, redirect PORT, aborted). "
+            "On xdp and xdp-generic the NF's dump build is swapped in for it, "
+            "atomically, sharing all of its maps (counters, routes and connections "
+            "carry on), and the NF is swapped back at the end: so an NF costs "
+            "nothing while nobody captures. -w FILE writes pcapng, the verdict in "
+            "each packet's comment ('verdict=drop queue=0'); -w FILE.pcap writes "
+            "classic pcap, which has no room for verdicts: they are lost. Without "
+            "-w, one line per frame. FILTER is a tcpdump expression (libpcap). "
+            "Stops at -c COUNT frames, SIGINT, SIGTERM or SIGHUP, then prints frames "
+            "seen, kept, dropped (the capture buffer was full: the NF never waits) "
+            "and filtered out. Run it in the NF's network namespace. If it is "
+            "killed (-9) `veloz status` shows the dump build still attached and "
+            "`veloz dump --restore --iface IF` puts the NF back. On afxdp and "
+            "dpdk the run sends its workers' frames to the dump while it runs "
+            "(switched on and off through its control socket; the workers look "
+            "once per burst), through a socket buffer: a full one drops and counts."
+        ),
+    )
+    p.add_argument("--iface", required=True, metavar="IF", help="an interface the NF runs on")
+    p.add_argument("filter", nargs="*", metavar="FILTER", help="tcpdump filter expression")
+    p.add_argument("-w", dest="write", metavar="FILE",
+                   help="pcapng (FILE.pcap: pcap, verdicts lost; '-': stdout)")  # fmt: skip
+    p.add_argument("-c", dest="count", type=int, metavar="COUNT", help="stop after COUNT frames")
+    p.add_argument("-s", "--snaplen", type=int, metavar="BYTES",
+                   help="bytes kept of each frame (default and most: 9216)")  # fmt: skip
+    p.add_argument("--ring-size", type=int, metavar="BYTES",
+                   help="kernel buffer per CPU, a power of two (default 1 MiB)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="JSON lines: capturing, frames, summary")
+    p.add_argument("--restore", action="store_true",
+                   help="put back the NF that a killed dump left swapped out on IF")  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def find_run(iface: str) -> tuple[str, str, Path]:
+    """(NF, backend, control socket) of the run here that has IFACE as a port."""
+    candidates = [socket_path(iface)]
+    candidates += [socket_path(i) for i in running_ifaces() if i != iface]
+    for path in candidates:
+        if not path.exists():
+            continue
+        try:
+            with Ctl(path) as ctl:
+                if iface in ctl.ports():
+                    return (*ctl.info(), path)
+        except CtlError:
+            continue
+    raise VelozError(f"no veloz run has {iface} here (`veloz status` lists them; {CTL_DIR})",
+                     code=2)  # fmt: skip
+
+
+def dump_object(nf: str) -> Path:
+    """NAME.dump.bpf.o beside the NF's normal build."""
+    for d in paths.nf_dirs():
+        obj = d / f"{Path(nf).name.removesuffix('.bpf.o')}.dump.bpf.o"
+        if obj.is_file():
+            return obj
+    raise VelozError(f"NF {nf} has no dump build ({nf}.dump.bpf.o)", code=2)
+
+
+def command(args: argparse.Namespace, source: list[str]) -> list[str]:
+    cmd = [str(paths.tool("vz-dump")), "--iface", args.iface, *source]
+    if args.restore:
+        return cmd
+    if args.write:
+        if args.write != "-":
+            safeio.check_output(args.write, "-w")
+        cmd += ["-w", args.write]
+    for flag, value in (("-c", args.count), ("-s", args.snaplen), ("--ring-size", args.ring_size)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    if args.json:
+        cmd.append("--json")
+    if args.filter:
+        cmd += ["--", *args.filter]
+    return cmd
+
+
+def run(args: argparse.Namespace) -> int:
+    source = ["--restore"]
+    if not args.restore:
+        nf, backend, ctl = find_run(args.iface)
+        if backend in XDP_BACKENDS:
+            source = ["--object", str(dump_object(nf))]
+        elif backend in USERSPACE_BACKENDS:
+            source = ["--ctl", str(ctl)]
+        else:
+            raise VelozError(f"{args.iface} runs {nf} on {backend}: nothing to capture "
+                             "(tcpdump sees the kernel's own path)", code=2)  # fmt: skip
+    cmd = command(args, source)
+    # vz-dump in this process's place: SIGTERM and SIGINT reach it directly,
+    # so it swaps the NF back; nothing is left to forward them
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd)
+
+
+def stale_dumps() -> list[tuple[str, int, str]]:
+    """(state file, pid, iface) of dumps whose process is gone: the dump build
+    may still be attached in place of the NF (src/dump/xdp_swap.c writes them)."""
+    out = []
+    try:
+        files = sorted(STATE_DIR.glob("net*.state"))
+    except OSError:
+        return []
+    for f in files:
+        try:
+            words = f.read_text().split()
+            pid, iface = int(words[1]), words[3]
+        except (OSError, ValueError, IndexError):
+            continue
+        if not Path(f"/proc/{pid}").exists():
+            out.append((str(f), pid, iface))
+    return out
+
+
+def netns_inode_of(state_file: str) -> int:
+    return int(os.path.basename(state_file).removeprefix("net").split("-")[0])
