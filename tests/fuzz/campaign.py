@@ -131,8 +131,8 @@ def run_one(t: Target, build: Path, runs: int, seconds: int) -> Result:
     r.seconds = round(time.monotonic() - start, 1)
     text = log_path.read_text(errors="replace")
     r.executions, r.cov, r.ft = _stats(text)
-    if t.python:  # pyfuzz prints "NAME: N inputs, ..." itself
-        m = re.search(rf"^{re.escape(t.name)}: (\d+) ", text, re.M)
+    if t.python:  # pyfuzz prints "fuzz-NAME: N inputs, ..." itself
+        m = re.search(rf"^fuzz-{re.escape(t.name)}: (\d+) ", text, re.M)
         r.executions = int(m.group(1)) if m else r.executions
     r.exec_per_s = round(r.executions / r.seconds) if r.seconds else 0
     if done.returncode != 0:
