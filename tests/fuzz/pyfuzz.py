@@ -60,8 +60,15 @@ def workdir(prefix: str) -> Path:
     (truncating a file with blocks allocates and flushes them), most of
     fuzz-route-file's time."""
     shm = Path("/dev/shm")
-    where = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=where))
+    where = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    # run() removes it, but a merge or a crash ends in libFuzzer's exit(),
+    # which skips Python's cleanup: the owner's pid is in the name, and a
+    # directory whose owner is gone is removed by the next target to start
+    for old in where.glob(f"{prefix}*-*"):
+        pid = old.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where))
 
 
 def run(
