@@ -2,9 +2,10 @@
 """`make fuzz-long`: every fuzz target, deep, one at a time, outside CI.
 
 Each target runs toward --runs executions (OSS-Fuzz asks 10^7 before a
-parser is trusted) or --seconds, whichever comes first, under nice -n 19,
-from its corpus kept in the repository (tests/fuzz/corpus/TARGET) and its
-generated seeds. Then the corpus is minimised (libFuzzer -merge=1, which
+parser is trusted) or --seconds, whichever comes first (a SIGINT to the
+fuzzer also ends it cleanly, for a deadline), under nice -n 19, from its
+corpus kept in the repository (tests/fuzz/corpus/TARGET) and its generated
+seeds. Then the corpus is minimised (libFuzzer -merge=1, which
 atheris shares) back into the repository, so CI's short `make fuzz` runs
 start where the campaign ended. A finding stops that target; its input is
 kept as build-fuzz/long/TARGET-crash-* to become a regression input (in
@@ -131,11 +132,14 @@ def run_one(t: Target, build: Path, runs: int, seconds: int) -> Result:
     r.seconds = round(time.monotonic() - start, 1)
     text = log_path.read_text(errors="replace")
     r.executions, r.cov, r.ft = _stats(text)
-    if t.python:  # pyfuzz prints "NAME: N inputs, ..." itself
-        m = re.search(rf"^{re.escape(t.name)}: (\d+) ", text, re.M)
+    if t.python:  # pyfuzz prints "fuzz-NAME: N inputs, ..." itself
+        m = re.search(rf"^fuzz-{re.escape(t.name)}: (\d+) ", text, re.M)
         r.executions = int(m.group(1)) if m else r.executions
     r.exec_per_s = round(r.executions / r.seconds) if r.seconds else 0
-    if done.returncode != 0:
+    # stopped by hand (SIGINT: libFuzzer exits 72 after its final stats) is
+    # not a finding: the executions so far count, and the corpus is kept
+    interrupted = "libFuzzer: run interrupted" in text
+    if done.returncode != 0 and not interrupted:
         found = sorted((build / "long").glob(f"{t.name}-*"))
         r.finding = f"exit {done.returncode}: {found[-1] if found else log_path}"
         return r

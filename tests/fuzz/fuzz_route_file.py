@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import socket
-import tempfile
 from pathlib import Path
 
 import atheris
@@ -145,7 +144,7 @@ def make_target(path: Path) -> pyfuzz.Target:
 
 def main() -> None:
     seeds = [s.encode() for s in [*SEEDS, _synthetic_table()]]
-    tmp = Path(tempfile.mkdtemp(prefix="fuzz-route-file-"))
+    tmp = pyfuzz.workdir("fuzz-route-file-")
     target = make_target(tmp / "t.routes")
     pyfuzz.run("fuzz-route-file", target, seeds, "files", TOKENS, workdir=tmp)
 

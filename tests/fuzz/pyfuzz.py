@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shlex
 import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -50,6 +52,23 @@ def write_dict(tokens: Iterable[str], out: Path) -> None:
         )
         lines.append(f'"{text}"\n')
     out.write_text("".join(lines))
+
+
+def workdir(prefix: str) -> Path:
+    """A directory for the files a target writes and reads back once per input:
+    on tmpfs when there is one. On ext4 each rewrite of a file cost ~1 ms
+    (truncating a file with blocks allocates and flushes them), most of
+    fuzz-route-file's time."""
+    shm = Path("/dev/shm")
+    where = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    # run() removes it, but a merge or a crash ends in libFuzzer's exit(),
+    # which skips Python's cleanup: the owner's pid is in the name, and a
+    # directory whose owner is gone is removed by the next target to start
+    for old in where.glob(f"{prefix}*-*"):
+        pid = old.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where))
 
 
 def run(
@@ -92,7 +111,13 @@ def run(
                 shutil.rmtree(workdir, ignore_errors=True)
             os._exit(0)
 
-    # libFuzzer's own limit only backs up the deadline above (a slow input)
-    argv = [sys.argv[0], f"-max_total_time={args.seconds + 60}", "-timeout=30", *rest]
+    # libFuzzer's own limit only backs up the deadline above (a slow input).
+    # A merge (-merge=1) runs argv[0] again through sh, with every flag: the
+    # script is not executable by itself, so argv[0] is this interpreter and
+    # the script, and our own flags go along in the --flag=value form
+    # libFuzzer passes through untouched.
+    argv = [shlex.join([sys.executable, sys.argv[0]]), f"--seconds={args.seconds}",
+            f"--runs={args.runs}", f"-max_total_time={args.seconds + 60}", "-timeout=30",
+            *rest]  # fmt: skip
     atheris.Setup(argv, one)
     atheris.Fuzz()
