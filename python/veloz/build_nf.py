@@ -1,9 +1,10 @@
-"""`veloz build nf.c`: a user's NF, built twice from one source, as veloz builds its own.
+"""`veloz build nf.c`: a user's NF, built for every backend from one source, as ours.
 
 NAME.bpf.o (clang -target bpf) for the xdp backends, NAME.cpumap.bpf.o for
-xdp with --dispatch, and NAME.so (the host compiler) for the userspace
-backends and native replay, all against the installed headers (or the
-checkout's). `veloz run ./NAME.bpf.o` then runs it, with NAME.so beside it.
+xdp with --dispatch, NAME.dump.bpf.o for `veloz dump --object` on xdp, and
+NAME.so (the host compiler) for the userspace backends and native replay,
+all against the installed headers (or the checkout's). `veloz run
+./NAME.bpf.o` then runs it, with NAME.so beside it.
 The flags are those of nf/meson.build; `pkg-config --cflags --libs veloz`
 gives the same to a user's own build system.
 """
@@ -26,8 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "build",
         help="build an NF of your own (NAME.c) for every backend",
         description=(
-            "Compile NAME.c, an NF written against <veloz/nf.h>, into NAME.bpf.o and "
-            "NAME.cpumap.bpf.o (clang -target bpf: the xdp backends) and NAME.so (the "
+            "Compile NAME.c, an NF written against <veloz/nf.h>, into NAME.bpf.o, "
+            "NAME.cpumap.bpf.o and NAME.dump.bpf.o (clang -target bpf: the xdp backends, "
+            "--dispatch, `veloz dump --object`) and NAME.so (the "
             "host compiler: afxdp, dpdk, native replay), with the headers of this "
             "install. Run it with `veloz run ./NAME.bpf.o ...` or `veloz replay "
             "./NAME.bpf.o ...`. $CLANG and $CC name the compilers."
@@ -71,6 +73,10 @@ def commands(source: Path, outdir: Path, extra: list[str]) -> dict[str, list[str
         str(outdir / f"{name}.cpumap.bpf.o"): [
             *bpf, "-DVZ_CPUMAP", "-include", "veloz/nf_cpumap.h",
             "-c", str(source), "-o", str(outdir / f"{name}.cpumap.bpf.o"),
+        ],
+        str(outdir / f"{name}.dump.bpf.o"): [
+            *bpf, "-DVZ_DUMP", "-include", "veloz/nf_dump.h",
+            "-c", str(source), "-o", str(outdir / f"{name}.dump.bpf.o"),
         ],
         str(outdir / f"{name}.so"): [
             cc, "-std=gnu11", "-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra", "-fPIC",

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from veloz import paths, safeio
+from veloz import options, paths, safeio
 from veloz.control.client import CTL_DIR, Ctl, CtlError, running_ifaces, socket_path
 from veloz.errors import VelozError
 
@@ -51,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--iface", required=True, metavar="IF", help="an interface the NF runs on")
-    p.add_argument("filter", nargs="*", metavar="FILTER", help="tcpdump filter expression")
+    p.add_argument("filter", nargs="*", default=[], metavar="FILTER",
+                   help="tcpdump filter expression")  # fmt: skip
     p.add_argument("-w", dest="write", metavar="FILE",
                    help="pcapng (FILE.pcap: pcap, verdicts lost; '-': stdout)")  # fmt: skip
     p.add_argument("-c", dest="count", type=int, metavar="COUNT", help="stop after COUNT frames")
@@ -60,6 +61,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ring-size", type=int, metavar="BYTES",
                    help="kernel buffer per CPU, a power of two (default 1 MiB)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="JSON lines: capturing, frames, summary")
+    p.add_argument("--object", metavar="NAME.dump.bpf.o",
+                   help="xdp: the dump build of an NF of your own (`veloz build` makes it "
+                        "beside NAME.bpf.o); veloz's own NFs are found without it")  # fmt: skip
     p.add_argument("--restore", action="store_true",
                    help="put back the NF that a killed dump left swapped out on IF")  # fmt: skip
     p.set_defaults(func=run)
@@ -82,13 +86,27 @@ def find_run(iface: str) -> tuple[str, str, Path]:
                      code=2)  # fmt: skip
 
 
-def dump_object(nf: str) -> Path:
-    """NAME.dump.bpf.o beside the NF's normal build."""
+def dump_object(nf: str, given: str | None = None) -> Path:
+    """The running NF's dump build: --object, or NAME.dump.bpf.o among veloz's NFs.
+
+    The run tells only the NF's name, so an NF of the user's own (run by
+    path) needs --object; its name must be the running NF's, since the dump
+    build takes over that NF's maps."""
+    name = f"{Path(nf).name.removesuffix('.bpf.o')}.dump.bpf.o"
+    if given is not None:
+        obj = Path(given)
+        if obj.name != name:
+            raise VelozError(f"--object {given}: the NF on this interface is {nf}, "
+                             f"its dump build is {name}", code=2)  # fmt: skip
+        if not obj.is_file():
+            raise VelozError(f"--object {given}: no such file", code=2)
+        return obj
     for d in paths.nf_dirs():
-        obj = d / f"{Path(nf).name.removesuffix('.bpf.o')}.dump.bpf.o"
-        if obj.is_file():
-            return obj
-    raise VelozError(f"NF {nf} has no dump build ({nf}.dump.bpf.o)", code=2)
+        if (d / name).is_file():
+            return d / name
+    raise VelozError(f"NF {nf} has no dump build here: for an NF of your own, "
+                     f"`veloz build` makes {name} beside it; pass --object PATH/{name}",
+                     code=2)  # fmt: skip
 
 
 def command(args: argparse.Namespace, source: list[str]) -> list[str]:
@@ -110,12 +128,25 @@ def command(args: argparse.Namespace, source: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # vz-dump's own limits (its option table), checked before anything runs
+    for option, value in (("--count", args.count), ("--snaplen", args.snaplen),
+                          ("--ring-size", args.ring_size)):  # fmt: skip
+        if value is not None:
+            options.check("vz-dump", option, value)
     source = ["--restore"]
+    if args.restore and args.object:
+        raise VelozError("--object does not apply to --restore", code=2)
     if not args.restore:
         nf, backend, ctl = find_run(args.iface)
         if backend in XDP_BACKENDS:
-            source = ["--object", str(dump_object(nf))]
+            source = ["--object", str(dump_object(nf, args.object))]
         elif backend in USERSPACE_BACKENDS:
+            if args.object:
+                raise VelozError(
+                    f"--object applies to xdp and xdp-generic; {args.iface} runs {nf} "
+                    f"on {backend}, captured through its run",
+                    code=2,
+                )
             source = ["--ctl", str(ctl)]
         else:
             raise VelozError(f"{args.iface} runs {nf} on {backend}: nothing to capture "

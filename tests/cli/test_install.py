@@ -233,7 +233,12 @@ def test_user_nf_built_with_veloz_build(inst: dict) -> None:
     _pcap(cwd / "in.pcap")
     out = json.loads(_ok(veloz(inst, "build", "mine/shortdrop.c", "-o", "mine", "--json")))
     names = sorted(Path(p).name for p in out["objects"])
-    assert names == ["shortdrop.bpf.o", "shortdrop.cpumap.bpf.o", "shortdrop.so"]
+    assert names == [
+        "shortdrop.bpf.o",
+        "shortdrop.cpumap.bpf.o",
+        "shortdrop.dump.bpf.o",
+        "shortdrop.so",
+    ]
     _check_user_nf(inst, "mine/shortdrop.bpf.o")
     # and from the other venv, through $VELOZ_PREFIX
     done = _ok(veloz(inst, "replay", "mine/shortdrop.so", "--backend", "native",

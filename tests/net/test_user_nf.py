@@ -15,8 +15,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_run import GEN_SIDE, probe_through
-from wire import replay_prediction
+from scapy.all import rdpcap, wrpcap
+from test_dump import dump_argv, start_dump, verdicts
+from test_run import GEN_SIDE, PROBE_PORT, probe_frames, probe_through
+from wire import replay_prediction, run_nf, send_from_gen
 
 from veloz.proc import veloz_argv
 
@@ -46,7 +48,7 @@ def user_nf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "shortdrop.c").write_text(USER_NF)
     done = subprocess.run(veloz_argv("build", str(d / "shortdrop.c"), "-o", str(d), "--json"),
                           capture_output=True, text=True, check=True)  # fmt: skip
-    assert len(json.loads(done.stdout)["objects"]) == 3
+    assert len(json.loads(done.stdout)["objects"]) == 4
     return d / "shortdrop.bpf.o"
 
 
@@ -58,3 +60,31 @@ def test_user_nf_by_path_runs_as_replay_predicts(testbed, user_nf, backend, tmp_
     assert [bytes(p) for p in got] == expected
     assert summary["nf"] == "shortdrop"
     assert summary["tx"] >= 8 and summary["drop"] >= 12
+
+
+def test_user_nf_dump_with_its_own_dump_build(testbed, user_nf, tmp_path):
+    """`veloz dump --object` swaps in the user's NAME.dump.bpf.o (made by
+    `veloz build`); without it, one line naming the file to pass."""
+    frames = probe_frames()
+    wrpcap(str(tmp_path / "in.pcap"), frames, linktype=1)
+    obj = user_nf.with_name("shortdrop.dump.bpf.o")
+    out = tmp_path / "dump.pcapng"
+    with run_nf(str(user_nf), "xdp") as runner:
+        refused = subprocess.run(dump_argv("-c", "1"), capture_output=True, text=True)
+        assert refused.returncode == 2
+        assert refused.stderr.count("veloz:") == 1 and "--object" in refused.stderr
+        dump = start_dump("--object", str(obj), "-w", str(out), "-c", str(len(frames)),
+                          "udp", "dst", "port", str(PROBE_PORT))  # fmt: skip
+        send_from_gen(tmp_path / "in.pcap")
+        _, stderr = dump.communicate(timeout=60)
+        assert dump.returncode == 0, stderr
+        runner.stop()
+    # the NF's rule: frames shorter than 70 bytes dropped, the rest sent back
+    expect = ["drop" if len(f) < 70 else "tx" for f in frames]
+    # each frame is distinct by length; per-CPU perf buffers keep order
+    # only within one CPU, and veth's NAPI may run the first frame elsewhere
+    got = sorted((len(p), v) for p, v in zip(rdpcap(str(out)), verdicts(out), strict=True))
+    assert (
+        got == [(len(f), v) for f, v in zip(frames, expect, strict=True)]
+        and expect.count("tx") == 8
+    )
