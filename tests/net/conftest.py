@@ -21,3 +21,15 @@ def testbed():
         yield tb.status()
     finally:
         tb.down()
+
+
+@pytest.fixture(autouse=True)
+def far_ends_receive(request):
+    """Each testbed test starts with the far ends' receive programs in place.
+
+    Without one, XDP_TX into gen-dut is lost (testbed._ensure_receiver), so
+    every later tx capture there came back empty: once in CI, after a run of
+    udpd tests, not reproduced since. A test that removed it (a kill -9's
+    clean-up, a --replace) must not fail the tests after it."""
+    if "testbed" in request.fixturenames and os.geteuid() == 0:
+        tb.ensure_receivers()
