@@ -23,18 +23,18 @@ PORTS = """
 host = "local"
 iface = "lo"
 mac = "02:00:c6:12:00:01"
-ipv4 = "10.9.0.1"
+ipv4 = "198.19.0.1"
 
 [dut]
 host = "local"
-ports = [{ iface = "lo", mac = "02:00:c6:12:00:02", ipv4 = "10.9.0.2" },
-         { iface = "lo", mac = "02:00:c6:12:01:01", ipv4 = "10.9.1.1" }]
+ports = [{ iface = "lo", mac = "02:00:c6:12:00:02", ipv4 = "198.19.0.2" },
+         { iface = "lo", mac = "02:00:c6:12:01:01", ipv4 = "198.19.1.1" }]
 
 [sink]
 host = "local"
 iface = "lo"
 mac = "02:00:c6:12:01:02"
-ipv4 = "10.9.1.2"
+ipv4 = "198.19.1.2"
 """
 
 
@@ -48,7 +48,7 @@ def test_the_lab_addresses_default_from_the_ports(tmp_path):
     a = _load(tmp_path).addr
     # the DUT's first address + 1 and + 2, its /24's .100 and .200, the sink's + 1
     assert (a.udpd, a.udpd_generator, a.vip, a.attacker, a.backend2) == (
-        "10.9.0.3", "10.9.0.4", "10.9.0.100", "10.9.0.200", "10.9.1.3")  # fmt: skip
+        "198.19.0.3", "198.19.0.4", "198.19.0.100", "198.19.0.200", "198.19.1.3")  # fmt: skip
     # the testbed's: exactly the addresses its experiments always used
     tb = topology.testbed_topology().addr
     assert (tb.udpd, tb.udpd_generator, tb.vip, tb.attacker, tb.backend2, tb.prefix_len) == (
@@ -56,27 +56,27 @@ def test_the_lab_addresses_default_from_the_ports(tmp_path):
 
 
 def test_given_addresses_are_what_the_experiments_use(tmp_path):
-    topo = _load(tmp_path, '[addresses]\nudpd = "10.9.0.50"\nvip = "10.9.0.99"\n'
-                           'attacker = "10.9.9.9"\nbackend2 = "10.9.1.77"\n')  # fmt: skip
-    assert topo.describe()["addresses"]["udpd"] == "10.9.0.50"
+    topo = _load(tmp_path, '[addresses]\nudpd = "198.19.0.50"\nvip = "198.19.0.99"\n'
+                           'attacker = "198.19.9.9"\nbackend2 = "198.19.1.77"\n')  # fmt: skip
+    assert topo.describe()["addresses"]["udpd"] == "198.19.0.50"
     with topology.use(topo):
-        assert udp.udpd_ip("dut") == "10.9.0.50" and udp.udpd_ip("generator") == "10.9.0.4"
-        assert udp._local_ip("kernel") == "10.9.0.2"
+        assert udp.udpd_ip("dut") == "198.19.0.50" and udp.udpd_ip("generator") == "198.19.0.4"
+        assert udp._local_ip("kernel") == "198.19.0.2"
         env = udp._env("veloz-direct", "generator")
-        assert env["VZ_DIRECT_ADDR"] == "10.9.0.4/24" and env["VZ_DIRECT_IFACE"] == "lo"
+        assert env["VZ_DIRECT_ADDR"] == "198.19.0.4/24" and env["VZ_DIRECT_IFACE"] == "lo"
         assert udp._env("kernel")["VZ_MODE"] is None  # taken away, whatever the shell had
         cfg = lb_bench.config(topo)
-        for want in ('source4 = "10.9.0.2"', 'next_hop_mac = "02:00:c6:12:00:01"',
-                     'address = "10.9.0.99"', '["10.9.1.2", "10.9.1.77"]'):  # fmt: skip
+        for want in ('source4 = "198.19.0.2"', 'next_hop_mac = "02:00:c6:12:00:01"',
+                     'address = "198.19.0.99"', '["198.19.1.2", "198.19.1.77"]'):  # fmt: skip
             assert want in cfg
-        assert 'src = "10.9.9.9/32"' in ddos_attack.CONFIG  # the current topology's
+        assert 'src = "198.19.9.9/32"' in ddos_attack.CONFIG  # the current topology's
 
 
 @pytest.mark.parametrize(
     ("table", "says"),
     [
-        ('udpd = "10.9.5.3"', "'udpd' 10.9.5.3 is not on the DUT's first link (10.9.0.0/24)"),
-        ('vip = "10.9.0.300"', "'vip'"),
+        ('udpd = "198.19.5.3"', "'udpd' 198.19.5.3 is not on the DUT's first link (198.19.0.0/24)"),
+        ('vip = "198.19.0.300"', "'vip'"),
         ("prefix_len = 31", "'prefix_len' must be a whole number in 8..30"),
         ('colour = "red"', "unknown key 'colour'"),
     ],
