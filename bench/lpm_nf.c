@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * vz-lpm-bench's NF side: two LPM maps declared as an NF declares them
- * (VZ_LPM, nf.h) and looked up as an NF looks them up (vz_map_lookup() on
- * a key built on the stack, the value read), so that what is timed is the
- * NF-facing path the native build compiles, not the bare trie. This file
+ * (VZ_LPM, nf.h) and looked up as an NF looks them up (IPv4:
+ * vz_lpm_lookup4() on the address, as the router does, and vz_map_lookup()
+ * on a key built on the stack; IPv6: vz_map_lookup()), the value read, so
+ * that what is timed is the NF-facing path the native build compiles, not
+ * the bare trie. This file
  * includes nothing of DPDK: lpm_lookup.c holds the rest.
  */
 #include <veloz/nf.h>
@@ -24,6 +26,13 @@ struct vz_map *bench_map6(void)
 }
 
 __u32 bench_route4(__u32 addr_be)
+{
+	struct vz_route *r = vz_lpm_lookup4(&bench_routes4, &addr_be);
+
+	return r ? r->nexthop : BENCH_NONE;
+}
+
+__u32 bench_route4_key(__u32 addr_be)
 {
 	struct vz_lpm4_key key = { .prefixlen = 32 };
 	struct vz_route *r;
@@ -51,6 +60,25 @@ __u32 bench_route6(const __u8 *addr)
  */
 static inline __attribute__((always_inline)) __u64
 lookups4(const __u32 *addrs_be, __u64 n, __u64 mask, const int read)
+{
+	struct vz_route *r;
+	__u64 i, sum = 0;
+
+	for (i = 0; i < n; i++) {
+		r = vz_lpm_lookup4(&bench_routes4, &addrs_be[i & mask]);
+		if (read) {
+			if (r)
+				sum += r->nexthop;
+		} else {
+			sum += (__u64)(unsigned long)r;
+		}
+	}
+	return sum;
+}
+
+/* The same through BPF's key struct: vz_map_lookup() on {32, addr}. */
+static inline __attribute__((always_inline)) __u64
+lookups4_key(const __u32 *addrs_be, __u64 n, __u64 mask, const int read)
 {
 	struct vz_lpm4_key key = { .prefixlen = 32 };
 	struct vz_route *r;
@@ -199,6 +227,12 @@ __u64 bench_lookups4(const __u32 *addrs_be, __u64 n, __u64 mask, int read)
 {
 	return read ? lookups4(addrs_be, n, mask, 1)
 		    : lookups4(addrs_be, n, mask, 0);
+}
+
+__u64 bench_lookups4_key(const __u32 *addrs_be, __u64 n, __u64 mask, int read)
+{
+	return read ? lookups4_key(addrs_be, n, mask, 1)
+		    : lookups4_key(addrs_be, n, mask, 0);
 }
 
 __u64 bench_lookups6(const __u8 (*addrs)[16], __u64 n, __u64 mask, int read)

@@ -115,7 +115,6 @@ VZ_INLINE const struct vz_route *dir24_lookup(const __u8 *daddr,
 VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 {
 	vz_iphdr *iph = vz_ipv4(ctx, ETH_HLEN);
-	struct vz_lpm4_key key = { .prefixlen = 32 };
 	struct vz_nexthop *nh = 0;
 	struct vz_fib fib;
 	__u16 old_word, new_word;
@@ -142,8 +141,7 @@ VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 		if (vz_config.table == VZ_ROUTER_TABLE_DIR24) {
 			route = dir24_lookup((const __u8 *)&iph->daddr, &found);
 		} else {
-			__builtin_memcpy(key.addr, &iph->daddr, 4);
-			route = vz_map_lookup(&router_routes4, &key);
+			route = vz_lpm_lookup4(&router_routes4, &iph->daddr);
 		}
 		verdict = route_verdict(route, &nh);
 		if (verdict != VZ_REDIRECT_VERDICT || !nh)

@@ -66,6 +66,17 @@
 #define vz_map_update(map, key, value, flags) \
 	bpf_map_update_elem(map, key, value, flags)
 #define vz_map_delete(map, key) bpf_map_delete_elem(map, key)
+/* An IPv4 VZ_LPM map looked up by the 4 address bytes at addr4 (big
+ * endian, as in the packet): a key {32, addr}. */
+#define vz_lpm_lookup4(map, addr4)                                     \
+	({                                                             \
+		struct vz_lpm4_key vz__key = { .prefixlen = 32 };      \
+		_Static_assert(sizeof(*(map)->key) ==                  \
+				       sizeof(struct vz_lpm4_key),     \
+			       "vz_lpm_lookup4: not an IPv4 LPM map"); \
+		__builtin_memcpy(vz__key.addr, (addr4), 4);            \
+		bpf_map_lookup_elem(map, &vz__key);                    \
+	})
 #else
 /*
  * A native map is a struct vz_map; a pointer to it goes into the "vz_maps"
@@ -98,6 +109,19 @@ struct vz_lpm_map {
 VZ_INLINE void *vz__lpm_lookup(struct vz_lpm_map *m, const void *key)
 {
 	return vz_map_lookup_lpm(&m->map, key);
+}
+
+/*
+ * vz_lpm_lookup4(&map, addr): an IPv4 VZ_LPM map looked up by the 4
+ * address bytes at addr (big endian, as in the packet: &iph->daddr), the
+ * same as vz_map_lookup() with a key {32, addr} in both builds. Natively
+ * it builds no key at all, which is the faster fast path
+ * (vz_map_lookup_lpm4() in maps.h); in BPF it builds the key. Only VZ_LPM
+ * maps take it (a compile error otherwise).
+ */
+VZ_INLINE void *vz_lpm_lookup4(struct vz_lpm_map *m, const void *addr)
+{
+	return vz_map_lookup_lpm4(&m->map, addr);
 }
 
 VZ_INLINE struct vz_map *vz__lpm_base(struct vz_lpm_map *m)
@@ -149,6 +173,8 @@ VZ_INLINE struct vz_map *vz__map_base(struct vz_map *m)
 			.value_size = sizeof(vtype),           \
 			.max_entries = (n),                    \
 			.flags = BPF_F_NO_PREALLOC,            \
+			.lpm4_root = VZ_LPM4_UNSET,            \
+			.lpm4_mask = 0,                        \
 		},                                             \
 	}; \
 	static struct vz_map *const vz__map_ref_##map_name       \

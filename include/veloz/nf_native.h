@@ -20,8 +20,9 @@ struct vz_ctx {
 };
 
 /* 2: struct vz_map grew the LPM fast path's fields
- * 3: ...and the trie's first level (lpm_root, lpm_root_shift, lpm_bits) */
-#define VZ_NF_ABI 3
+ * 3: ...and the trie's first level (lpm_root, lpm_root_shift, lpm_bits)
+ * 4: ...and the IPv4 lookup's (lpm4_root, lpm4_mask) */
+#define VZ_NF_ABI 4
 
 struct vz_nf_desc {
 	__u32 abi; /* VZ_NF_ABI */

@@ -23,6 +23,7 @@ a table and written to build-fuzz/fuzz-long.json.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import re
@@ -156,10 +157,29 @@ def run_one(t: Target, build: Path, runs: int, seconds: int) -> Result:
         m = subprocess.run(["nice", "-n", "19", *merge], env=env, stdout=log,
                            stderr=subprocess.STDOUT, check=False)  # fmt: skip
     if m.returncode == 0 and _count(fresh):
+        # copied beside it first: a campaign killed here keeps a corpus
+        staged = corpus.with_name(corpus.name + ".new")
+        shutil.rmtree(staged, ignore_errors=True)
+        shutil.copytree(fresh, staged)
         shutil.rmtree(corpus)
-        shutil.copytree(fresh, corpus)
+        staged.rename(corpus)
     r.corpus_after = _count(corpus)
     return r
+
+
+def _merge_report(report: Path, result: dict | None) -> dict[str, dict]:
+    """The report's targets with this result in: read again under a lock
+    each time, since two campaigns (one per core) may share the report."""
+    report.parent.mkdir(parents=True, exist_ok=True)
+    with open(report.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        kept = {r["target"]: r for r in json.loads(report.read_text())} if report.exists() else {}
+        if result is not None:
+            kept[result["target"]] = result
+            tmp = report.with_suffix(".tmp")
+            tmp.write_text(json.dumps(list(kept.values()), indent=1) + "\n")
+            tmp.replace(report)
+    return kept
 
 
 def main() -> int:
@@ -179,15 +199,14 @@ def main() -> int:
     report = args.build / "fuzz-long.json"
     # a campaign runs for hours, often a target or two at a time: the report
     # keeps every target's latest run, not only this invocation's
-    kept = {r["target"]: r for r in json.loads(report.read_text())} if report.exists() else {}
+    kept = _merge_report(report, None)
     for name in args.targets or list(every):
         r = run_one(every[name], args.build.resolve(), args.runs, args.seconds)
         results.append(r)
         print(f"{r.target:16} {r.executions:>11,} execs {r.seconds:>8.0f} s "
               f"{r.exec_per_s:>7,}/s cov {r.cov} ft {r.ft} corpus {r.corpus_before}"
               f"->{r.corpus_after} {r.finding or 'no finding'}", flush=True)  # fmt: skip
-        kept[r.target] = asdict(r)
-        report.write_text(json.dumps(list(kept.values()), indent=1) + "\n")
+        kept = _merge_report(report, asdict(r))
     reached = sum(r.executions >= args.runs for r in results)
     found = [r for r in results if r.finding]
     print(f"fuzz-long: {len(results)} targets, {reached} reached {args.runs:,} executions, "
