@@ -37,10 +37,12 @@
  * Memory: the first level is mmap()ed (64 MiB when 24 bits index it, with
  * transparent huge pages for full-size tables); untouched pages cost
  * nothing. Groups (1 KiB each) come from chunks of 256 groups allocated as
- * needed, up to what max_rules can use: each rule longer than the first
- * level needs at most one group per level below it. The chunk pointer array
- * is allocated once at its final size and never moves, so readers may
- * follow it while the writer adds chunks.
+ * needed (in a full-size table, eight at a time on a 2 MiB huge page: a
+ * lookup below the first level reads a group per level, and on 4 KiB pages
+ * each of those missed the TLB too), up to what max_rules can use: each rule
+ * longer than the first level needs at most one group per level below it. The
+ * chunk pointer array is allocated once at its final size and never moves, so
+ * readers may follow it while the writer adds chunks.
  *
  * Concurrency: lookups take no lock and write nothing. The writer stores
  * every entry with one atomic 32-bit store (release), fills a group before
@@ -83,6 +85,9 @@ struct vz_lpm {
 	__u32 max_groups; /* what max_rules rules can need at most */
 	__u32 ngroups; /* groups handed out so far (chunks cover them) */
 	__u32 nchunks; /* chunks allocated */
+	/* chunks allocated at once: 8 (2 MiB on a transparent huge page) in
+	 * a table sized for a full routing table, else 1 */
+	__u32 chunks_per_block;
 	__u32 *free_groups; /* stack of freed groups, room for ngroups */
 	__u32 nfree;
 	size_t root_size; /* bytes mapped at root */

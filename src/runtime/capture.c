@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,16 @@ void vz_capture_send(int fd, struct vz_capture_rec *r, int action, __u32 port)
 		switch_off(fd); /* the client hung up */
 }
 
+/* A name the replies can echo: error lines are printable text (fuzz-ctl
+ * found "cannot reach" echoing a name's raw bytes). vz-dump's names are. */
+static bool printable(const char *name)
+{
+	for (; *name; name++)
+		if (*name < 0x21 || *name > 0x7e)
+			return false;
+	return true;
+}
+
 /* "capture @NAME SNAPLEN": connect to the client's abstract socket. */
 static int switch_on(const char *name, const char *snap, struct buf *out)
 {
@@ -87,8 +98,8 @@ static int switch_on(const char *name, const char *snap, struct buf *out)
 	unsigned long v = strtoul(snap, &end, 10);
 	int fd, bufsize = 8 << 20;
 
-	if (name[0] != '@' || n < 2 || n > sizeof(sa.sun_path) || *end || !v ||
-	    v > VZ_DUMP_SNAP_MAX) {
+	if (name[0] != '@' || n < 2 || n > sizeof(sa.sun_path) ||
+	    !printable(name) || *end || !v || v > VZ_DUMP_SNAP_MAX) {
 		vz_ctl_buf_printf(out, "error capture @NAME SNAPLEN (1..%u)\n",
 				  VZ_DUMP_SNAP_MAX);
 		return -EINVAL;

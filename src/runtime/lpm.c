@@ -20,6 +20,11 @@
  * a table touches most of it anyway.
  */
 #define HUGE_PAGE_RULES 65536
+/* ...and their groups in blocks of 8 chunks (2 MiB), each on a huge page */
+#define BLOCK_CHUNKS 8
+#define HUGE_PAGE (2u << 20)
+_Static_assert(BLOCK_CHUNKS *CHUNK_GROUPS * 256 * sizeof(__u32) == HUGE_PAGE,
+	       "a block is one huge page");
 
 static void store(__u32 *entry, __u32 word)
 {
@@ -78,6 +83,7 @@ int vz_lpm_init(struct vz_lpm *t, __u32 data_bytes, __u32 max_rules)
 	t->depth = calloc(max_rules, sizeof(*t->depth));
 	if (!t->depth)
 		goto nomem;
+	t->chunks_per_block = max_rules >= HUGE_PAGE_RULES ? BLOCK_CHUNKS : 1;
 	if (t->max_groups) {
 		t->chunks = calloc((t->max_groups + CHUNK_GROUPS - 1) /
 					   CHUNK_GROUPS,
@@ -97,12 +103,35 @@ void vz_lpm_free(struct vz_lpm *t)
 
 	if (t->root)
 		munmap(t->root, t->root_size);
-	for (c = 0; c < t->nchunks; c++)
+	/* a block's first chunk is what was allocated */
+	for (c = 0; c < t->nchunks; c += t->chunks_per_block)
 		free(t->chunks[c]);
 	free(t->chunks);
 	free(t->depth);
 	free(t->free_groups);
 	memset(t, 0, sizeof(*t));
+}
+
+/*
+ * Zeroed memory for the next chunk, of groups groups: its own allocation,
+ * or in a table with blocks, the next chunk of the current block (a new
+ * block, 2 MiB aligned and advised onto a huge page before it is touched,
+ * every BLOCK_CHUNKS chunks).
+ */
+static __u32 *chunk_new(struct vz_lpm *t, __u32 groups)
+{
+	void *block;
+
+	if (t->chunks_per_block == 1)
+		return calloc((size_t)groups * GROUP_ENTRIES, sizeof(__u32));
+	if (t->nchunks % t->chunks_per_block)
+		return t->chunks[t->nchunks - 1] +
+		       (size_t)CHUNK_GROUPS * GROUP_ENTRIES;
+	if (posix_memalign(&block, HUGE_PAGE, HUGE_PAGE))
+		return NULL;
+	madvise(block, HUGE_PAGE, MADV_HUGEPAGE); /* a hint */
+	memset(block, 0, HUGE_PAGE);
+	return block;
 }
 
 /* Make sure need more groups can be had without failing. */
@@ -126,8 +155,7 @@ static int groups_reserve(struct vz_lpm *t, __u32 need)
 		if (!grown)
 			return -ENOMEM;
 		t->free_groups = grown;
-		t->chunks[t->nchunks] =
-			calloc((size_t)groups * GROUP_ENTRIES, sizeof(__u32));
+		t->chunks[t->nchunks] = chunk_new(t, groups);
 		if (!t->chunks[t->nchunks])
 			return -ENOMEM;
 		t->nchunks++;

@@ -123,6 +123,9 @@ int main(void)
 	expect(&ctl, "capture @x 0\n", "error capture @NAME SNAPLEN");
 	expect(&ctl, "capture @x 99999\n", "error capture @NAME SNAPLEN");
 	expect(&ctl, "capture @x 64 extra\n", "error capture @NAME SNAPLEN");
+	/* a name the error could not echo as text (found by fuzz-ctl) */
+	expect(&ctl, "capture @=ll\x92\x99 64\n",
+	       "error capture @NAME SNAPLEN");
 	expect(&ctl, "capture @vz-test-nobody-listens 64\n",
 	       "error cannot reach");
 	round_trip(&ctl);

@@ -6,7 +6,8 @@
  * same answers on random nested tables, IPv4 and IPv6 (a small table with
  * a 16-bit first level and a full-size one with a 24-bit first level), as
  * rules are added, replaced and deleted. Also: a key whose prefixlen is
- * shorter than the address still gets BPF's answer, the update and delete
+ * shorter than the address still gets BPF's answer, vz_lpm_lookup4() (by
+ * address) gives a full-length key's answer, the update and delete
  * macros work on the typed maps, and bpf_map_lookup_elem() is the same call.
  *
  * VZ_TEST_SEED=n replays a run; a failure prints the seed.
@@ -239,6 +240,11 @@ static void run(struct vz_lpm_map *m, __u32 bytes, __u32 root_bytes)
 				bad++;
 			if (bpf_map_lookup_elem(m, &key) != typed)
 				bad++;
+			/* IPv4 by address: a full-length key's answer; any
+			 * other map's lookup4 answers nothing */
+			if (key.prefixlen == 8 * bytes &&
+			    vz_lpm_lookup4(m, a) != (bytes == 4 ? typed : NULL))
+				bad++;
 		}
 		CHECK(!bad, "%s: step %d: %d of %d answers wrong (seed %llu)",
 		      m->map.name, step, bad, PROBES, seed);
@@ -250,6 +256,8 @@ static void run(struct vz_lpm_map *m, __u32 bytes, __u32 root_bytes)
 	vz_map_free(&m->map);
 	CHECK(vz_map_lookup(m, &key) == NULL, "%s: a freed map answers nothing",
 	      m->map.name);
+	CHECK(vz_lpm_lookup4(m, a) == NULL,
+	      "%s: a freed map answers nothing by address", m->map.name);
 	CHECK(!bulk_wrong(m, bytes, bases), "%s: a freed map's bulk lookups",
 	      m->map.name);
 }
@@ -261,6 +269,9 @@ int main(void)
 	if (s)
 		seed = strtoull(s, NULL, 0);
 	rng_state = seed;
+	/* before vz_map_init(): off the IPv4 path, and no answer */
+	CHECK(vz_lpm_lookup4(&typed4, "\xc6\x12\x00\x01") == NULL,
+	      "typed4: a map not initialised answers nothing by address");
 	run(&typed4, 4, 3);
 	/* a small IPv6 table indexes 16 bits first, a full-size one 24 */
 	run(&typed6, 16, 2);
