@@ -5,6 +5,7 @@
  * rules readers rely on. Every function here runs under the map's lock.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -105,7 +106,10 @@ void vz_lpm_free(struct vz_lpm *t)
 		munmap(t->root, t->root_size);
 	/* a block's first chunk is what was allocated */
 	for (c = 0; c < t->nchunks; c += t->chunks_per_block)
-		free(t->chunks[c]);
+		if (t->chunks_per_block == 1)
+			free(t->chunks[c]);
+		else
+			munmap(t->chunks[c], HUGE_PAGE);
 	free(t->chunks);
 	free(t->depth);
 	free(t->free_groups);
@@ -115,23 +119,32 @@ void vz_lpm_free(struct vz_lpm *t)
 /*
  * Zeroed memory for the next chunk, of groups groups: its own allocation,
  * or in a table with blocks, the next chunk of the current block (a new
- * block, 2 MiB aligned and advised onto a huge page before it is touched,
- * every BLOCK_CHUNKS chunks).
+ * block every BLOCK_CHUNKS chunks: 2 MiB of fresh anonymous memory, 2 MiB
+ * aligned and advised onto a huge page before it is touched; zero already,
+ * so nothing is written until groups are).
  */
 static __u32 *chunk_new(struct vz_lpm *t, __u32 groups)
 {
-	void *block;
+	__u8 *map, *block;
+	size_t len = 2 * (size_t)HUGE_PAGE;
 
 	if (t->chunks_per_block == 1)
 		return calloc((size_t)groups * GROUP_ENTRIES, sizeof(__u32));
 	if (t->nchunks % t->chunks_per_block)
 		return t->chunks[t->nchunks - 1] +
 		       (size_t)CHUNK_GROUPS * GROUP_ENTRIES;
-	if (posix_memalign(&block, HUGE_PAGE, HUGE_PAGE))
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
 		return NULL;
+	/* the aligned 2 MiB inside, the rest given back */
+	block = (__u8 *)(((uintptr_t)map + HUGE_PAGE - 1) &
+			 ~(uintptr_t)(HUGE_PAGE - 1));
+	if (block > map)
+		munmap(map, (size_t)(block - map));
+	munmap(block + HUGE_PAGE, (size_t)(map + len - (block + HUGE_PAGE)));
 	madvise(block, HUGE_PAGE, MADV_HUGEPAGE); /* a hint */
-	memset(block, 0, HUGE_PAGE);
-	return block;
+	return (__u32 *)block;
 }
 
 /* Make sure need more groups can be had without failing. */
