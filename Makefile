@@ -122,7 +122,8 @@ fuzz: build-fuzz
 		mkdir -p $(FUZZ_BUILD)/corpus/$$t; log=$(FUZZ_BUILD)/fuzz-$$t.log; \
 		$(PY) tests/fuzz/fuzz_$$(echo $$t | tr - _).py --seconds $(FUZZ_SECONDS) \
 			--seeds $(FUZZ_BUILD)/seeds/$$t -max_len=4096 -artifact_prefix=$(FUZZ_BUILD)/ \
-			$(FUZZ_BUILD)/corpus/$$t $$(ls -d tests/fuzz/corpus/$$t 2>/dev/null) > $$log 2>&1 \
+			$(FUZZ_BUILD)/corpus/$$t $$(ls -d tests/fuzz/corpus/$$t tests/fuzz/regressions/$$t 2>/dev/null) \
+			> $$log 2>&1 \
 			|| { tail -40 $$log; echo "fuzz-$$t FAILED"; exit 1; }; \
 		grep "^fuzz-$$t:" $$log; \
 	done

@@ -51,6 +51,11 @@ def to_assignments(values: dict[str, object], ports: Sequence[str] = ()) -> list
     """key=value strings for the C tools; interface names become port numbers."""
     out = []
     for key, value in values.items():
+        # a field's name, as the NF's C struct has it: an empty key or one
+        # with "=" in it would make an assignment of another field (found by
+        # fuzz-py-config: ''=7)
+        if not (key.isascii() and key.isidentifier()):
+            raise VelozError(f"config key {key!r}: not a field name (letters, digits and _)")
         if isinstance(value, bool):
             text = "1" if value else "0"
         elif isinstance(value, int):

@@ -69,7 +69,7 @@ def targets(build: Path) -> list[Target]:
     for nf in CTL_NFS:
         env = {"VZ_FUZZ_NF": nf, "VZ_FUZZ_NF_DIR": str(build / "nf"),
                "VZ_FUZZ_OPS": str(build / "ops" / f"{nf}.ops")}  # fmt: skip
-        seeds = [build / "ops" / f"ctl-{nf}", REGRESSIONS / f"ctl-{nf}"]
+        seeds = [build / "ops" / f"ctl-{nf}"]
         out.append(Target(f"ctl-{nf}", [str(build / "tests/fuzz/fuzz-ctl"), "-max_len=4096"],
                           env, seeds))  # fmt: skip
     out.append(Target("stack", [str(build / "tests/fuzz/fuzz-stack"), "-max_len=16384"],
@@ -116,12 +116,13 @@ def run_one(t: Target, build: Path, runs: int, seconds: int) -> Result:
     corpus.mkdir(parents=True, exist_ok=True)
     r.corpus_before = _count(corpus)
     env = {**os.environ, **t.env}
-    seeds = [str(s) for s in t.seeds if s.is_dir()]
+    # every target's fixed findings run again first (its regression inputs)
+    seeds = [str(s) for s in [*t.seeds, REGRESSIONS / t.name] if s.is_dir()]
     prefix = f"-artifact_prefix={build / 'long'}/{t.name}-"
     if t.python:
         # pyfuzz counts the inputs itself, and cleans up when it stops
         cmd = [*t.argv[:2], "--seconds", str(seconds), "--runs", str(runs), *t.argv[2:],
-               prefix, str(work), str(corpus)]  # fmt: skip
+               prefix, str(work), str(corpus), *seeds]  # fmt: skip
     else:
         cmd = [*t.argv, f"-runs={runs}", f"-max_total_time={seconds}", "-print_final_stats=1",
                prefix, str(work), str(corpus), *seeds]  # fmt: skip

@@ -23,7 +23,10 @@ def test_config_file_and_sets_become_assignments(tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [("accesses = ", "config file"), ("accesses = 1.5", "expected an integer"),
-     ("accesses = 'many'", "not an integer")],
+     ("accesses = 'many'", "not an integer"),
+     # found by fuzz-py-config: keys that are no field's name
+     ("'' = 7", "not a field name"), ('"a=b" = 1', "not a field name"),
+     ('"a b" = 1', "not a field name"), ('"\\u00e9" = 1', "not a field name")],
 )  # fmt: skip
 def test_bad_config_files_are_refused(tmp_path, content, message):
     f = tmp_path / "bad.toml"
