@@ -138,9 +138,12 @@ def run_one(t: Target, build: Path, runs: int, seconds: int) -> Result:
         m = re.search(rf"^fuzz-{re.escape(t.name)}: (\d+) ", text, re.M)
         r.executions = int(m.group(1)) if m else r.executions
     r.exec_per_s = round(r.executions / r.seconds) if r.seconds else 0
-    # stopped by hand (SIGINT: libFuzzer exits 72 after its final stats) is
-    # not a finding: the executions so far count, and the corpus is kept
-    interrupted = "libFuzzer: run interrupted" in text
+    # stopped by hand (SIGINT: libFuzzer exits 72 after its final stats;
+    # atheris lets Python's KeyboardInterrupt end it, exit 130) is not a
+    # finding: the executions so far count, and the corpus is kept
+    interrupted = "libFuzzer: run interrupted" in text or (
+        t.python and done.returncode == 130 and "KeyboardInterrupt: stopping." in text
+    )
     if done.returncode != 0 and not interrupted:
         found = sorted((build / "long").glob(f"{t.name}-*"))
         r.finding = f"exit {done.returncode}: {found[-1] if found else log_path}"
