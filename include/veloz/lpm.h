@@ -20,11 +20,17 @@
  * level and, only under prefixes longer than that level, one more per byte.
  *
  * Entries are 32-bit words:
- *   0                       empty: no rule covers these addresses
- *   rule + 1                a leaf (bit 31 clear): this rule is the answer
- *   VZ_LPM_GROUP | group    the answer depends on the next byte: see group
+ *   0                            empty: no rule covers these addresses
+ *   (rule + 1) * leaf_scale      a leaf (bit 31 clear): this rule answers
+ *   VZ_LPM_GROUP | group         the answer depends on the next byte
  * The prefix length that set a leaf is not in the word: depth[rule] holds it
  * (the writer needs it; a lookup does not), so all 31 bits name the rule.
+ * leaf_scale is the map's value stride in units of VZ_LPM_LEAF_UNIT (8)
+ * bytes, so a leaf is where the rule's value is, in those units, from one
+ * stride before the first value: an NF turns the entry it loaded into its
+ * value's address with one scaled add (x86's lea), where rule + 1 took a
+ * multiply by the stride too, on the path every lookup waits on
+ * (vz_map_lookup_lpm4(), maps.h; bench/README.md has the figures).
  *
  * Controlled prefix expansion: a rule of length d sets every entry of its
  * range at the level where d ends whose rule is d long or shorter (or
@@ -68,6 +74,7 @@
 #define VZ_LPM_NONE 0xffffffffu /* no rule */
 #define VZ_LPM_GROUP 0x80000000u /* entry names a child group */
 #define VZ_LPM_MAX_RULES 0x7fffffffu /* rule + 1 fits in 31 bits */
+#define VZ_LPM_LEAF_UNIT 8 /* bytes: a value stride is a multiple of it */
 #define VZ_LPM_MAX_DATA 256 /* address bytes, as the kernel's LPM trie */
 #define VZ_LPM_CHUNK_SHIFT 8 /* 256 groups (256 KiB) per chunk */
 
@@ -79,6 +86,7 @@ struct vz_lpm {
 	__u32 root_bytes; /* address bytes indexing the first level: 1..3 */
 	__u32 root_shift; /* 32 - 8 * root_bytes */
 	__u32 data_bytes; /* address bytes */
+	__u32 leaf_scale; /* rule r's leaf is (r + 1) * leaf_scale */
 	/* The writer's, under the map's lock. */
 	__u16 *depth; /* per rule: its prefix length */
 	__u32 max_rules;
@@ -97,6 +105,13 @@ static inline const __u32 *vz_lpm_group(const struct vz_lpm *t, __u32 g)
 {
 	return t->chunks[g >> VZ_LPM_CHUNK_SHIFT] +
 	       ((size_t)(g & ((1u << VZ_LPM_CHUNK_SHIFT) - 1)) << 8);
+}
+
+/* A leaf's rule (an empty entry's: VZ_LPM_NONE), off the NF's path: the
+ * division is the writer's and the control plane's. */
+static inline __u32 vz_lpm_rule(const struct vz_lpm *t, __u32 leaf)
+{
+	return leaf / t->leaf_scale - 1;
 }
 
 static inline __u32 vz_lpm_root_index(const struct vz_lpm *t, const __u8 *addr)
@@ -125,6 +140,7 @@ static inline __u32 vz_lpm_root_index(const struct vz_lpm *t, const __u8 *addr)
  * Out of line and pure (it writes nothing): acquires inline are compiler
  * barriers, and a loop of lookups would reload the table's fields (and the
  * map's) on every lookup, though first-level answers never come here.
+ * Returns the leaf (0: empty), which vz_lpm_rule() names.
  */
 static __attribute__((noinline, pure, unused)) __u32
 vz_lpm_lookup_groups(const struct vz_lpm *t, const __u8 *addr,
@@ -143,7 +159,7 @@ vz_lpm_lookup_groups(const struct vz_lpm *t, const __u8 *addr,
 					    __ATOMIC_ACQUIRE);
 		if (!(e & VZ_LPM_GROUP) &&
 		    __atomic_load_n(&t->gen, __ATOMIC_RELAXED) == gen)
-			return e - 1;
+			return e;
 	}
 }
 
@@ -157,9 +173,9 @@ static inline __u32 vz_lpm_lookup(const struct vz_lpm *t, const __u8 *addr)
 	const __u32 *slot = &t->root[vz_lpm_root_index(t, addr)];
 	__u32 e = __atomic_load_n(slot, __ATOMIC_RELAXED);
 
-	if (__builtin_expect(!(e & VZ_LPM_GROUP), 1))
-		return e - 1; /* a leaf; empty (0) becomes VZ_LPM_NONE */
-	return vz_lpm_lookup_groups(t, addr, slot);
+	if (__builtin_expect(e & VZ_LPM_GROUP, 0))
+		e = vz_lpm_lookup_groups(t, addr, slot);
+	return vz_lpm_rule(t, e); /* empty (0) becomes VZ_LPM_NONE */
 }
 
 #endif /* VELOZ_LPM_H */

@@ -55,22 +55,15 @@ struct vz_map {
 	const __u32 *lpm_root;
 	__u32 lpm_root_shift; /* lpm->root_shift */
 	__u32 lpm_bits; /* lpm->data_bytes * 8: a full-length prefixlen */
-	/* vz_map_lookup_lpm4()'s first level, so that its path checks
-	 * nothing: an IPv4 map's lpm_root (always 24 bits: lpm.c) and
-	 * VZ_LPM4_MASK; for any other map, or one not initialised,
-	 * VZ_LPM4_UNSET and 0, whose one entry sends every lookup off the
-	 * path, where it is checked. A mask, not the shift: a constant shift
-	 * and an AND are two instructions, a shift by a register is three
-	 * micro-ops on x86 without BMI2. */
+	/* vz_map_lookup_lpm4()'s first level, indexed by an address's top 24
+	 * bits with no check on the path: an IPv4 map's lpm_root (always 24
+	 * bits: lpm.c); for any other LPM map vz_map_init() sets a shared
+	 * read-only one whose 2^24 entries all say VZ_LPM_GROUP, which sends
+	 * every lookup off the path, where the map is checked (maps.c); the
+	 * same after vz_map_free(). NULL before vz_map_init(): no NF runs
+	 * before its maps are initialised. */
 	const __u32 *lpm4_root;
-	__u32 lpm4_mask;
 };
-
-#define VZ_LPM4_MASK 0xffffffu
-
-/* A first level of one entry that answers "look further" (VZ_LPM_GROUP). */
-static const __u32 vz__lpm4_unset[1] __attribute__((unused)) = { VZ_LPM_GROUP };
-#define VZ_LPM4_UNSET vz__lpm4_unset
 
 /* The worker running on this thread; selects the per-CPU copy. */
 extern __thread __u32 vz_worker_id __attribute__((tls_model("initial-exec")));
@@ -123,18 +116,35 @@ vz__lpm_off_path(struct vz_map *map, const void *key)
 static __attribute__((noinline, cold, pure, unused)) __u32
 vz__lpm_below(const struct vz_map *map, const __u8 *addr, const __u32 *slot)
 {
-	return vz_lpm_lookup_groups(map->lpm, addr, slot) + 1;
+	return vz_lpm_lookup_groups(map->lpm, addr, slot);
 }
 
-/* A first-level entry (or a deeper one's answer, + 1) as the value it
- * names, NULL for empty (0). A select, not a branch: over uniform
- * addresses, routed or not is a coin toss the branch predictor loses,
- * and each miss flushes the lookups in flight. */
-static inline __attribute__((always_inline)) void *
-vz__lpm_value(__u8 *values, size_t stride, __u32 e)
+/* Where a leaf's value is counted from: one value stride before the first
+ * (lpm.h: a leaf is its rule's value's place in VZ_LPM_LEAF_UNIT bytes
+ * from there). */
+static inline __attribute__((always_inline)) uintptr_t
+vz__lpm_values_before(const struct vz_map *map)
 {
-	values += (size_t)(e - 1) * stride;
-	return e ? values : NULL;
+	return (uintptr_t)map->lpm_values - map->value_stride;
+}
+
+/* A leaf (a first-level entry or a deeper one's answer) as the value it
+ * names, NULL for empty (0): one scaled add. The compiler makes the NULL
+ * a branch, and that was faster than a branch-free select in every
+ * variant timed (bench/README.md): the branch lets the lookups after it
+ * go on before this one's entry arrives. A value is never at address 0,
+ * which the compiler is told, so that a caller's own NULL check of the
+ * answer costs nothing more. */
+static inline __attribute__((always_inline)) void *
+vz__lpm_value(uintptr_t before, __u32 leaf)
+{
+	void *value = (void *)(before + (uintptr_t)leaf * VZ_LPM_LEAF_UNIT);
+
+	if (!leaf)
+		return NULL;
+	if (!value)
+		__builtin_unreachable();
+	return value;
 }
 
 /*
@@ -155,8 +165,7 @@ vz_map_lookup_lpm(struct vz_map *map, const void *key)
 	 * the rate in a bare-table experiment (bench/README.md). */
 	const __u32 *root = map->lpm_root, *slot;
 	__u32 bits = map->lpm_bits, shift = map->lpm_root_shift;
-	__u8 *values = map->lpm_values;
-	size_t stride = map->value_stride;
+	uintptr_t before = vz__lpm_values_before(map);
 	__u32 prefixlen, word, e;
 
 	memcpy(&prefixlen, key, sizeof(prefixlen));
@@ -172,13 +181,13 @@ vz_map_lookup_lpm(struct vz_map *map, const void *key)
 	e = __atomic_load_n(slot, __ATOMIC_RELAXED);
 	if (__builtin_expect(e & VZ_LPM_GROUP, 0))
 		e = vz__lpm_below(map, addr, slot);
-	return vz__lpm_value(values, stride, e);
+	return vz__lpm_value(before, e);
 }
 
 /*
  * The IPv4 fast path's one way off it: an entry with VZ_LPM_GROUP set,
  * which is a rule longer than the first level, or a map that is not an
- * initialised IPv4 map (lpm4_root is then VZ_LPM4_UNSET).
+ * IPv4 map (lpm4_root is then the shared first level of such entries).
  */
 static __attribute__((noinline, cold, pure, unused)) void *
 vz__lpm4_off_path(struct vz_map *map, const void *addr)
@@ -192,11 +201,10 @@ vz__lpm4_off_path(struct vz_map *map, const void *addr)
 	memcpy(&word, addr, sizeof(word));
 	if (map->lpm_root && map->lpm_bits == 32)
 		return vz__lpm_value(
-			map->lpm_values, map->value_stride,
+			vz__lpm_values_before(map),
 			vz_lpm_lookup_groups(
 				map->lpm, addr,
-				&map->lpm_root[be32toh(word) >> 8]) +
-				1);
+				&map->lpm_root[be32toh(word) >> 8]));
 	/* only an IPv4 map's key is {prefixlen, 4 bytes} */
 	if (map->key_size != sizeof(key))
 		return NULL;
@@ -210,13 +218,15 @@ vz__lpm4_off_path(struct vz_map *map, const void *addr)
  * instructions. Over a full table each lookup is a cache miss, and how
  * many of them are in flight at once is what the rate is: the fewer
  * instructions a lookup takes, the more of them the core's reorder window
- * holds. So nothing is checked on the path (lpm4_root and lpm4_mask make a
- * map that is not ready take the way off it), no key struct is built, and
- * the address is read where it is (the way off the path reads it again
- * rather than keep it): BPF's key, stored on the stack and read back, and
- * the checks held vz_map_lookup() to ~0.7x rte_lpm_lookup(), which takes a
- * bare u32 (bench/README.md). An NF reaches it as vz_lpm_lookup4() (nf.h),
- * the same source in both builds.
+ * holds. So nothing is checked on the path (lpm4_root makes a map that is
+ * not an IPv4 one take the way off it), not even a mask on the index, the
+ * value's address is one scaled add from the entry (no multiply by the
+ * stride: lpm.h), no key struct is built, and the address is read where
+ * it is (the way off the path reads it again rather than keep it): BPF's
+ * key, stored on the stack and read back, and the checks held
+ * vz_map_lookup() to ~0.7x rte_lpm_lookup(), which takes a bare u32, and
+ * the mask and the multiply this to ~0.83x (bench/README.md). An NF
+ * reaches it as vz_lpm_lookup4() (nf.h), the same source in both builds.
  */
 static inline __attribute__((always_inline)) void *
 vz_map_lookup_lpm4(struct vz_map *map, const void *addr)
@@ -224,19 +234,15 @@ vz_map_lookup_lpm4(struct vz_map *map, const void *addr)
 	/* the fields first, unconditionally: a loop of lookups loads them
 	 * once (as in vz_map_lookup_lpm()) */
 	const __u32 *root = map->lpm4_root;
-	__u32 mask = map->lpm4_mask, word, e;
-	size_t stride = map->value_stride;
-	/* where entry e's value is, less one stride: e * stride from it is
-	 * the value, with no e - 1 on the path */
-	uintptr_t before = (uintptr_t)map->lpm_values - stride;
+	uintptr_t before = vz__lpm_values_before(map);
+	__u32 word, e;
 
 	memcpy(&word, addr, sizeof(word));
 	/* relaxed, as in vz_map_lookup_lpm() */
-	e = __atomic_load_n(&root[be32toh(word) >> 8 & mask], __ATOMIC_RELAXED);
+	e = __atomic_load_n(&root[be32toh(word) >> 8], __ATOMIC_RELAXED);
 	if (__builtin_expect(e & VZ_LPM_GROUP, 0))
 		return vz__lpm4_off_path(map, addr);
-	/* a select, as in vz__lpm_value() */
-	return e ? (void *)(before + (uintptr_t)e * stride) : NULL;
+	return vz__lpm_value(before, e);
 }
 
 /* How many keys ahead a bulk lookup prefetches first-level entries: the

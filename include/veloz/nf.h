@@ -173,8 +173,6 @@ VZ_INLINE struct vz_map *vz__map_base(struct vz_map *m)
 			.value_size = sizeof(vtype),           \
 			.max_entries = (n),                    \
 			.flags = BPF_F_NO_PREALLOC,            \
-			.lpm4_root = VZ_LPM4_UNSET,            \
-			.lpm4_mask = 0,                        \
 		},                                             \
 	}; \
 	static struct vz_map *const vz__map_ref_##map_name       \

@@ -21,8 +21,9 @@ struct vz_ctx {
 
 /* 2: struct vz_map grew the LPM fast path's fields
  * 3: ...and the trie's first level (lpm_root, lpm_root_shift, lpm_bits)
- * 4: ...and the IPv4 lookup's (lpm4_root, lpm4_mask) */
-#define VZ_NF_ABI 4
+ * 4: ...and the IPv4 lookup's (lpm4_root, lpm4_mask)
+ * 5: LPM leaves count value bytes (lpm.h), and lpm4_mask is gone */
+#define VZ_NF_ABI 5
 
 struct vz_nf_desc {
 	__u32 abi; /* VZ_NF_ABI */

@@ -5,10 +5,12 @@
  * rules readers rely on. Every function here runs under the map's lock.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "lpm.h"
 
@@ -32,22 +34,31 @@ static void store(__u32 *entry, __u32 word)
 	__atomic_store_n(entry, word, __ATOMIC_RELEASE);
 }
 
+/* Rule's leaf; VZ_LPM_NONE's is 0, empty. */
+static __u32 leaf(const struct vz_lpm *t, __u32 rule)
+{
+	return (rule + 1) * t->leaf_scale;
+}
+
 static __u32 *group_entries(struct vz_lpm *t, __u32 g)
 {
 	return (__u32 *)vz_lpm_group(t, g);
 }
 
-int vz_lpm_init(struct vz_lpm *t, __u32 data_bytes, __u32 max_rules)
+int vz_lpm_init(struct vz_lpm *t, __u32 data_bytes, __u32 max_rules,
+		__u32 leaf_scale)
 {
 	__u64 max_groups = 0, level = 1;
 	__u32 below, k;
 	void *root;
 
 	memset(t, 0, sizeof(*t));
+	/* every leaf, (max_rules) * leaf_scale at most, fits in 31 bits */
 	if (!data_bytes || data_bytes > VZ_LPM_MAX_DATA || !max_rules ||
-	    max_rules > VZ_LPM_MAX_RULES)
+	    !leaf_scale || max_rules > VZ_LPM_MAX_RULES / leaf_scale)
 		return -EINVAL;
 	t->data_bytes = data_bytes;
+	t->leaf_scale = leaf_scale;
 	/* A 24-bit first level for IPv4, and for longer addresses in tables
 	 * sized for a full routing table (as rte_lpm6's): one dependent load
 	 * fewer on every lookup under a prefix longer than /16. Small tables
@@ -220,7 +231,7 @@ static void expand(struct vz_lpm *t, __u32 *entries, __u32 first, __u32 count,
 		if (e & VZ_LPM_GROUP)
 			expand(t, group_entries(t, e & ~VZ_LPM_GROUP), 0,
 			       GROUP_ENTRIES, leaf, depth);
-		else if (!e || t->depth[e - 1] <= depth)
+		else if (!e || t->depth[vz_lpm_rule(t, e)] <= depth)
 			store(&entries[i], leaf);
 	}
 }
@@ -283,7 +294,7 @@ int vz_lpm_add(struct vz_lpm *t, const __u8 *addr, __u32 depth, __u32 rule)
 		bits += 8;
 	}
 	span = 1u << (bits - depth);
-	expand(t, entries, idx & ~(span - 1), span, rule + 1, depth);
+	expand(t, entries, idx & ~(span - 1), span, leaf(t, rule), depth);
 	return 0;
 }
 
@@ -307,7 +318,8 @@ void vz_lpm_delete(struct vz_lpm *t, const __u8 *addr, __u32 depth, __u32 rule,
 		bits += 8;
 	}
 	span = 1u << (bits - depth);
-	unexpand(t, entries, idx & ~(span - 1), span, rule + 1, repl + 1);
+	unexpand(t, entries, idx & ~(span - 1), span, leaf(t, rule),
+		 leaf(t, repl));
 
 	/*
 	 * Groups on the way down may now have no deeper rule under them: all
@@ -322,4 +334,59 @@ void vz_lpm_delete(struct vz_lpm *t, const __u8 *addr, __u32 depth, __u32 rule,
 		store(path[levels], entries[0]);
 		t->free_groups[t->nfree++] = g;
 	}
+}
+
+/*
+ * vz_map_lookup_lpm4()'s first level for every LPM map that is not an IPv4
+ * one: indexed like an IPv4 map's (2^24 entries, by an address's top 24
+ * bits, no check on the lookup's path), every entry VZ_LPM_GROUP, which
+ * sends the lookup off its path, where the map is checked. 64 MiB of
+ * address space but 2 MiB of memory: one 2 MiB memfd of such entries,
+ * mapped read-only 32 times side by side, once per process. NULL if that
+ * cannot be had.
+ */
+#define LPM4_ELSEWHERE_PIECE HUGE_PAGE
+#define LPM4_ELSEWHERE_SIZE ((sizeof(__u32)) << 24)
+
+static const __u32 *lpm4_elsewhere_root;
+static pthread_once_t lpm4_elsewhere_once = PTHREAD_ONCE_INIT;
+
+static void lpm4_elsewhere_make(void)
+{
+	__u8 *area;
+	__u32 *piece, i;
+	int fd = memfd_create("veloz-lpm4-elsewhere", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (ftruncate(fd, LPM4_ELSEWHERE_PIECE))
+		goto out;
+	piece = mmap(NULL, LPM4_ELSEWHERE_PIECE, PROT_READ | PROT_WRITE,
+		     MAP_SHARED, fd, 0);
+	if (piece == MAP_FAILED)
+		goto out;
+	for (i = 0; i < LPM4_ELSEWHERE_PIECE / sizeof(__u32); i++)
+		piece[i] = VZ_LPM_GROUP;
+	munmap(piece, LPM4_ELSEWHERE_PIECE);
+	/* the address range first, then the pieces over it */
+	area = mmap(NULL, LPM4_ELSEWHERE_SIZE, PROT_NONE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (area == MAP_FAILED)
+		goto out;
+	for (i = 0; i < LPM4_ELSEWHERE_SIZE / LPM4_ELSEWHERE_PIECE; i++)
+		if (mmap(area + (size_t)i * LPM4_ELSEWHERE_PIECE,
+			 LPM4_ELSEWHERE_PIECE, PROT_READ,
+			 MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+			munmap(area, LPM4_ELSEWHERE_SIZE);
+			goto out;
+		}
+	lpm4_elsewhere_root = (const __u32 *)area;
+out:
+	close(fd);
+}
+
+const __u32 *vz_lpm4_elsewhere(void)
+{
+	pthread_once(&lpm4_elsewhere_once, lpm4_elsewhere_make);
+	return lpm4_elsewhere_root;
 }

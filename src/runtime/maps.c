@@ -171,9 +171,10 @@ static int impl_init(struct vz_map *map)
 	impl->free_tail = map->max_entries - 1;
 	impl->lru_head = impl->lru_tail = VZ_NIL;
 	if (is_lpm(map)) {
-		int err = vz_lpm_init(&impl->lpm,
-				      map->key_size - (__u32)sizeof(__u32),
-				      map->max_entries);
+		/* leaves count VZ_LPM_LEAF_UNIT bytes of values (lpm.h) */
+		int err = vz_lpm_init(
+			&impl->lpm, map->key_size - (__u32)sizeof(__u32),
+			map->max_entries, map->value_stride / VZ_LPM_LEAF_UNIT);
 
 		if (err)
 			return err;
@@ -184,19 +185,19 @@ static int impl_init(struct vz_map *map)
 		map->lpm_root_shift = impl->lpm.root_shift;
 		if (impl->lpm.data_bytes >= 4)
 			map->lpm_root = impl->lpm.root;
-		if (impl->lpm.data_bytes == 4 && impl->lpm.root_shift == 8) {
+		if (impl->lpm.data_bytes == 4 && impl->lpm.root_shift == 8)
 			map->lpm4_root = impl->lpm.root;
-			map->lpm4_mask = VZ_LPM4_MASK;
-		}
 	}
 	return 0;
 }
 
 int vz_map_init(struct vz_map *map, __u32 nworkers)
 {
-	/* off vz_map_lookup_lpm4()'s path until the trie is there (lpm_init) */
-	map->lpm4_root = VZ_LPM4_UNSET;
-	map->lpm4_mask = 0;
+	/* off vz_map_lookup_lpm4()'s path until an IPv4 trie is there (and
+	 * after vz_map_free()); an NF never runs before this */
+	map->lpm4_root = is_lpm(map) ? vz_lpm4_elsewhere() : NULL;
+	if (is_lpm(map) && !map->lpm4_root)
+		return -ENOMEM;
 	if (!map->key_size || !map->value_size || !map->max_entries ||
 	    nworkers == 0 || nworkers > VZ_MAX_WORKERS)
 		return -EINVAL;
@@ -251,8 +252,7 @@ void vz_map_free(struct vz_map *map)
 	map->lpm_root = NULL;
 	map->lpm_root_shift = 0;
 	map->lpm_bits = 0;
-	map->lpm4_root = VZ_LPM4_UNSET;
-	map->lpm4_mask = 0;
+	map->lpm4_root = is_lpm(map) ? vz_lpm4_elsewhere() : NULL;
 	if (impl) {
 		pthread_spin_destroy(&impl->lock);
 		free(impl->buckets);

@@ -22,8 +22,6 @@
 
 #include "check.h"
 
-#include "runtime/lpm.h" /* the trie itself, for the stale-reader steps */
-
 static unsigned long long seed = 0x5eed1e55;
 static int kernel_compared;
 
@@ -596,55 +594,6 @@ out:
 	case_free(&c);
 }
 
-/*
- * What a reader caught between two loads relies on, step by step (the race
- * itself is too narrow to hit on demand): a collapsed group is unlinked
- * before it is freed and keeps its answers while free, and reusing it for
- * other addresses moves gen, so the reader retries.
- */
-static void test_stale_group(void)
-{
-	static const __u8 a[4] = { 1, 2, 3, 0 }, b[4] = { 5, 6, 7, 128 };
-	__u32 gen, e, ia = 0x010203, ib = 0x050607;
-	const __u32 *group;
-	struct vz_lpm t;
-
-	REQUIRE(!vz_lpm_init(&t, 4, 8), "vz_lpm_init");
-	REQUIRE(!vz_lpm_add(&t, (const __u8[]){ 1, 2, 0, 0 }, 16, 0) &&
-			!vz_lpm_add(&t, a, 25, 1),
-		"stale: adds");
-	/* a reader has read gen and the first-level entry: a group */
-	gen = t.gen;
-	e = t.root[vz_lpm_root_index(&t, a)];
-	REQUIRE(vz_lpm_root_index(&t, a) == ia && (e & VZ_LPM_GROUP),
-		"stale: 1.2.3.0/25 lives in a group");
-	group = vz_lpm_group(&t, e & ~VZ_LPM_GROUP);
-	CHECK(group[0] == 1 + 1 && group[128] == 0 + 1,
-	      "stale: the group holds the /25 and the /16 under it");
-	/* the writer deletes the /25: the /16 takes the whole /24 back */
-	vz_lpm_delete(&t, a, 25, 1, 0);
-	CHECK(t.root[ia] == 0 + 1, "stale: the parent is a leaf again");
-	CHECK(group[0] == 0 + 1 && group[128] == 0 + 1,
-	      "stale: the freed group still answers the /16");
-	CHECK(t.gen == gen, "stale: nothing reused yet");
-	CHECK(vz_lpm_lookup(&t, a) == 0, "stale: lookup finds the /16");
-	/* ...and reuses the group for other addresses */
-	REQUIRE(!vz_lpm_add(&t, b, 25, 2), "stale: add 5.6.7.128/25");
-	CHECK(t.root[ib] == e, "stale: the same group, reused");
-	CHECK(t.gen != gen, "stale: reuse moved gen: the reader retries");
-	CHECK(group[128] == 2 + 1 && group[0] == 0,
-	      "stale: the reused group answers for 5.6.7.0/24");
-	CHECK(vz_lpm_lookup(&t, b) == 2 &&
-		      vz_lpm_lookup(&t, (const __u8[]){ 5, 6, 7, 1 }) ==
-			      VZ_LPM_NONE &&
-		      vz_lpm_lookup(&t, a) == 0,
-	      "stale: lookups after reuse");
-	vz_lpm_delete(&t, b, 25, 2, VZ_LPM_NONE);
-	CHECK(t.root[ib] == 0 && t.nfree == 1, "stale: empty again");
-out:
-	vz_lpm_free(&t);
-}
-
 /* ---- lock-free readers under a writer ------------------------------------ */
 
 #define CONC_READERS 2
@@ -767,7 +716,6 @@ int main(void)
 	test_nested4();
 	test_full_and_errors();
 	test_group_reuse();
-	test_stale_group();
 	test_random("random1", 1, 24, 6000);
 	test_random("random2", 2, 64, 6000);
 	test_random("random4", 4, 96, 12000);
