@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The unit tests' one assertion: report where and why, count it, go on (a
- * test's main returns non-zero when `failures` is).
+ * test's main returns non-zero when `failures` is). REQUIRE is CHECK that
+ * also jumps to the scenario's `out:` label.
  */
 #ifndef VZ_TESTS_CHECK_H
 #define VZ_TESTS_CHECK_H
@@ -18,6 +19,15 @@ static int failures;
 			fputc('\n', stderr);                            \
 			failures++;                                     \
 		}                                                       \
+	} while (0)
+
+/* Stop a scenario at its first failure: the rest would only repeat it. */
+#define REQUIRE(cond, ...)                \
+	do {                              \
+		int before_ = failures;   \
+		CHECK(cond, __VA_ARGS__); \
+		if (failures != before_)  \
+			goto out;         \
 	} while (0)
 
 #endif

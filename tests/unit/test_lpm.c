@@ -25,15 +25,6 @@
 static unsigned long long seed = 0x5eed1e55;
 static int kernel_compared;
 
-/* Stop a scenario at its first failure: the rest would only repeat it. */
-#define REQUIRE(cond, ...)                \
-	do {                              \
-		int before_ = failures;   \
-		CHECK(cond, __VA_ARGS__); \
-		if (failures != before_)  \
-			goto out;         \
-	} while (0)
-
 #define MAX_DATA 16
 
 static __thread __u64 rng_state; /* per thread: readers draw too */

@@ -11,15 +11,6 @@
 #include "check.h"
 #include "runtime/lpm.h"
 
-/* Stop a scenario at its first failure: the rest would only repeat it. */
-#define REQUIRE(cond, ...)                \
-	do {                              \
-		int before_ = failures;   \
-		CHECK(cond, __VA_ARGS__); \
-		if (failures != before_)  \
-			goto out;         \
-	} while (0)
-
 /*
  * What a reader caught between two loads relies on, step by step (the race
  * itself is too narrow to hit on demand): a collapsed group is unlinked
