@@ -225,7 +225,7 @@ vz__lpm4_off_path(struct vz_map *map, const void *addr)
  * it is (the way off the path reads it again rather than keep it): BPF's
  * key, stored on the stack and read back, and the checks held
  * vz_map_lookup() to ~0.7x rte_lpm_lookup(), which takes a bare u32, and
- * the mask and the multiply this to ~0.83x (bench/README.md). An NF
+ * a mask and a multiply held this one to ~0.83x (bench/README.md). An NF
  * reaches it as vz_lpm_lookup4() (nf.h), the same source in both builds.
  */
 static inline __attribute__((always_inline)) void *
