@@ -164,18 +164,24 @@ vz_lpm_lookup_groups(const struct vz_lpm *t, const __u8 *addr,
 }
 
 /*
- * The rule with the longest prefix covering addr (data_bytes bytes, network
- * order), or VZ_LPM_NONE. Lock-free; on every packet's path: one load when
- * the first level answers.
+ * The leaf of the rule with the longest prefix covering addr (data_bytes
+ * bytes, network order), 0 if none. Lock-free; on every packet's path: one
+ * load when the first level answers.
  */
-static inline __u32 vz_lpm_lookup(const struct vz_lpm *t, const __u8 *addr)
+static inline __u32 vz_lpm_lookup_leaf(const struct vz_lpm *t, const __u8 *addr)
 {
 	const __u32 *slot = &t->root[vz_lpm_root_index(t, addr)];
 	__u32 e = __atomic_load_n(slot, __ATOMIC_RELAXED);
 
 	if (__builtin_expect(e & VZ_LPM_GROUP, 0))
 		e = vz_lpm_lookup_groups(t, addr, slot);
-	return vz_lpm_rule(t, e); /* empty (0) becomes VZ_LPM_NONE */
+	return e;
+}
+
+/* ...as the rule, or VZ_LPM_NONE: the control plane's (a division). */
+static inline __u32 vz_lpm_lookup(const struct vz_lpm *t, const __u8 *addr)
+{
+	return vz_lpm_rule(t, vz_lpm_lookup_leaf(t, addr));
 }
 
 #endif /* VELOZ_LPM_H */

@@ -490,7 +490,7 @@ static __attribute__((noinline)) void *lpm_lookup_short(struct vz_map *map,
 static __attribute__((noinline)) void *lpm_lookup(struct vz_map *map,
 						  const void *key)
 {
-	__u32 prefixlen, n;
+	__u32 prefixlen;
 
 	if (!map->lpm)
 		return NULL; /* vz_map_init() failed */
@@ -499,9 +499,12 @@ static __attribute__((noinline)) void *lpm_lookup(struct vz_map *map,
 		return lpm_lookup_short(map, key);
 	if (map->lpm_root)
 		return vz_map_lookup_lpm(map, key);
-	/* addresses under 4 bytes: the trie's own first-level index */
-	n = vz_lpm_lookup(map->lpm, (const __u8 *)key + sizeof(prefixlen));
-	return n == VZ_NIL ? NULL : node_value(map, n);
+	/* addresses under 4 bytes: the trie's own first-level index; the leaf
+	 * names the value as on the inline path, with no division */
+	return vz__lpm_value(
+		vz__lpm_values_before(map),
+		vz_lpm_lookup_leaf(map->lpm,
+				   (const __u8 *)key + sizeof(prefixlen)));
 }
 
 static int lpm_update(struct vz_map *map, const void *key, const void *value,
