@@ -270,11 +270,6 @@ vz_map_lookup_lpm4(struct vz_map *map, const void *addr)
 	return e ? vz__lpm4_off_path(map, addr) : NULL;
 }
 
-/* How many keys ahead a bulk lookup prefetches first-level entries: the
- * misses in flight at once. 16 took vz-lpm-bench's IPv4 bursts of 32 from
- * ~0.76x rte_lpm_lookup_bulk() to ~0.95x, against 8 (bench/README.md). */
-#define VZ_LPM_AHEAD 16
-
 /* Start fetching the first-level entry a key's address indexes. */
 static inline __attribute__((always_inline)) void
 vz__lpm_prefetch(const __u32 *root, __u32 shift, const __u8 *key)
@@ -285,30 +280,76 @@ vz__lpm_prefetch(const __u32 *root, __u32 shift, const __u8 *key)
 	__builtin_prefetch(&root[be32toh(word) >> shift]);
 }
 
+/* A first-level entry as the value of the rule it names, or NULL for
+ * anything else (empty, or a group, which a bulk lookup walks after),
+ * computed with no branch: vz_map_lookup_lpm_bulk()'s. */
+static inline __attribute__((always_inline)) void *
+vz__lpm_rule_value_or_null(uintptr_t before, __u32 e)
+{
+	uintptr_t value = before + (uintptr_t)e * VZ_LPM_LEAF_UNIT;
+
+	return (void *)(value & -(uintptr_t)((__s32)e > 0));
+}
+
 /*
  * n lookups at once, each as vz_map_lookup_lpm(): keys[] holds n keys
  * map->key_size bytes apart, values[i] gets the i-th answer (NULL: no
- * rule). For a burst of packets: each key's first-level entry is
- * prefetched VZ_LPM_AHEAD keys before it is read, so the cache misses of
- * a burst overlap instead of waiting on each other's answers (what
- * rte_lpm_lookup_bulk() and rte_lpm_lookupx4() are for).
+ * rule). For a burst of packets (what rte_lpm_lookup_bulk() and
+ * rte_lpm6_lookup_bulk_func() are for), VZ_LPM_BULK keys a pass, each pass
+ * in three steps that keep the burst's cache misses in flight together,
+ * where a loop of single lookups waits on each in turn:
+ *   1. every key's first-level entry prefetched;
+ *   2. every entry read: a rule's value, or NULL, chosen with no branch
+ *      (a branch on an entry that missed the cache, mispredicted on an
+ *      empty one, throws away the loads issued behind it), and the keys
+ *      whose entry is a group marked in a bit mask, with no branch either
+ *      (a list indexed by a count the entries move made every later load
+ *      wait for its store's address: lpm.h);
+ *   3. those walked below the first level together, a level at a time
+ *      (vz_lpm_lookup_groups_bulk(), lpm.h): an IPv6 burst's usual path.
  */
 static inline void vz_map_lookup_lpm_bulk(struct vz_map *map, const void *keys,
 					  void **values, __u32 n)
 {
 	const __u32 *root = map->lpm_root;
-	__u32 shift = map->lpm_root_shift, i;
+	__u32 bits = map->lpm_bits, shift = map->lpm_root_shift;
+	uintptr_t before = vz__lpm_values_before(map);
 	size_t key_size = map->key_size;
-	const __u8 *key = (const __u8 *)keys;
+	const __u8 *key = (const __u8 *)keys, *k;
+	__u32 walk[VZ_LPM_BULK], leaf[VZ_LPM_BULK];
+	__u32 i, m, nwalk, prefixlen, word, e;
+	__u64 groups; /* bit i: key i's entry is a group */
 
-	if (root)
-		for (i = 0; i < n && i < VZ_LPM_AHEAD; i++)
-			vz__lpm_prefetch(root, shift, key + i * key_size);
-	for (i = 0; i < n; i++, key += key_size) {
-		if (root && i + VZ_LPM_AHEAD < n)
-			vz__lpm_prefetch(root, shift,
-					 key + VZ_LPM_AHEAD * key_size);
-		values[i] = vz_map_lookup_lpm(map, key);
+	_Static_assert(VZ_LPM_BULK <= 64, "a pass's keys fit in groups");
+
+	for (; n; n -= m, key += m * key_size, values += m) {
+		m = n < VZ_LPM_BULK ? n : VZ_LPM_BULK;
+		if (root)
+			for (i = 0; i < m; i++)
+				vz__lpm_prefetch(root, shift,
+						 key + i * key_size);
+		for (i = 0, groups = 0; i < m; i++) {
+			k = key + i * key_size;
+			memcpy(&prefixlen, k, sizeof(prefixlen));
+			if (__builtin_expect(!root || prefixlen != bits, 0)) {
+				values[i] = vz__lpm_off_path(map, k);
+				continue;
+			}
+			memcpy(&word, k + sizeof(__u32), sizeof(word));
+			/* relaxed, as in vz_map_lookup_lpm() */
+			e = __atomic_load_n(&root[be32toh(word) >> shift],
+					    __ATOMIC_RELAXED);
+			values[i] = vz__lpm_rule_value_or_null(before, e);
+			groups |= (__u64)(e >> 31) << i;
+		}
+		if (!groups)
+			continue;
+		for (nwalk = 0; groups; groups &= groups - 1)
+			walk[nwalk++] = (__u32)__builtin_ctzll(groups);
+		vz_lpm_lookup_groups_bulk(map->lpm, key + sizeof(__u32),
+					  key_size, walk, leaf, nwalk);
+		for (i = 0; i < nwalk; i++)
+			values[walk[i]] = vz__lpm_value(before, leaf[i]);
 	}
 }
 

@@ -614,27 +614,52 @@ static void conc_addr(__u8 *addr)
 	addr[3] = (__u8)r;
 }
 
+/*
+ * Nodes are not reused in this test (room for every write), so even a rule
+ * deleted a moment ago still holds its own prefix: what a lookup gets must
+ * cover the address. A group reused under it would not.
+ */
+static int conc_wrong(const struct conc_val *v, const __u8 *addr)
+{
+	return !v || v->tag != CONC_TAG || v->plen < 8 || v->plen > 32 ||
+	       !covers(v->addr, v->plen, addr);
+}
+
+/* Reader 0 looks up one key at a time, the others a burst at a time
+ * (vz_map_lookup_lpm_bulk(): its walk below the first level is its own). */
 static void *conc_reader(void *arg)
 {
 	unsigned long me = (unsigned long)arg;
 	struct lkey key = { .prefixlen = 32 };
-	const struct conc_val *v;
-	__u32 i;
+	struct {
+		__u32 prefixlen;
+		__u8 addr[4];
+	} burst[VZ_LPM_BULK];
+	void *got[VZ_LPM_BULK];
+	__u32 i, j;
 
 	rng_state = seed + 1000 * (me + 1);
 	while (!__atomic_load_n(&conc_done, __ATOMIC_ACQUIRE)) {
-		for (i = 0; i < 256; i++) {
-			conc_addr(key.data);
-			v = vz_map_lookup_elem(&conc_map, &key);
-			/*
-			 * Nodes are not reused in this test (room for every
-			 * write), so even a rule deleted a moment ago still
-			 * holds its own prefix: what we get must cover the
-			 * address. A group reused under us would not.
-			 */
-			if (!v || v->tag != CONC_TAG || v->plen < 8 ||
-			    v->plen > 32 || !covers(v->addr, v->plen, key.data))
-				conc_bad[me]++;
+		for (i = 0; i < 256; i += VZ_LPM_BULK) {
+			if (!me) {
+				for (j = 0; j < VZ_LPM_BULK; j++) {
+					conc_addr(key.data);
+					conc_bad[me] += conc_wrong(
+						vz_map_lookup_elem(&conc_map,
+								   &key),
+						key.data);
+				}
+				continue;
+			}
+			for (j = 0; j < VZ_LPM_BULK; j++) {
+				burst[j].prefixlen = 32;
+				conc_addr(burst[j].addr);
+			}
+			vz_map_lookup_lpm_bulk(&conc_map, burst, got,
+					       VZ_LPM_BULK);
+			for (j = 0; j < VZ_LPM_BULK; j++)
+				conc_bad[me] +=
+					conc_wrong(got[j], burst[j].addr);
 		}
 		conc_lookups[me] += 256;
 	}

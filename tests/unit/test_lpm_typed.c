@@ -179,9 +179,9 @@ static void churn(struct vz_lpm_map *m, __u32 bytes, const __u8 bases[4][16],
 	}
 }
 
-/* Keys per bulk call: not a multiple of the prefetch distance, so its
+/* Keys per bulk call: not a multiple of the keys a pass takes, so its
  * head, its middle and its tail are all exercised. */
-#define BULK (VZ_LPM_AHEAD * 4 + 3)
+#define BULK (VZ_LPM_BULK * 2 + 3)
 
 /*
  * vz_map_lookup_lpm_bulk() against one vz_map_lookup() per key, on a burst
