@@ -33,6 +33,7 @@ for fam in ipv4 ipv6; do
 	for op in "first load" delete add; do
 		row "$fam $op" 3
 	done
+	[ $fam = ipv6 ] && row "ipv6 reload" 3
 	# memory: two figures, then what DPDK's table was configured with
 	grep -Eq "^$fam +-?[0-9]+\.[0-9] +-?[0-9]+\.[0-9] +\(rte_lpm6?: " "$out" ||
 		bad "no well-formed memory row '$fam'"

@@ -6,10 +6,9 @@
  * Tables: N IPv4 prefixes with a BGP-like mix of lengths (mostly /24s,
  * some longer than /24 so second-level groups are used too), and M IPv6
  * prefixes shaped like a global table (allocations of /29../32 inside the
- * RIRs' blocks, more-specifics down to /48 under them). Neither has a
- * default route (rte_lpm takes depths 1..32 only). Each rule's next hop is
- * its index, in both libraries, so every answer can be compared.
- * (lpm_tables.c makes them.)
+ * RIRs' blocks, more-specifics down to /48 under them), by lpm_tables.c.
+ * Neither has a default route (rte_lpm takes depths 1..32 only). A rule's
+ * next hop is its index, in both libraries: every answer is compared.
  *
  * veloz is looked up as an NF looks it up (lpm_nf.c, through nf.h's typed
  * fast path): IPv4 by vz_lpm_lookup4() on the address, as the router does,
@@ -25,11 +24,11 @@
  *
  * Every measure is repeated -t times (default 7), the libraries
  * interleaved inside each trial; the medians and the ratios of medians are
- * printed (veloz / DPDK: above 1.0 veloz is faster). Updates and deletes:
- * each trial deletes a random hundredth of the table and adds it back, timed,
- * in both libraries; the first load is timed once. Memory: the process's
- * RSS growth while each table is built (DPDK's memory is mmap()ed up front
- * by EAL but counted as it is touched), and what is in huge pages.
+ * printed (veloz / DPDK: above 1.0 veloz is faster). Updates: each trial
+ * deletes a random hundredth of each table and adds it back, timed; the
+ * first load is timed once, and an IPv6 reload (v6_reload()) once at the
+ * end. Memory: RSS grown while each table is built (DPDK's is mmap()ed up
+ * front by EAL but counted as touched), and what is in huge pages.
  *
  * Pages: veloz's first level asks for transparent huge pages; DPDK's
  * tables are on huge pages when enough 2 MiB pages are reserved
@@ -38,9 +37,8 @@
  * makes rte_lpm's random lookups miss the TLB: the output says which, and
  * only the first is a comparison of the tables rather than of page sizes.
  *
- * A benchmark, not a test: it asserts nothing, except that both libraries
- * give the same answers (a mismatch is reported and the exit status is 1).
- *
+ * A benchmark, not a test: it asserts nothing but that both libraries give
+ * the same answers (a mismatch is reported, and the exit status is 1).
  *   vz-lpm-bench [-n V4PREFIXES] [-6 V6PREFIXES] [-l LOOKUPS] [-t TRIALS]
  *                [-s SEED] [-- EAL-ARGS]
  */
@@ -49,7 +47,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <rte_eal.h>
@@ -71,14 +68,6 @@
 /* What rte_lpm and rte_lpm6, as configured here, take: with fewer 2 MiB
  * pages free DPDK runs --no-huge, on 4 KiB pages (said in the output). */
 #define HUGEPAGES_NEEDED 448
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static long status_kib(const char *file, const char *field)
 {
@@ -301,8 +290,8 @@ struct tables {
 	struct rte_lpm *r4;
 	struct rte_lpm6 *r6;
 	/* load time (s), RSS and huge pages grown (KiB): veloz4, rte4,
-	 * veloz6, rte6 */
-	double load[4];
+	 * veloz6, rte6; then IPv6 reloaded (v6_reload()): veloz, rte */
+	double load[4], reload6[2];
 	long mem[4], hmem[4];
 };
 
@@ -468,11 +457,11 @@ static int build4(struct tables *t)
 		return fprintf(stderr, "vz-lpm-bench: vz_map_init: %s\n",
 			       strerror(-err)),
 		       -1;
-	t0 = now();
+	t0 = bench_now();
 	for (i = 0; i < t->n4; i++)
 		if (v4_add(t->m4, NULL, t->addr4[i], t->plen4[i], i, 0))
 			return fprintf(stderr, "vz-lpm-bench: veloz add\n"), -1;
-	t->load[0] = now() - t0;
+	t->load[0] = bench_now() - t0;
 	t->mem[0] = rss_kib() - rss0;
 
 	hp0 = free_hugepages();
@@ -485,12 +474,12 @@ static int build4(struct tables *t)
 		return fprintf(stderr, "vz-lpm-bench: rte_lpm_create: %s\n",
 			       rte_strerror(rte_errno)),
 		       -1;
-	t0 = now();
+	t0 = bench_now();
 	for (i = 0; i < t->n4; i++)
 		if (v4_add(NULL, t->r4, t->addr4[i], t->plen4[i], i, 1))
 			return fprintf(stderr, "vz-lpm-bench: rte_lpm add\n"),
 			       -1;
-	t->load[1] = now() - t0;
+	t->load[1] = bench_now() - t0;
 	t->mem[1] = rss_kib() - rss0;
 	t->hmem[1] = (hp0 - free_hugepages()) * 2048;
 	return 0;
@@ -507,12 +496,12 @@ static int build6(struct tables *t)
 		return fprintf(stderr, "vz-lpm-bench: vz_map_init: %s\n",
 			       strerror(-err)),
 		       -1;
-	t0 = now();
+	t0 = bench_now();
 	for (i = 0; i < t->n6; i++)
 		if (v6_add(t->m6, NULL, &t->pf6[i], i, 0))
 			return fprintf(stderr, "vz-lpm-bench: veloz add6\n"),
 			       -1;
-	t->load[2] = now() - t0;
+	t->load[2] = bench_now() - t0;
 	t->mem[2] = rss_kib() - rss0;
 
 	hp0 = free_hugepages();
@@ -525,12 +514,12 @@ static int build6(struct tables *t)
 		return fprintf(stderr, "vz-lpm-bench: rte_lpm6_create: %s\n",
 			       rte_strerror(rte_errno)),
 		       -1;
-	t0 = now();
+	t0 = bench_now();
 	for (i = 0; i < t->n6; i++)
 		if (v6_add(NULL, t->r6, &t->pf6[i], i, 1))
 			return fprintf(stderr, "vz-lpm-bench: rte_lpm6 add\n"),
 			       -1;
-	t->load[3] = now() - t0;
+	t->load[3] = bench_now() - t0;
 	t->mem[3] = rss_kib() - rss0;
 	t->hmem[3] = (hp0 - free_hugepages()) * 2048;
 	return 0;
@@ -543,11 +532,11 @@ static void time_lookups(const struct tables *t, __u64 lookups, __u32 tr)
 	__u32 j;
 	int rd;
 
-#define TIME(slot, expr)                                   \
-	do {                                               \
-		t0 = now();                                \
-		sink += (expr);                            \
-		res[slot][tr] = mlps(lookups, now() - t0); \
+#define TIME(slot, expr)                                         \
+	do {                                                     \
+		t0 = bench_now();                                \
+		sink += (expr);                                  \
+		res[slot][tr] = mlps(lookups, bench_now() - t0); \
 	} while (0)
 	for (j = 0; j < 2; j++) {
 		const __u32 *b4 = j ? t->rbe4 : t->be4;
@@ -610,28 +599,32 @@ static int time_updates(struct tables *t, __u32 tr)
 	for (j = 0; j < 2; j++) {
 		void *vm4 = j ? NULL : t->m4, *vm6 = j ? NULL : t->m6;
 
-		t0 = now();
+		t0 = bench_now();
 		for (i = 0; i < t->ndel4; i++)
 			if (v4_del(vm4, t->r4, t->addr4[o4[i]], t->plen4[o4[i]],
 				   (int)j))
 				return fprintf(stderr, "del4\n"), -1;
-		res[DEL4_VZ + j][tr] = (double)t->ndel4 / (now() - t0) / 1e3;
-		t0 = now();
+		res[DEL4_VZ + j][tr] =
+			(double)t->ndel4 / (bench_now() - t0) / 1e3;
+		t0 = bench_now();
 		for (i = 0; i < t->ndel4; i++)
 			if (v4_add(vm4, t->r4, t->addr4[o4[i]], t->plen4[o4[i]],
 				   o4[i], (int)j))
 				return fprintf(stderr, "add4\n"), -1;
-		res[ADD4_VZ + j][tr] = (double)t->ndel4 / (now() - t0) / 1e3;
-		t0 = now();
+		res[ADD4_VZ + j][tr] =
+			(double)t->ndel4 / (bench_now() - t0) / 1e3;
+		t0 = bench_now();
 		for (i = 0; i < t->ndel6; i++)
 			if (v6_del(vm6, t->r6, &t->pf6[o6[i]], (int)j))
 				return fprintf(stderr, "del6\n"), -1;
-		res[DEL6_VZ + j][tr] = (double)t->ndel6 / (now() - t0) / 1e3;
-		t0 = now();
+		res[DEL6_VZ + j][tr] =
+			(double)t->ndel6 / (bench_now() - t0) / 1e3;
+		t0 = bench_now();
 		for (i = 0; i < t->ndel6; i++)
 			if (v6_add(vm6, t->r6, &t->pf6[o6[i]], o6[i], (int)j))
 				return fprintf(stderr, "add6\n"), -1;
-		res[ADD6_VZ + j][tr] = (double)t->ndel6 / (now() - t0) / 1e3;
+		res[ADD6_VZ + j][tr] =
+			(double)t->ndel6 / (bench_now() - t0) / 1e3;
 	}
 	return 0;
 }
@@ -687,22 +680,29 @@ static void print_update(const char *name, int vz, __u32 trials)
 	printf("%-22s %9.0f %9.0f %11.2fx\n", name, v, r, v / r);
 }
 
+/* A whole table of n prefixes loaded in vz and rte seconds. */
+static void print_load(const char *name, __u32 n, double vz, double rte)
+{
+	printf("%-22s %9.0f %9.0f %11.2fx\n", name, n / vz / 1e3, n / rte / 1e3,
+	       rte / vz);
+}
+
 static void print_updates(const struct tables *t, __u32 trials)
 {
 	printf("\nupdates and deletes, k/s (first load once; then the median of "
 	       "%u trials of %u IPv4 / %u IPv6 prefixes out and back in)\n",
 	       trials, t->ndel4, t->ndel6);
 	printf("%-22s %9s %9s %12s\n", "", "veloz", "rte", "veloz/rte");
-	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv4 first load",
-	       t->n4 / t->load[0] / 1e3, t->n4 / t->load[1] / 1e3,
-	       t->load[1] / t->load[0]);
+	print_load("ipv4 first load", t->n4, t->load[0], t->load[1]);
 	print_update("ipv4 delete", DEL4_VZ, trials);
 	print_update("ipv4 add", ADD4_VZ, trials);
-	printf("%-22s %9.0f %9.0f %11.2fx\n", "ipv6 first load",
-	       t->n6 / t->load[2] / 1e3, t->n6 / t->load[3] / 1e3,
-	       t->load[3] / t->load[2]);
+	print_load("ipv6 first load", t->n6, t->load[2], t->load[3]);
 	print_update("ipv6 delete", DEL6_VZ, trials);
 	print_update("ipv6 add", ADD6_VZ, trials);
+	print_load("ipv6 reload", t->n6, t->reload6[0], t->reload6[1]);
+	printf("(reload: every IPv6 prefix out, then all back in, timed once; "
+	       "veloz's first load\ncounts the first touch of its pages, "
+	       "rte's were touched by EAL's init)\n");
 }
 
 static void print_memory(const struct tables *t, int huge)
@@ -778,9 +778,14 @@ int main(int argc, char **argv)
 		if (time_updates(&t, tr))
 			return 1;
 	}
+	for (tr = 0; tr < 2; tr++)
+		if ((t.reload6[tr] = v6_reload(tr ? NULL : t.m6, t.r6, t.pf6,
+					       t.n6, (int)tr)) < 0)
+			return fprintf(stderr, "reload6\n"), 1;
 	compare4(t.r4, t.ips4, t.be4, KEYS, "uniform, after the deletes");
 	compare6(t.r6, (const __u8(*)[16])t.ips6, KEYS,
-		 "uniform, after the deletes");
+		 "uniform, after the deletes and the reload");
+	compare6(t.r6, (const __u8(*)[16])t.rips6, KEYS, "routed, reloaded");
 
 	print_lookups(o.trials);
 	print_updates(&t, o.trials);

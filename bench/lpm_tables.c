@@ -11,6 +11,7 @@
 #include <endian.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rte_lpm.h>
 #include <rte_lpm6.h>
@@ -191,6 +192,14 @@ __u32 make6(struct prefix6 *pf, __u32 n)
 
 /* ---- either library ------------------------------------------------------ */
 
+double bench_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 int v4_add(struct vz_map *m, struct rte_lpm *r, __u32 a, __u32 p, __u32 nh,
 	   int which)
 {
@@ -240,4 +249,20 @@ int v6_del(struct vz_map *m, struct rte_lpm6 *r, const struct prefix6 *pf,
 		return vz_map_delete_elem(m, &key);
 	}
 	return rte_lpm6_delete(r, pf->addr, (__u8)pf->plen);
+}
+
+double v6_reload(struct vz_map *m, struct rte_lpm6 *r, const struct prefix6 *pf,
+		 __u32 n, int which)
+{
+	double t0;
+	__u32 i;
+
+	for (i = 0; i < n; i++)
+		if (v6_del(m, r, &pf[i], which))
+			return -1;
+	t0 = bench_now();
+	for (i = 0; i < n; i++)
+		if (v6_add(m, r, &pf[i], i, which))
+			return -1;
+	return bench_now() - t0;
 }

@@ -14,6 +14,8 @@ struct prefix6 {
 	__u32 plen;
 };
 
+/* Seconds on the monotonic clock: what every measure is timed by. */
+double bench_now(void);
 /* The generator's state: the seed, before anything is drawn. */
 extern __u64 rng_state;
 /* The next of the seeded sequence (splitmix64). */
@@ -36,5 +38,13 @@ int v6_add(struct vz_map *m, struct rte_lpm6 *r, const struct prefix6 *pf,
 	   __u32 nh, int which);
 int v6_del(struct vz_map *m, struct rte_lpm6 *r, const struct prefix6 *pf,
 	   int which);
+/*
+ * Every one of the n prefixes out of one library's IPv6 table (untimed),
+ * then all back in, timed: the seconds the adds took, or -1. A reload on
+ * memory the first load touched, where the first load's time counts this
+ * VM's first touch of veloz's pages (rte's were touched by EAL's init).
+ */
+double v6_reload(struct vz_map *m, struct rte_lpm6 *r, const struct prefix6 *pf,
+		 __u32 n, int which);
 
 #endif
