@@ -181,16 +181,17 @@ vz__lpm_bulk_next(const struct vz_lpm *t, __u32 e, const __u8 *byte)
  * level: at each byte below the first level, one pass prefetches the
  * entry every key still on a group needs and a second reads them, so the
  * loads of a level are in flight together, where one walk after another
- * waits for each of its loads in turn (a routed IPv6 lookup reads three or
- * four groups: 4x the walks one at a time, vz-lpm-bench). Key which[j]'s
- * address is addr0 + which[j] * stride; leaf[j] gets its leaf (0: empty).
+ * waits for each of its loads in turn (a routed IPv6 lookup reads three
+ * or four groups: 3.6-4x the walks one at a time, bench/README.md). Key
+ * which[j]'s address is addr0 + which[j] * stride; leaf[j] gets its leaf
+ * (0: empty).
  *
  * Nothing in the passes depends on an entry but the next load's address:
  * no branch on it (a mispredicted branch on an entry that missed the
  * cache throws away the loads issued behind it), and no list of the keys
  * still walking (a store to list[count], count moved by the entries, made
- * every later load wait for the store's address: the walk ran at a
- * quarter of the rate). A key already at its leaf reads gen instead.
+ * every later load wait for the store's address: the walk ran at about a
+ * quarter of this rate). A key already at its leaf reads gen instead.
  *
  * gen as in vz_lpm_lookup_groups(): read before the first level is read
  * again, compared after; if it moved, or an entry is a group past the last
