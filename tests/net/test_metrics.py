@@ -64,8 +64,12 @@ def scrape_until(ready) -> tuple[subprocess.CompletedProcess, dict]:
         time.sleep(0.2)
 
 
+def verdict_frames(got: dict, verdict: str) -> float:
+    return sum(s.value for s in got.get("veloz_frames_total", []) if s.labels["verdict"] == verdict)
+
+
 def drops(got: dict) -> float:
-    return sum(s.value for s in got.get("veloz_frames_total", []) if s.labels["verdict"] == "drop")
+    return verdict_frames(got, "drop")
 
 
 def dispatched(got: dict) -> tuple[float, float]:
@@ -193,7 +197,10 @@ def test_lb_counts_per_vip_and_backend(testbed, tmp_path: Path, backend):
         pcap = tmp_path / "in.pcap"
         wrpcap(str(pcap), sent)
         send_from_gen(pcap)
-        done, got = scrape_until(lambda g: vip_frames(g) == [40])
+        # lb's own counters are its maps, read at the scrape; the verdicts
+        # come from the runner's latest counters line, up to an interval
+        # behind (metrics.py): wait for both
+        done, got = scrape_until(lambda g: vip_frames(g) == [40] and verdict_frames(g, "tx") == 40)
     assert vip_frames(got) == [40], done.stdout
     assert got["veloz_lb_vip_frames_total"][0].labels == {"vip": f"{LB_VIP}:9/udp"}
     assert got["veloz_lb_vip_bytes_total"][0].value == sum(len(f) for f in sent)
@@ -201,4 +208,4 @@ def test_lb_counts_per_vip_and_backend(testbed, tmp_path: Path, backend):
     assert per == expected
     outcomes = {s.labels["outcome"]: s.value for s in got["veloz_lb_frames_total"]}
     assert outcomes["ring"] == 40 and outcomes["conn_hit"] == 0 and outcomes["malformed"] == 0
-    assert sum(s.value for s in got["veloz_frames_total"] if s.labels["verdict"] == "tx") == 40
+    assert verdict_frames(got, "tx") == 40
