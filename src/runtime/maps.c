@@ -56,6 +56,10 @@ struct vz_map_impl {
 	__u32 high_water;
 	__u8 *scratch_key; /* LPM writes build masked keys here */
 	__u8 *scratch_probe; /* ...and look for covering rules here */
+	/* LPM: rules of each prefix length, 0..address bits: a probe for a
+	 * covering rule skips the lengths no rule has (a global IPv6 table
+	 * uses about 20 of 129), where it hashed a key for every one */
+	__u32 *rules_of_len;
 	struct vz_lpm lpm;
 };
 
@@ -171,11 +175,15 @@ static int impl_init(struct vz_map *map)
 	impl->free_tail = map->max_entries - 1;
 	impl->lru_head = impl->lru_tail = VZ_NIL;
 	if (is_lpm(map)) {
-		/* leaves count VZ_LPM_LEAF_UNIT bytes of values (lpm.h) */
-		int err = vz_lpm_init(
-			&impl->lpm, map->key_size - (__u32)sizeof(__u32),
-			map->max_entries, map->value_stride / VZ_LPM_LEAF_UNIT);
+		__u32 data_bytes = map->key_size - (__u32)sizeof(__u32);
+		int err;
 
+		impl->rules_of_len = calloc(data_bytes * 8 + 1, sizeof(__u32));
+		if (!impl->rules_of_len)
+			return -ENOMEM;
+		/* leaves count VZ_LPM_LEAF_UNIT bytes of values (lpm.h) */
+		err = vz_lpm_init(&impl->lpm, data_bytes, map->max_entries,
+				  map->value_stride / VZ_LPM_LEAF_UNIT);
 		if (err)
 			return err;
 		/* what vz_map_lookup_lpm() reads, without the lock */
@@ -261,6 +269,7 @@ void vz_map_free(struct vz_map *map)
 		vals_free(impl);
 		free(impl->scratch_key);
 		free(impl->scratch_probe);
+		free(impl->rules_of_len);
 		vz_lpm_free(&impl->lpm);
 		free(impl);
 		map->impl = NULL;
@@ -444,6 +453,8 @@ static __u32 lpm_probe(struct vz_map *map, const void *key, __u32 maxlen)
 	__u32 plen, n;
 
 	for (plen = maxlen + 1; plen-- > 0;) {
+		if (!map->impl->rules_of_len[plen])
+			continue;
 		memcpy(probe, key, map->key_size);
 		lpm_mask(map, probe, plen);
 		n = find_node(map, probe);
@@ -528,6 +539,8 @@ static int lpm_update(struct vz_map *map, const void *key, const void *value,
 	err = vz_lpm_add(&impl->lpm, masked + sizeof(__u32), prefixlen, n);
 	if (err)
 		remove_node(map, n);
+	else
+		impl->rules_of_len[prefixlen]++;
 	return err;
 }
 
@@ -549,6 +562,7 @@ static int lpm_delete(struct vz_map *map, const void *key)
 	vz_lpm_delete(&map->impl->lpm, masked + sizeof(__u32), prefixlen, n,
 		      uncovered);
 	remove_node(map, n);
+	map->impl->rules_of_len[prefixlen]--;
 	return 0;
 }
 
