@@ -34,12 +34,18 @@
 #include "dpdk/dpdk.h"
 #include "dpdk/ports.h"
 
-#define RX_DESC 1024 /* also the AF_XDP rx and tx ring sizes */
+/*
+ * Also the AF_XDP rx and tx ring sizes. The lcore's CPU may go to another
+ * task until the scheduler's next tick (4 ms at HZ=250), so the rx ring
+ * holds a tick of frames at 500 kpps. net_af_xdp (DPDK 22.11) posts 2048
+ * buffers on its fill ring whatever the ring size: more would not help.
+ */
+#define RX_DESC 2048
 #define TX_DESC 1024
 /*
  * mbufs per (port, queue): net_af_xdp keeps 2048 on its fill ring and up
- * to a tx ring plus a completion ring of them in flight; then a burst, the
- * lcore caches and the TAP's spare.
+ * to a tx ring (RX_DESC) plus a completion ring (2048) of them in flight;
+ * then a burst, the lcore caches and the TAP's spare.
  */
 #define POOL_MBUFS 8191
 #define POOL_MBUFS_COPY 2047 /* net_af_packet: a burst, caches, TAP */

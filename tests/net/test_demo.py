@@ -28,10 +28,15 @@ def test_demo_counts_every_frame_then_compares_every_backend_with_linux(testbed,
     for r in out["exact"]:
         assert r["sent"] == r["counted"] == 20000
         assert r["errors"]["rx_missed"] in (0, None)
+        # busy-polling workers are found and their time off CPU measured
+        busy = r["backend"] in ("afxdp", "dpdk")
+        assert (r["worker_wait"] is not None) == busy, r
+        assert not busy or r["worker_wait"]["workers"] == 1
     titles = [s["title"] for s in out["headline"]]
     assert titles == ["drop, 64 B: peak rate against linux", "tx, 64 B: peak rate against linux",
                       "Cost: drop, 64 B at 0.1 Mpps offered: ns per packet",
-                      "Cost: drop, 64 B at 0.1 Mpps offered: the DUT's CPU cores"]  # fmt: skip
+                      "Cost: drop, 64 B at 0.1 Mpps offered: the DUT's CPU cores",
+                      "drop, 64 B at 0.1 Mpps: the NF program's own time"]  # fmt: skip
     # the cost at a fixed rate: every backend, ns/packet and cores with CIs, ratio to linux
     assert [r["backend"] for r in out["cost"]] == BACKENDS
     for r in out["cost"]:
@@ -43,6 +48,13 @@ def test_demo_counts_every_frame_then_compares_every_backend_with_linux(testbed,
         # one trial: linux's cost may be within the noise (0, and then no ratio)
         assert ratio["ratio"] is None or ratio["low"] <= ratio["ratio"] <= ratio["high"]
     assert out["cost"][-1]["vs_linux"]["ratio"] in (1.0, None)
+    # the XDP program's own time per frame, from the kernel, beside the differential cost
+    for r in out["cost"]:
+        own = r["prog_ns_per_packet"]
+        if r["backend"] in ("xdp", "xdp-generic"):
+            assert own["n"] == 1 and 0 < own["median"] < 100_000, r
+        else:
+            assert own["median"] is None, r
     # the summary at the top of the report: each backend's peak per NF and its cost
     figures = {(row[0], row[1]) for row in out["summary"]["rows"]}
     for b in BACKENDS:

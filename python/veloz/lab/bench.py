@@ -29,6 +29,7 @@ from rich.progress import (
 from veloz import safeio, testbed
 from veloz.errors import VelozError
 from veloz.gen import parse_rate
+from veloz.lab import bpf_stats
 
 # Names only: `veloz gen` and `veloz run` build the same parser, and must not
 # pay for importing scipy and matplotlib (the experiments) each time.
@@ -55,7 +56,6 @@ DEFAULTS: dict[str, dict] = {
     "soak": {"backends": "xdp,xdp-generic,afxdp,dpdk", "seconds": 600.0},
     "udp-soak": {"seconds": 600.0},
 }
-BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -193,32 +193,6 @@ def require_testbed() -> None:
         raise VelozError(f"the testbed is not up ({why}): run `veloz testbed up` first", code=1)
 
 
-class _BpfStats:
-    """kernel.bpf_stats_enabled=1 for the experiment, then as it was.
-
-    Only where asked (the cpu experiment): the kernel then reads the clock
-    twice around every program run, which costs tens of ns per frame on a
-    VM and would slow every other measurement down.
-    """
-
-    def __init__(self, enable: bool) -> None:
-        self.enable = enable
-        self.before: str | None = None
-
-    def __enter__(self) -> None:
-        if not self.enable:
-            return
-        try:
-            self.before = Path(BPF_STATS).read_text().strip()
-            Path(BPF_STATS).write_text("1")
-        except OSError:
-            self.before = None
-
-    def __exit__(self, *exc: object) -> None:
-        if self.before is not None:
-            Path(BPF_STATS).write_text(self.before)
-
-
 def run_experiment(settings: dict, out: Path, console: Console | None = None) -> Path:
     """Run, with a progress bar; write DIR/NAME.json; return its path."""
     from veloz.lab import environment, topology
@@ -234,7 +208,7 @@ def run_experiment(settings: dict, out: Path, console: Console | None = None) ->
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
     with (
         Progress(*columns, console=console, transient=False) as progress,
-        _BpfStats(exp.name == "cpu"),
+        bpf_stats.Enabled(exp.name == "cpu"),
     ):
         task = progress.add_task(exp.name, total=total)
 

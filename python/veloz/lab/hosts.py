@@ -56,6 +56,11 @@ _SAME_HERE = re.compile(r"^/proc/(stat|[0-9]+/(stat|status))$")
 # The CPU time of every thread of a process, in ns (the scheduler's, far
 # finer than the clock tick), as one shell command: one round trip over SSH
 _THREADS_CPU = 'cat /proc/"$1"/task/*/schedstat 2>/dev/null'
+# Per thread of a process: "TID RUN_NS WAIT_NS SLICES CPULIST" (lab.workers)
+_THREADS_SCHED = (
+    'for t in /proc/"$1"/task/*; do echo "${t##*/} $(cat "$t/schedstat")'
+    ' $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" "$t/status")"; done 2>/dev/null'
+)
 # Where veloz's own Python finds a built or installed tool or library
 _LOOKUP = "import sys\nfrom veloz import paths\nprint(getattr(paths, sys.argv[1])(sys.argv[2]))"
 
@@ -70,6 +75,8 @@ class Host:
     veloz: tuple[str, ...] = (sys.executable, "-m", "veloz.cli")
     # the Python that imports veloz there (the lab's helpers in Python)
     python: tuple[str, ...] = (sys.executable,)
+    # its CPUs are this machine's (a namespace here, or here itself)
+    this_machine: bool = False
 
     def argv(self, argv: Sequence[str], env: Env | None = None) -> list[str]:
         raise NotImplementedError
@@ -105,6 +112,11 @@ class Host:
         """CPU seconds every thread of a live process has run; 0 if it is gone."""
         done = self.run(["sh", "-c", _THREADS_CPU, "sh", str(pid)], timeout=SSH_START_S)
         return _schedstat_s(done.stdout)
+
+    def threads_sched(self, pid: int) -> str:
+        """Each thread of a live process: "TID RUN_NS WAIT_NS SLICES CPULIST"."""
+        done = self.run(["sh", "-c", _THREADS_SCHED, "sh", str(pid)], timeout=SSH_START_S)
+        return done.stdout
 
     @contextlib.contextmanager
     def temp_dir(self, prefix: str) -> Iterator[str]:
@@ -180,8 +192,14 @@ class Host:
 class _ThisMachine(Host):
     """A host whose files and pids are this machine's: no copies, no sessions."""
 
+    this_machine = True
+
     def threads_cpu_s(self, pid: int) -> float:
         return _local_threads_cpu_s(pid)
+
+    def threads_sched(self, pid: int) -> str:
+        # read here: a process started in the measured window would be measured
+        return _local_threads_sched(pid)
 
     @contextlib.contextmanager
     def staged(self, local_dir: str | os.PathLike) -> Iterator[str]:
@@ -257,6 +275,21 @@ def _local_threads_cpu_s(pid: int) -> float:
     except OSError:  # gone, or a thread ended while we read
         pass
     return _schedstat_s("".join(lines))
+
+
+def _local_threads_sched(pid: int) -> str:
+    lines = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                stat = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                allowed = [ln for ln in f if ln.startswith("Cpus_allowed_list:")]
+            cpus = allowed[0].split(":", 1)[1].strip() if allowed else ""
+            lines.append(f"{tid} {stat} {cpus}")
+    except OSError:  # gone, or a thread ended while we read
+        pass
+    return "\n".join(lines)
 
 
 class RemoteProcess(subprocess.Popen):

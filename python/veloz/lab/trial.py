@@ -25,7 +25,7 @@ import os
 import time
 from contextlib import ExitStack
 
-from veloz.lab import topology
+from veloz.lab import topology, workers
 from veloz.lab.hosts import Host
 from veloz.proc import Runner, json_result
 
@@ -79,6 +79,30 @@ def _bpf_run_stats(runner: Runner | None, host: Host) -> tuple[int, int] | None:
     info = json.loads(done.stdout)
     # bpftool leaves both out while they are zero
     return int(info.get("run_time_ns", 0)), int(info.get("run_cnt", 0))
+
+
+IDLE_SPIN_S = 0.02  # long enough to tell a busy-polling worker from a sleeper
+
+
+def _idle_spin(host: Host, pid: int | None) -> tuple[dict, dict, float]:
+    """Two snapshots of the NF's threads before any traffic (busy-pollers
+    spin anyway), for workers.worker_cpus()."""
+    t0, before = time.monotonic(), workers.snapshot(host, pid)
+    if not before:
+        return before, before, 1.0
+    time.sleep(IDLE_SPIN_S)
+    return before, workers.snapshot(host, pid), time.monotonic() - t0
+
+
+def off_workers(argv: list[str], gen: Host, dut: Host, busy: frozenset[int]) -> list[str]:
+    """The generator kept off the CPUs the NF's workers busy-poll, when both
+    run on this machine: a task on a worker's CPU takes it until the next
+    tick, and the generator, with the kernel's receive work it drives, would
+    be that task. Nothing to do for xdp (no workers) or another machine."""
+    others = workers.other_cpus(busy)
+    if not (busy and others and gen.this_machine and dut.this_machine):
+        return argv
+    return ["taskset", "-c", ",".join(map(str, others)), *argv]
 
 
 def gen_argv(nf: str, size: int, rate: int, seconds: float | None, count: int | None,
@@ -151,16 +175,21 @@ def measure(
             else started.enter_context(Runner(run_argv, attach_timeout=attach_timeout,
                                               host=dut.host))
         )  # fmt: skip
+        pid = runner and Host.pid(runner.proc)
+        busy = workers.worker_cpus(*_idle_spin(dut.host, pid))
         cpu0, t0 = _cpu_jiffies(dut.host), time.monotonic()
         nf0 = _process_cpu_s(runner, dut.host)
         bpf0 = _bpf_run_stats(runner, dut.host)
+        sched0 = workers.snapshot(dut.host, pid)
         done, gen_cpu = gen.host.run_measured(
-            gen_argv(nf, size, rate, seconds, count, flows, gen_extra, topo),
+            off_workers(gen_argv(nf, size, rate, seconds, count, flows, gen_extra, topo),
+                        gen.host, dut.host, busy),
             timeout=(seconds or 0) + (count or 0) / max(rate, 1) + 120)  # fmt: skip
         sent = json_result(done, "the generator")
         cpu1, t1 = _cpu_jiffies(dut.host), time.monotonic()
         nf_cpu = _process_cpu_s(runner, dut.host) - nf0
         bpf1 = _bpf_run_stats(runner, dut.host)
+        sched1 = workers.snapshot(dut.host, pid)
         time.sleep(SETTLE_S)
         # lb's kernel baseline forwards (DNAT) where the NF transmits back
         work_key = work or ("redirect" if (nf, backend) == ("lb", "linux") else WORK.get(nf, nf))
@@ -202,6 +231,8 @@ def measure(
         # the DUT's share: the NF's process, and softirq, where the kernel
         # runs XDP, AF_XDP copy-mode receive and netfilter
         "cpu_dut": cpu["softirq"] + nf_cpu / wall,
+        # how long the busy-polling workers were kept off their CPUs
+        "worker_wait": workers.waited(sched0, sched1, wall),
     }
     if bpf0 and bpf1 and bpf1[1] > bpf0[1]:
         # the XDP program's own time per frame, as the kernel measured it live

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from veloz.lab import summary, topology, trial, zero_loss
+from veloz.lab import bpf_stats, summary, topology, trial, zero_loss
 from veloz.lab.experiments import headline_cost
 from veloz.lab.hosts import stop
 
@@ -242,7 +242,8 @@ class Headline(Throughput):
 
     def count(self, s: dict) -> int:
         peaks = s["trials"] * len(s["sizes"]) * (len(s["nfs"]) * len(s["backends"]) + 1)
-        return peaks + s["trials"] * len(_peak_backends(s))  # + the cost phase
+        # + the cost phase, and the XDP programs' own time
+        return peaks + s["trials"] * (len(_peak_backends(s)) + len(headline_cost.own(s)))
 
     def run(self, ctx) -> None:
         s = ctx.settings
@@ -261,6 +262,13 @@ class Headline(Throughput):
                 _measure(ctx, f"cost: {nf} {backend} {size_c} B at {rate / 1e6:g} Mpps", nf,
                          backend, size_c, rate, kind="cost", trial=t,
                          experiment=self.name)  # fmt: skip
+            # apart from the cost runs: the stats' clock reads would add to their CPU
+            with bpf_stats.Enabled():
+                for backend in headline_cost.own(s):
+                    nf = headline_cost.COST_NF
+                    _measure(ctx, f"own: {nf} {backend} {size_c} B at {rate / 1e6:g} Mpps", nf,
+                             backend, size_c, rate, kind="own", trial=t,
+                             experiment=self.name)  # fmt: skip
 
     def sections(self, records: list[dict], s: dict) -> list[dict]:
         out = []
