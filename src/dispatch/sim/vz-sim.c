@@ -190,6 +190,8 @@ static struct vz_option sim_options[] = {
 	SIM_OPT("json", VZ_OPT_FLAG, json, .help = "the result as JSON"),
 	SIM_OPT("verbose", VZ_OPT_FLAG, verbose,
 		.help = "the simulator's own speed, on stderr"),
+	SIM_OPT("progress", VZ_OPT_FLAG, progress,
+		.help = "lines 'progress DONE TOTAL' (simulated us) on stderr"),
 	/* for python/veloz/sim.py, not a person: not in --help */
 	SIM_OPT("policies", VZ_OPT_FLAG, alloc, .parse = print_policies,
 		.hidden = true),
