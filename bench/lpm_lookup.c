@@ -58,6 +58,7 @@
 #include <veloz/abi.h>
 #include <veloz/maps.h>
 
+#include "common/clock.h"
 #include "bench_stats.h"
 #include "lpm_nf.h"
 #include "lpm_tables.h"
@@ -457,11 +458,11 @@ static int build4(struct tables *t)
 		return fprintf(stderr, "vz-lpm-bench: vz_map_init: %s\n",
 			       strerror(-err)),
 		       -1;
-	t0 = bench_now();
+	t0 = vz_now_s();
 	for (i = 0; i < t->n4; i++)
 		if (v4_add(t->m4, NULL, t->addr4[i], t->plen4[i], i, 0))
 			return fprintf(stderr, "vz-lpm-bench: veloz add\n"), -1;
-	t->load[0] = bench_now() - t0;
+	t->load[0] = vz_now_s() - t0;
 	t->mem[0] = rss_kib() - rss0;
 
 	hp0 = free_hugepages();
@@ -474,12 +475,12 @@ static int build4(struct tables *t)
 		return fprintf(stderr, "vz-lpm-bench: rte_lpm_create: %s\n",
 			       rte_strerror(rte_errno)),
 		       -1;
-	t0 = bench_now();
+	t0 = vz_now_s();
 	for (i = 0; i < t->n4; i++)
 		if (v4_add(NULL, t->r4, t->addr4[i], t->plen4[i], i, 1))
 			return fprintf(stderr, "vz-lpm-bench: rte_lpm add\n"),
 			       -1;
-	t->load[1] = bench_now() - t0;
+	t->load[1] = vz_now_s() - t0;
 	t->mem[1] = rss_kib() - rss0;
 	t->hmem[1] = (hp0 - free_hugepages()) * 2048;
 	return 0;
@@ -496,12 +497,12 @@ static int build6(struct tables *t)
 		return fprintf(stderr, "vz-lpm-bench: vz_map_init: %s\n",
 			       strerror(-err)),
 		       -1;
-	t0 = bench_now();
+	t0 = vz_now_s();
 	for (i = 0; i < t->n6; i++)
 		if (v6_add(t->m6, NULL, &t->pf6[i], i, 0))
 			return fprintf(stderr, "vz-lpm-bench: veloz add6\n"),
 			       -1;
-	t->load[2] = bench_now() - t0;
+	t->load[2] = vz_now_s() - t0;
 	t->mem[2] = rss_kib() - rss0;
 
 	hp0 = free_hugepages();
@@ -514,12 +515,12 @@ static int build6(struct tables *t)
 		return fprintf(stderr, "vz-lpm-bench: rte_lpm6_create: %s\n",
 			       rte_strerror(rte_errno)),
 		       -1;
-	t0 = bench_now();
+	t0 = vz_now_s();
 	for (i = 0; i < t->n6; i++)
 		if (v6_add(NULL, t->r6, &t->pf6[i], i, 1))
 			return fprintf(stderr, "vz-lpm-bench: rte_lpm6 add\n"),
 			       -1;
-	t->load[3] = bench_now() - t0;
+	t->load[3] = vz_now_s() - t0;
 	t->mem[3] = rss_kib() - rss0;
 	t->hmem[3] = (hp0 - free_hugepages()) * 2048;
 	return 0;
@@ -532,11 +533,11 @@ static void time_lookups(const struct tables *t, __u64 lookups, __u32 tr)
 	__u32 j;
 	int rd;
 
-#define TIME(slot, expr)                                         \
-	do {                                                     \
-		t0 = bench_now();                                \
-		sink += (expr);                                  \
-		res[slot][tr] = mlps(lookups, bench_now() - t0); \
+#define TIME(slot, expr)                                        \
+	do {                                                    \
+		t0 = vz_now_s();                                \
+		sink += (expr);                                 \
+		res[slot][tr] = mlps(lookups, vz_now_s() - t0); \
 	} while (0)
 	for (j = 0; j < 2; j++) {
 		const __u32 *b4 = j ? t->rbe4 : t->be4;
@@ -599,32 +600,32 @@ static int time_updates(struct tables *t, __u32 tr)
 	for (j = 0; j < 2; j++) {
 		void *vm4 = j ? NULL : t->m4, *vm6 = j ? NULL : t->m6;
 
-		t0 = bench_now();
+		t0 = vz_now_s();
 		for (i = 0; i < t->ndel4; i++)
 			if (v4_del(vm4, t->r4, t->addr4[o4[i]], t->plen4[o4[i]],
 				   (int)j))
 				return fprintf(stderr, "del4\n"), -1;
 		res[DEL4_VZ + j][tr] =
-			(double)t->ndel4 / (bench_now() - t0) / 1e3;
-		t0 = bench_now();
+			(double)t->ndel4 / (vz_now_s() - t0) / 1e3;
+		t0 = vz_now_s();
 		for (i = 0; i < t->ndel4; i++)
 			if (v4_add(vm4, t->r4, t->addr4[o4[i]], t->plen4[o4[i]],
 				   o4[i], (int)j))
 				return fprintf(stderr, "add4\n"), -1;
 		res[ADD4_VZ + j][tr] =
-			(double)t->ndel4 / (bench_now() - t0) / 1e3;
-		t0 = bench_now();
+			(double)t->ndel4 / (vz_now_s() - t0) / 1e3;
+		t0 = vz_now_s();
 		for (i = 0; i < t->ndel6; i++)
 			if (v6_del(vm6, t->r6, &t->pf6[o6[i]], (int)j))
 				return fprintf(stderr, "del6\n"), -1;
 		res[DEL6_VZ + j][tr] =
-			(double)t->ndel6 / (bench_now() - t0) / 1e3;
-		t0 = bench_now();
+			(double)t->ndel6 / (vz_now_s() - t0) / 1e3;
+		t0 = vz_now_s();
 		for (i = 0; i < t->ndel6; i++)
 			if (v6_add(vm6, t->r6, &t->pf6[o6[i]], o6[i], (int)j))
 				return fprintf(stderr, "add6\n"), -1;
 		res[ADD6_VZ + j][tr] =
-			(double)t->ndel6 / (bench_now() - t0) / 1e3;
+			(double)t->ndel6 / (vz_now_s() - t0) / 1e3;
 	}
 	return 0;
 }

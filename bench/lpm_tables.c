@@ -11,7 +11,6 @@
 #include <endian.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <rte_lpm.h>
 #include <rte_lpm6.h>
@@ -19,6 +18,7 @@
 #include <veloz/abi.h>
 #include <veloz/maps.h>
 
+#include "common/clock.h"
 #include "lpm_tables.h"
 
 __u64 rng_state;
@@ -192,14 +192,6 @@ __u32 make6(struct prefix6 *pf, __u32 n)
 
 /* ---- either library ------------------------------------------------------ */
 
-double bench_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int v4_add(struct vz_map *m, struct rte_lpm *r, __u32 a, __u32 p, __u32 nh,
 	   int which)
 {
@@ -260,9 +252,9 @@ double v6_reload(struct vz_map *m, struct rte_lpm6 *r, const struct prefix6 *pf,
 	for (i = 0; i < n; i++)
 		if (v6_del(m, r, &pf[i], which))
 			return -1;
-	t0 = bench_now();
+	t0 = vz_now_s();
 	for (i = 0; i < n; i++)
 		if (v6_add(m, r, &pf[i], i, which))
 			return -1;
-	return bench_now() - t0;
+	return vz_now_s() - t0;
 }

@@ -14,8 +14,6 @@ struct prefix6 {
 	__u32 plen;
 };
 
-/* Seconds on the monotonic clock: what every measure is timed by. */
-double bench_now(void);
 /* The generator's state: the seed, before anything is drawn. */
 extern __u64 rng_state;
 /* The next of the seeded sequence (splitmix64). */

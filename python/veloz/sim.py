@@ -4,6 +4,8 @@ The simulator is the C tool vz-sim, linked with the runtime's own policy code
 (src/dispatch/dispatch.c, core_alloc.c), so what it shows is what the afxdp
 dispatcher does, on 2 to 64 simulated workers. This module builds its command
 line, parses its JSON and prints it; `run_sim()` is the entry point for the lab.
+A long run shows a progress bar on stderr when stderr is a terminal, fed by
+vz-sim's own count of the simulated time it has computed (--progress).
 """
 
 from __future__ import annotations
@@ -13,10 +15,21 @@ import functools
 import json
 import subprocess
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from veloz import options, paths
@@ -104,7 +117,33 @@ def command(
     return cmd
 
 
-def run_sim(**kw: Any) -> dict[str, Any]:
+# progress(done, total): simulated microseconds computed, of the run's total
+OnProgress = Callable[[int, int], None]
+
+
+def _follow(cmd: list[str], progress: OnProgress) -> subprocess.CompletedProcess[str]:
+    """Run cmd with --progress, calling progress() on each of its lines as they
+    come; its other stderr lines and its stdout are returned as run() would."""
+    with subprocess.Popen([*cmd, "--progress"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        out: list[str] = []
+        # stdout (a timeline can be large) drains beside stderr, or either pipe could fill
+        reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+        reader.start()
+        rest = []
+        for line in proc.stderr:
+            words = line.split()
+            if len(words) == 3 and words[0] == "progress" and words[1].isdigit():
+                progress(int(words[1]), int(words[2]))
+            else:
+                rest.append(line)
+        reader.join()
+        code = proc.wait()
+    return subprocess.CompletedProcess(cmd, code, out[0] if out else "", "".join(rest))
+
+
+def run_sim(progress: OnProgress | None = None, **kw: Any) -> dict[str, Any]:
     """One simulation: keyword arguments as command() takes them, vz-sim's JSON back.
 
     The result has the run's parameters, "steps" (one dict per load step:
@@ -115,12 +154,17 @@ def run_sim(**kw: Any) -> dict[str, Any]:
     workers_compared, reallocations, grows, shrinks, active_mean, imbalance, share),
     "overall" (the same over every step) and,
     with timeline_us, "timeline". Bad input raises VelozError (code 2).
+    progress, if given, is called as the run goes with the simulated
+    microseconds computed and the total, the last call with both equal.
     """
     try:
         cmd = command(**kw)
     except TypeError as e:
         raise VelozError(f"sim: {e}") from None
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if progress is None:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    else:
+        done = _follow(cmd, progress)
     if done.returncode != 0:
         message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
         message = message.removeprefix("veloz: ").replace(
@@ -130,9 +174,40 @@ def run_sim(**kw: Any) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-def run_policies(names: list[str] | tuple[str, ...], **kw: Any) -> list[dict[str, Any]]:
-    """The same trace (same seed and parameters) under each policy."""
-    return [run_sim(policy=p, **kw) for p in names]
+def run_policies(
+    names: list[str] | tuple[str, ...],
+    progress: Callable[[str, int, int], None] | None = None,
+    **kw: Any,
+) -> list[dict[str, Any]]:
+    """The same trace (same seed and parameters) under each policy; progress,
+    if given, is called as run_sim's with the policy's name first."""
+    runs = []
+    for p in names:
+        each = None if progress is None else functools.partial(progress, p)
+        runs.append(run_sim(policy=p, progress=each, **kw))
+    return runs
+
+
+@contextmanager
+def progress_bar(runs: int, console: Console) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar over `runs` runs of the same length, for run_policies()."""
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("simulated us"), TimeElapsedColumn(), TextColumn("ETA"),
+               TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("sim", total=None)
+        finished: list[str] = []
+        base = 0
+
+        def update(policy: str, done: int, total: int) -> None:
+            nonlocal base
+            bar.update(task, total=runs * total, completed=base + done,
+                       description=f"sim: {policy}")  # fmt: skip
+            if done == total and policy not in finished:
+                finished.append(policy)
+                base += total
+
+        yield update
 
 
 def policy_choices(*extra: str) -> tuple[str, ...] | None:
@@ -335,7 +410,11 @@ def run(args: argparse.Namespace) -> int:
     if args.ramp is not None:
         _check_ramp(args.ramp)
     chosen = policies() if args.policy == "all" else (args.policy,)
-    runs = run_policies(chosen, **_kwargs(args))
+    if sys.stderr.isatty():  # on stderr: --json's stdout stays one JSON document
+        with progress_bar(len(chosen), Console(stderr=True)) as update:
+            runs = run_policies(chosen, progress=update, **_kwargs(args))
+    else:
+        runs = run_policies(chosen, **_kwargs(args))
     if args.json:
         print(json.dumps(runs[0] if len(runs) == 1 else {"runs": runs}))
         return 0

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "afxdp/afxdp.h"
 #include "dispatch/dispatcher.h"
 #include "dispatch/dispatch.h"
@@ -244,14 +245,14 @@ static void *dispatcher_main(void *arg)
 	struct worker *w = ds->owner;
 	struct vz_us_run *run = ds->run;
 	struct vz_worker_counters *c = &run->dispatcher_counters;
-	__u64 now = vz_park_now_ns(), last = now, next_publish = now;
+	__u64 now = vz_now_ns(), last = now, next_publish = now;
 	unsigned long loops = 0;
 	unsigned int q, idle = 0, work;
 	int p;
 
 	ds->core.start_ns = now;
 	while (!run->stop) {
-		now = vz_park_now_ns();
+		now = vz_now_ns();
 		ds->core.active_ns += (now - last) * ds->core.active;
 		last = now;
 		work = 0;
@@ -279,7 +280,7 @@ static void *dispatcher_main(void *arg)
 			next_publish = now + PUBLISH_NS;
 		}
 	}
-	now = vz_park_now_ns();
+	now = vz_now_ns();
 	ds->core.active_ns += (now - last) * ds->core.active;
 	vz_dispatcher_publish(&ds->core, now, true);
 	__atomic_store_n(&ds->core.dispatcher_done, true, __ATOMIC_RELEASE);

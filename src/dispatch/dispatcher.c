@@ -2,6 +2,7 @@
 /* The backend-independent part of a userspace dispatcher (dispatcher.h). */
 #include <errno.h>
 
+#include "common/clock.h"
 #include "dispatch/dispatcher.h"
 #include "dispatch/park.h"
 
@@ -19,7 +20,7 @@ int vz_dispatcher_init(struct vz_dispatcher *dc, enum vz_dispatch_policy policy,
 	if (!dc->policy)
 		return -EINVAL;
 	vz_core_alloc_config_default(&acfg, workers);
-	if (vz_core_alloc_init(&dc->alloc, &acfg, vz_park_now_ns()))
+	if (vz_core_alloc_init(&dc->alloc, &acfg, vz_now_ns()))
 		return -EINVAL;
 	/* The allocator starts from one worker and grows with the load. */
 	if (alloc)

@@ -14,14 +14,6 @@
 #include <linux/types.h>
 #include <sys/syscall.h>
 
-static inline __u64 vz_park_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
-
 /* Sleep while *word is 1; bounded (100 ms), so that a stopping run is seen
  * without a wake-up. */
 static inline void vz_park_wait(int *word)

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
-#include <string.h>
-
+#include "dispatch/flow_tuple.h"
 #include "dispatch/toeplitz.h"
 
 const __u8 vz_rss_key[VZ_RSS_KEY_LEN] = VZ_RSS_KEY;
@@ -44,71 +43,13 @@ static __u32 rss_hash(const __u8 *input, size_t len)
 	return hash;
 }
 
-#define ETH_HLEN 14
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86dd
-#define ETH_P_8021Q 0x8100
-#define ETH_P_8021AD 0x88a8
-
-static __u16 be16(const __u8 *p)
-{
-	return (__u16)(p[0] << 8 | p[1]);
-}
-
-/*
- * The hash input of the IP header at p + off: its addresses in input,
- * their length in *addrs, and the L4 protocol and offset. -1 if there is
- * no IP header to hash, 1 if only the addresses are hashed (a later
- * fragment carries no ports: hashed like the first), else 0.
- */
-static inline int l3_input(const __u8 *p, size_t len, size_t off, __u16 proto,
-			   __u8 *input, size_t *addrs, __u8 *next, size_t *l4)
-{
-	if (proto == ETH_P_IP) {
-		if (len < off + 20 || (p[off] >> 4) != 4 || (p[off] & 15) < 5)
-			return -1;
-		memcpy(input, p + off + 12, 8);
-		*addrs = 8;
-		*next = p[off + 9];
-		*l4 = off + (size_t)(p[off] & 15) * 4;
-		return be16(p + off + 6) & 0x3fff ? 1 : 0;
-	}
-	if (proto == ETH_P_IPV6) {
-		if (len < off + 40 || (p[off] >> 4) != 6)
-			return -1;
-		memcpy(input, p + off + 8, 32);
-		*addrs = 32;
-		*next = p[off + 6];
-		*l4 = off + 40; /* extension headers: addresses only (below) */
-		return 0;
-	}
-	return -1;
-}
-
+/* The tuple as the XDP stage reads it (flow_tuple.h): the key is unused. */
 __u32 vz_rss_hash_frame(const void *frame, size_t len)
 {
-	const __u8 *p = frame;
-	__u8 input[36];
-	size_t off = ETH_HLEN, addrs, l4;
-	__u16 proto;
-	__u8 next;
-	int ret;
+	struct vz_ctx ctx = { .data = (__u8 *)frame,
+			      .data_end = (__u8 *)frame + len };
+	struct vz_dsp_flow_key key;
+	__u8 in[VZ_RSS_INPUT_MAX];
 
-	if (len < ETH_HLEN)
-		return 0;
-	proto = be16(p + 12);
-	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
-		if (len < ETH_HLEN + 4)
-			return 0;
-		proto = be16(p + 16);
-		off += 4;
-	}
-	ret = l3_input(p, len, off, proto, input, &addrs, &next, &l4);
-	if (ret < 0)
-		return 0;
-	if (!ret && (next == 6 || next == 17) && len >= l4 + 4) {
-		memcpy(input + addrs, p + l4, 4);
-		return rss_hash(input, addrs + 4);
-	}
-	return rss_hash(input, addrs);
+	return rss_hash(in, vz_flow_tuple(&ctx, &key, in));
 }

@@ -22,10 +22,11 @@ __u32 vz_toeplitz(const __u8 key[VZ_RSS_KEY_LEN], const __u8 *input,
 		  size_t len);
 
 /*
- * The RSS hash of a frame: Ethernet (one VLAN tag), IPv4 or IPv6, with the
- * ports of UDP and TCP (first fragments only; other fragments and other
- * protocols hash the addresses alone, so all of a datagram stays together).
- * 0 for anything that is not IP or is cut short.
+ * The RSS hash of a frame: of the tuple the XDP stage reads too
+ * (flow_tuple.h): Ethernet (one VLAN tag), IPv4 or IPv6, with the ports of
+ * UDP and TCP when not a fragment (fragments and other protocols hash the
+ * addresses alone, so all of a datagram stays together). 0 for anything
+ * that is not IP or is cut short.
  */
 __u32 vz_rss_hash_frame(const void *frame, size_t len);
 

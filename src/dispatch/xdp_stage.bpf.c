@@ -7,11 +7,8 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
-#include <veloz/proto/vlan.h>
-#include <veloz/proto/ipv4.h>
-#include <veloz/proto/ipv6.h>
-#include <veloz/proto/l4.h>
 
+#include "dispatch/flow_tuple.h"
 #include "dispatch/xdp_stage.h"
 
 struct {
@@ -81,68 +78,6 @@ struct {
 
 /* policy.h's key, as NICs and src/dispatch/toeplitz.c use it. */
 static const volatile __u8 rss_key[VZ_RSS_KEY_LEN] = VZ_RSS_KEY;
-
-/*
- * The flow key and the RSS hash input of a frame: Ethernet (one VLAN tag),
- * IPv4 or IPv6; UDP and TCP ports when present and not a fragment, the
- * addresses alone otherwise. Returns the hash input's length, 0 for a frame
- * that is not IP (or is cut short), which hashes to 0.
- */
-static __always_inline __u32 parse(struct xdp_md *xdp,
-				   struct vz_dsp_flow_key *key, __u8 *in)
-{
-	struct vz_ctx ctx = { .xdp = xdp };
-	struct vz_l4_ports *ports;
-	__u32 addrs, l4;
-	struct vz_l2 l2;
-	__u8 next;
-
-	if (vz_parse_l2(&ctx, &l2, 1, VZ_VLAN_8021Q | VZ_VLAN_8021AD))
-		return 0;
-	if (l2.proto == bpf_htons(ETH_P_IP)) {
-		vz_iphdr *ip = vz_ipv4(&ctx, l2.l3_off);
-
-		if (!ip)
-			return 0;
-		__builtin_memcpy(in, &ip->saddr, 4);
-		__builtin_memcpy(in + 4, &ip->daddr, 4);
-		__builtin_memcpy(key->src, &ip->saddr, 4);
-		__builtin_memcpy(key->dst, &ip->daddr, 4);
-		key->family = 4;
-		key->proto = ip->protocol;
-		addrs = 8;
-		next = ip->protocol;
-		/* fragments (first or later) hash the addresses alone */
-		if (vz_ipv4_is_fragment(ip))
-			return addrs;
-		l4 = l2.l3_off + vz_ipv4_hlen(ip);
-	} else if (l2.proto == bpf_htons(ETH_P_IPV6)) {
-		vz_ipv6hdr *ip6 = vz_ipv6(&ctx, l2.l3_off);
-
-		if (!ip6)
-			return 0;
-		__builtin_memcpy(in, &ip6->saddr, 16);
-		__builtin_memcpy(in + 16, &ip6->daddr, 16);
-		__builtin_memcpy(key->src, &ip6->saddr, 16);
-		__builtin_memcpy(key->dst, &ip6->daddr, 16);
-		key->family = 6;
-		key->proto = ip6->nexthdr;
-		addrs = 32;
-		next = ip6->nexthdr;
-		l4 = l2.l3_off + sizeof(*ip6);
-	} else {
-		return 0;
-	}
-	if (next != IPPROTO_TCP && next != IPPROTO_UDP)
-		return addrs;
-	ports = vz_l4_ports(&ctx, l4);
-	if (!ports)
-		return addrs;
-	key->sport = ports->source;
-	key->dport = ports->dest;
-	__builtin_memcpy(in + addrs, ports, sizeof(*ports));
-	return addrs + sizeof(*ports);
-}
 
 static __always_inline void count(__u32 counter)
 {
@@ -246,6 +181,7 @@ static __always_inline __u32 buckets(struct vz_dsp_config *cfg, __u32 hash)
 SEC("xdp.frags")
 int vz_xdp_dispatch(struct xdp_md *ctx)
 {
+	struct vz_ctx c = { .xdp = ctx };
 	struct vz_dsp_flow_key key = {};
 	__u8 in[VZ_RSS_INPUT_MAX] = {};
 	struct vz_dsp_config *cfg;
@@ -256,7 +192,7 @@ int vz_xdp_dispatch(struct xdp_md *ctx)
 	cfg = bpf_map_lookup_elem(&dsp_config, &zero);
 	if (!cfg || !cfg->view.nactive)
 		return XDP_PASS; /* never: configured before attaching */
-	len = parse(ctx, &key, in);
+	len = vz_flow_tuple(&c, &key, in);
 	hash = vz_policy_toeplitz(rss_key, in, len);
 	switch (cfg->view.policy) {
 	case VZ_DSP_FLOW_AFFINITY:

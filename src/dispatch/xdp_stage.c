@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "common/clock.h"
 #include "dispatch/xdp_stage.h"
 
 /* xdp_stage.bpf.o, as bytes (meson embeds it). */
@@ -503,14 +503,6 @@ static void rebalance(struct vz_xdp_dispatch *d)
 		d->rebalances++;
 }
 
-static __u64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns()'s clock */
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
-
 /*
  * adaptive: place by load once the CPUs' flows differ by more than the
  * gap flow-affinity tolerates, by hash while they do not (policy.h).
@@ -538,7 +530,7 @@ static void recount_flows(struct vz_xdp_dispatch *d)
 	static struct vz_dsp_flow vals[1024];
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 	__s64 live[VZ_DSP_MAX_CPUS] = { 0 };
-	__u64 now = now_ns(), in = 0, out = 0, total = 0;
+	__u64 now = vz_now_ns(), in = 0, out = 0, total = 0;
 	bool first = true, done = false;
 	__u32 n, i, cpu;
 	int ret;

@@ -30,6 +30,7 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include "common/clock.h"
 #include "dispatch/dispatcher.h"
 #include "dispatch/dispatch.h"
 #include "dispatch/park.h"
@@ -314,14 +315,14 @@ static int dispatcher_main(void *arg)
 	struct worker *w = ds->owner;
 	struct vz_us_run *run = ds->run;
 	struct vz_worker_counters *c = &run->dispatcher_counters;
-	__u64 now = vz_park_now_ns(), last = now, next_publish = now;
+	__u64 now = vz_now_ns(), last = now, next_publish = now;
 	unsigned long loops = 0;
 	unsigned int q, idle = 0, work;
 	int p;
 
 	ds->core.start_ns = now;
 	while (!run->stop) {
-		now = vz_park_now_ns();
+		now = vz_now_ns();
 		ds->core.active_ns += (now - last) * ds->core.active;
 		last = now;
 		work = 0;
@@ -349,7 +350,7 @@ static int dispatcher_main(void *arg)
 			next_publish = now + PUBLISH_NS;
 		}
 	}
-	now = vz_park_now_ns();
+	now = vz_now_ns();
 	ds->core.active_ns += (now - last) * ds->core.active;
 	vz_dispatcher_publish(&ds->core, now, true);
 	__atomic_store_n(&ds->core.dispatcher_done, true, __ATOMIC_RELEASE);

@@ -31,7 +31,7 @@
 #include "dpdk/dpdk.h"
 #include "dpdk/eal_args.h"
 #include "dpdk/hugepages.h"
-#include "runtime/clock.h"
+#include "common/clock.h"
 
 static int add_arg(struct dpdk *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "runtime/capture.h"
 
 #define BURST 32
@@ -65,18 +65,10 @@ static __attribute__((noinline)) void burst_off(struct vz_us_run *run,
 	}
 }
 
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static double arm(int off, struct vz_us_run *run, struct vz_worker_counters *c,
 		  long bursts)
 {
-	double t0 = now_ns();
+	double t0 = (double)vz_now_ns();
 	long b;
 
 	for (b = 0; b < bursts; b++) {
@@ -85,7 +77,7 @@ static double arm(int off, struct vz_us_run *run, struct vz_worker_counters *c,
 		else
 			burst_plain(run, c);
 	}
-	return (now_ns() - t0) / ((double)bursts * BURST);
+	return ((double)vz_now_ns() - t0) / ((double)bursts * BURST);
 }
 
 static int cmp(const void *a, const void *b)

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/options.h"
 #include "dump/capfile.h"
@@ -67,14 +68,6 @@ static const char *action_name(__s32 action)
 					     "redirect" };
 
 	return action >= 0 && action < 5 ? names[action] : "unknown";
-}
-
-static __u64 clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
 }
 
 /* The verdict as the pcapng comment and the lines say it. */
@@ -422,7 +415,7 @@ int main(int argc, char **argv)
 	}
 	on_signals();
 	d.realtime_offset =
-		clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+		vz_clock_ns(CLOCK_REALTIME) - vz_clock_ns(CLOCK_MONOTONIC);
 	ret = d.o.object ? capture_xdp(&d, ifindex, err, sizeof(err), &dropped)
 			 : capture_ctl(&d, err, sizeof(err), &dropped);
 	if (ret)

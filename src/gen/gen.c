@@ -46,7 +46,7 @@
 #include "gen/ifstats.h"
 #include "gen/live.h"
 #include "gen/xsk_tx.h"
-#include "runtime/clock.h"
+#include "common/clock.h"
 #include "runtime/xdp_attach.h"
 #include "common/iface.h"
 

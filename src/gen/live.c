@@ -27,7 +27,7 @@
 #include "common/err.h"
 #include "gen/gen.h"
 #include "gen/live.h"
-#include "runtime/clock.h"
+#include "common/clock.h"
 
 #define GEN_MAX_CHUNK 65536
 

@@ -30,7 +30,7 @@
 #include "common/parse.h"
 #include "gen/bpf_object.h"
 #include "gen/sink.h"
-#include "runtime/clock.h"
+#include "common/clock.h"
 #include "runtime/xdp_attach.h"
 #include "common/iface.h"
 

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -25,7 +24,7 @@
 #include "common/parse.h"
 #include "gen/gen.h"
 #include "gen/xsk_tx.h"
-#include "runtime/clock.h"
+#include "common/clock.h"
 
 #define NUM_FRAMES 4096
 #define FRAME_SIZE XSK_UMEM__DEFAULT_FRAME_SIZE
@@ -42,18 +41,10 @@ struct sender {
 	__u64 submitted, completed;
 };
 
-static __u64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* bpf_ktime_get_ns's clock */
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
-
 /* What gen.bpf.c does per frame, in userspace (see its comments). */
 static void stamp(const struct vz_xsk_tx *t, __u8 *f, __u64 seq)
 {
-	struct vz_gen_payload p = { .seq = seq, .tx_ns = now_ns() };
+	struct vz_gen_payload p = { .seq = seq, .tx_ns = vz_now_ns() };
 	__u16 sport = htons((__u16)(t->base_port + seq % t->flows)), csum;
 	__u16 words[sizeof(p) / 2];
 

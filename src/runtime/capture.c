@@ -6,9 +6,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "runtime/capture.h"
 #include "runtime/ctl_internal.h"
 
@@ -24,14 +24,6 @@ static __u64 sent, dropped;
 static int retired = -1;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-static __u64 mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
-
 void vz_capture_copy(struct vz_capture_rec *r, const struct vz_ctx *ctx,
 		     unsigned int worker)
 {
@@ -46,7 +38,7 @@ void vz_capture_copy(struct vz_capture_rec *r, const struct vz_ctx *ctx,
 		.caplen = cap,
 		.ifindex = ctx->ingress_port,
 		.queue = worker,
-		.ts_ns = mono_ns(),
+		.ts_ns = vz_now_ns(),
 	};
 	memcpy(r->data, ctx->data, cap);
 }

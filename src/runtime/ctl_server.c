@@ -17,7 +17,7 @@
 
 #include "common/peercred.h"
 
-#include "runtime/clock.h"
+#include "common/clock.h"
 #include "runtime/ctl_internal.h"
 
 #define POLL_MS 200

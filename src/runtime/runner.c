@@ -17,7 +17,7 @@
 
 #include "common/iface.h"
 #include "common/peercred.h"
-#include "runtime/clock.h"
+#include "common/clock.h"
 #include "runtime/counters.h"
 #include "runtime/ports.h"
 #include "runtime/userspace.h"

@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <bpf/bpf.h>
 
+#include "common/clock.h"
 #include "tools/offline.h"
 
 /* ---- xdp: BPF_PROG_TEST_RUN ---------------------------------------------- */
@@ -214,9 +214,8 @@ int vz_offline_time(struct vz_offline *o, const __u8 *pkt, __u32 len,
 {
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt,
 		    .data_size_in = len, .repeat = (__u32)repeat);
-	struct timespec t0, t1;
 	struct vz_ctx ctx;
-	__u64 i;
+	__u64 i, t0;
 
 	if (o->xdp) {
 		/* the kernel's own loop and clock */
@@ -231,13 +230,10 @@ int vz_offline_time(struct vz_offline *o, const __u8 *pkt, __u32 len,
 	}
 	/* Like the kernel's loop: same buffer, no reset between runs. */
 	native_ctx(o, &ctx, pkt, len);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = vz_now_ns();
 	for (i = 0; i < repeat; i++)
 		vz_native_run(&o->nf->native, &ctx);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	*ns = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 +
-	       (double)(t1.tv_nsec - t0.tv_nsec)) /
-	      (double)repeat;
+	*ns = (double)(vz_now_ns() - t0) / (double)repeat;
 	return 0;
 }
 

@@ -16,13 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 
 #include "common/peercred.h"
-#include "runtime/clock.h"
+#include "common/clock.h"
 #include "runtime/xdp_attach.h"
 #include "xdp/xdp_backend.h"
 
@@ -31,15 +30,6 @@ static volatile sig_atomic_t active_delta; /* SIGUSR2 +1, SIGUSR1 -1 */
 static struct vz_xdp_run *xdp_of(const struct vz_us_run *run)
 {
 	return run->backend_state;
-}
-
-/* bpf_ktime_get_ns()'s clock, as the allocator counts time */
-static __u64 mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
 }
 
 static void on_active_signal(int sig)
@@ -220,7 +210,7 @@ static int open_dispatch(struct vz_us_run *run)
 	}
 	/* The allocator starts from one CPU and grows with the load. */
 	if (x->alloc && (vz_xdp_dispatch_set_active(x->dsp, 1) ||
-			 vz_xdp_alloc_init(&x->xa, x->workers, 1, mono_ns())))
+			 vz_xdp_alloc_init(&x->xa, x->workers, 1, vz_now_ns())))
 		return -EINVAL;
 	return 0;
 }
@@ -401,7 +391,7 @@ static void alloc_check(struct vz_xdp_run *x)
 		for (c = 0; c < x->workers && c < (unsigned int)x->ncpus; c++)
 			ran[c] += x->percpu[c].packets;
 	}
-	after = vz_xdp_alloc_check(&x->xa, mono_ns(), sent, ran);
+	after = vz_xdp_alloc_check(&x->xa, vz_now_ns(), sent, ran);
 	if (after == before)
 		return;
 	if (vz_xdp_dispatch_set_active(x->dsp, after))

@@ -29,9 +29,9 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "check.h"
 #include "sock/lib/proto.h"
 #include "sock/lib/ring.h"
@@ -103,20 +103,12 @@ static inline struct vz_sock_server_stats stats(void)
 	return s;
 }
 
-static inline double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Wait (up to 2 s) until the stats counter at `off` reaches `want`. */
 static inline int wait_stat(size_t off, __u64 want)
 {
-	double end = now_s() + 2;
+	double end = vz_now_s() + 2;
 
-	while (now_s() < end) {
+	while (vz_now_s() < end) {
 		struct vz_sock_server_stats s = stats();
 
 		if (*(__u64 *)((char *)&s + off) >= want)

@@ -18,7 +18,7 @@
 #include <linux/bpf.h>
 
 #include "check.h"
-#include "runtime/clock.h"
+#include "common/clock.h"
 #include "runtime/ctl.h"
 
 #define IDLE_MS 300

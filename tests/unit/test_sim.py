@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import pty
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +230,46 @@ def test_veloz_sim_table_and_json():
     runs = json.loads(done.stdout)["runs"]
     assert [r["policy"] for r in runs] == list(sim.policies())
     assert all(len(r["steps"]) == 2 and r["alloc"] for r in runs)
+
+
+def test_progress_counts_the_simulated_time_up_to_its_total():
+    calls: list[tuple[int, int]] = []
+    quiet = sim.run_sim(cores=2, ramp=[0.3, 0.6], step_ms=3, seed=9)
+    shown = sim.run_sim(cores=2, ramp=[0.3, 0.6], step_ms=3, seed=9,
+                        progress=lambda done, total: calls.append((done, total)))  # fmt: skip
+    assert shown == quiet  # reporting changes nothing it computes
+    assert {total for _, total in calls} == {6000}  # two steps of 3 ms, in us
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and done[-1] == 6000 and done.count(6000) == 1
+    assert 100 < len(calls) <= 1001  # as the run goes, not only at its end
+
+
+def test_progress_leaves_errors_to_stderr():
+    with pytest.raises(VelozError, match="flow table has no room"):
+        sim.run_sim(flows=100, flow_slots=32, prepopulate=True, progress=lambda d, t: None)
+
+
+def test_veloz_sim_json_stays_json_with_a_progress_bar_on_a_terminal():
+    # stderr a terminal, stdout a pipe: the bar goes to the one, the JSON to the other
+    main, side = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "python"), "COLUMNS": "120"}
+    argv = [sys.executable, "-m", "veloz.cli", "sim", "--cores", "2", "--ramp", "0.3,0.6",
+            "--step-ms", "20", "--json"]  # fmt: skip
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=side, env=env) as proc:
+        os.close(side)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        out = proc.stdout.read() if proc.stdout else b""
+    os.close(main)
+    assert proc.returncode == 0, seen
+    runs = json.loads(out)["runs"]
+    assert [r["policy"] for r in runs] == list(sim.policies())
+    assert b"sim: " in seen and b"simulated us" in seen
+    assert f"{4 * 40000}/{4 * 40000}".encode() in seen.replace(b",", b"")

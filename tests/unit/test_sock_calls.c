@@ -156,8 +156,8 @@ static void spread(__u16 port, int a, int b, int *na, int *nb)
 		s[i] = udp();
 		CHECK(send_to(s[i], "s", 1, port) == 1, "send");
 	}
-	end = now_s() + 2;
-	while (*na + *nb < 32 && now_s() < end) {
+	end = vz_now_s() + 2;
+	while (*na + *nb < 32 && vz_now_s() < end) {
 		while (vz_recv(a, buf, sizeof(buf), MSG_DONTWAIT) == 1)
 			(*na)++;
 		while (vz_recv(b, buf, sizeof(buf), MSG_DONTWAIT) == 1)
@@ -263,9 +263,9 @@ static void test_nonblock_timeout(void)
 	char buf[8];
 
 	CHECK(vz_fcntl(a, F_GETFL, 0) & O_NONBLOCK, "F_GETFL");
-	t = now_s();
+	t = vz_now_s();
 	CHECK(vz_recv(a, buf, 8, 0) < 0 && errno == EAGAIN, "EAGAIN");
-	CHECK(now_s() - t < 0.05, "at once");
+	CHECK(vz_now_s() - t < 0.05, "at once");
 	CHECK(!vz_fcntl(a, F_SETFL, 0) &&
 		      !(vz_fcntl(a, F_GETFL, 0) & O_NONBLOCK),
 	      "F_SETFL");
@@ -276,9 +276,9 @@ static void test_nonblock_timeout(void)
 	CHECK(!vz_getsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &got, &len) &&
 		      got.tv_usec == 200000,
 	      "SO_RCVTIMEO read back");
-	t = now_s();
+	t = vz_now_s();
 	CHECK(vz_recv(a, buf, 8, 0) < 0 && errno == EAGAIN, "timed out");
-	t = now_s() - t;
+	t = vz_now_s() - t;
 	CHECK(t >= 0.19 && t < 1.5, "after %.3f s", t);
 	vz_close(a);
 }
@@ -377,9 +377,9 @@ static void test_poll_select(void)
 	CHECK(!pipe(p), "pipe");
 	fds[0] = (struct pollfd){ .fd = a, .events = POLLIN };
 	fds[1] = (struct pollfd){ .fd = p[0], .events = POLLIN };
-	t = now_s();
+	t = vz_now_s();
 	CHECK(vz_poll(fds, 2, 50) == 0, "nothing ready");
-	CHECK(now_s() - t >= 0.045, "waited");
+	CHECK(vz_now_s() - t >= 0.045, "waited");
 	CHECK(write(p[1], "k", 1) == 1, "write");
 	CHECK(vz_poll(fds, 2, 1000) == 1 && fds[1].revents == POLLIN &&
 		      !fds[0].revents,

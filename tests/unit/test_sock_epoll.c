@@ -35,9 +35,9 @@ static void test_epoll_levels(int ep, int a, int b, int p[2])
 	      "LT: the veloz socket (%d %#x)", n, n > 0 ? ev[0].events : 0);
 	CHECK(ep_wait(ep, ev, 4, 0) == 1, "LT: again, still unread");
 	CHECK(vz_recv(a, c, sizeof(c), 0) == 1, "recv");
-	t = now_s();
+	t = vz_now_s();
 	CHECK(ep_wait(ep, ev, 4, 50) == 0, "LT: nothing after the read");
-	CHECK(now_s() - t >= 0.045, "waited its timeout");
+	CHECK(vz_now_s() - t >= 0.045, "waited its timeout");
 	/* A kernel member and a veloz one, both ready: both reported. */
 	CHECK(write(p[1], "k", 1) == 1 && send_to(b, "y", 1, 5030) == 1,
 	      "send both");
@@ -56,9 +56,9 @@ static void test_epoll_levels(int ep, int a, int b, int p[2])
 	      "drain");
 	/* Asleep in epoll_wait: the poller's wake-up ends it. */
 	pthread_create(&th, NULL, send_later, &b);
-	t = now_s();
+	t = vz_now_s();
 	n = ep_wait(ep, ev, 4, 2000);
-	CHECK(n == 1 && ev[0].data.u64 == 0xa11ce && now_s() - t < 1.9,
+	CHECK(n == 1 && ev[0].data.u64 == 0xa11ce && vz_now_s() - t < 1.9,
 	      "woken by a datagram (%d)", n);
 	pthread_join(th, NULL);
 	CHECK(vz_recv(a, c, sizeof(c), 0) == 4, "recv late");

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "check.h"
 #include "sock/lib/server.h"
 #include "veloz/sock.h"
@@ -106,22 +107,14 @@ static int bound(__u16 port)
 	return fd;
 }
 
-static __s64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__s64)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Wait (2 s at most) until the poller sleeps (it may still be on its
  * way into poll(): the doorbell's fences make that safe, and that is part
  * of what is tested). */
 static int wait_asleep(void)
 {
-	__s64 end = now_ns() + 2000000000;
+	__s64 end = (__s64)vz_now_ns() + 2000000000;
 
-	while (!asleep && now_ns() < end)
+	while (!asleep && (__s64)vz_now_ns() < end)
 		usleep(100);
 	return asleep ? 0 : -1;
 }

@@ -416,10 +416,10 @@ static void test_creds(void)
 		}
 	}
 	for (i = 0; i < 2; i++) {
-		double end = now_s() + 5;
+		double end = vz_now_s() + 5;
 		int st = -1;
 
-		while (!waitpid(pid[i], &st, WNOHANG) && now_s() < end) {
+		while (!waitpid(pid[i], &st, WNOHANG) && vz_now_s() < end) {
 			vz_sock_server_poll(s3, loop_send, NULL, 16);
 			usleep(500);
 		}
@@ -495,10 +495,10 @@ static int child_hung(const char *silent, const char *where)
 	memcpy(sa.sun_path, silent, strlen(silent) + 1);
 	if (lfd < 0 || bind(lfd, SA(sa), sizeof(sa)) || listen(lfd, 4))
 		return 2;
-	t0 = now_s();
+	t0 = vz_now_s();
 	if (!vz_sock_init(silent) || errno != ETIMEDOUT)
 		return 3;
-	took = now_s() - t0;
+	took = vz_now_s() - t0;
 	if (took < 0.25 || took > 3)
 		return 4;
 	close(lfd);
@@ -517,14 +517,14 @@ static int child_hung(const char *silent, const char *where)
 	pthread_mutex_lock(&hung_lock); /* not in the middle of a poll */
 	hung_paused = 1;
 	pthread_mutex_unlock(&hung_lock);
-	t0 = now_s();
+	t0 = vz_now_s();
 	fd2 = vz_socket(AF_INET, SOCK_DGRAM, 0);
 	if (fd2 >= 0 || errno != ETIMEDOUT) {
 		fprintf(stderr, "hung poller: socket() gave %d (%s)\n", fd2,
 			strerror(errno));
 		return 8;
 	}
-	if (now_s() - t0 > 3)
+	if (vz_now_s() - t0 > 3)
 		return 9;
 	/* fd1 lived on that link: said at once, and close still closes. */
 	if (!vz_bind(fd1, SA(sin), sizeof(sin)) || errno != ECONNRESET)
@@ -537,8 +537,8 @@ static int child_hung(const char *silent, const char *where)
 	fd3 = vz_socket(AF_INET, SOCK_DGRAM, 0);
 	if (fd3 < 0 || vz_bind(fd3, SA(sin), sizeof(sin)))
 		return 12;
-	end = now_s() + 2;
-	while (hung_sockets() != 1 && now_s() < end)
+	end = vz_now_s() + 2;
+	while (hung_sockets() != 1 && vz_now_s() < end)
 		usleep(1000);
 	if (hung_sockets() != 1)
 		return 13;
@@ -553,7 +553,7 @@ static int child_hung(const char *silent, const char *where)
 static void test_hung_poller(void)
 {
 	char silent[160], where[160];
-	double end = now_s() + 20;
+	double end = vz_now_s() + 20;
 	int st = -1;
 	pid_t pid;
 
@@ -564,9 +564,9 @@ static void test_hung_poller(void)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		_exit(child_hung(silent, where));
 	}
-	while (!waitpid(pid, &st, WNOHANG) && now_s() < end)
+	while (!waitpid(pid, &st, WNOHANG) && vz_now_s() < end)
 		usleep(10000);
-	if (now_s() >= end) {
+	if (vz_now_s() >= end) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &st, 0);
 	}

@@ -56,6 +56,18 @@ static void alloc_tick(struct sim *s)
 		set_active(s, n);
 }
 
+/* Simulated microseconds done of the total: what the run has computed. */
+static void show_progress(struct sim *s, __u64 done_ns)
+{
+	__u64 every = s->total_ns / PROGRESS_LINES;
+
+	fprintf(stderr, "progress %llu %llu\n",
+		(unsigned long long)(done_ns / 1000),
+		(unsigned long long)(s->total_ns / 1000));
+	fflush(stderr);
+	s->next_progress = done_ns + (every > TICK_NS ? every : TICK_NS);
+}
+
 static void on_tick(struct sim *s, __u64 *next_timeline,
 		    unsigned int *next_step)
 {
@@ -64,6 +76,10 @@ static void on_tick(struct sim *s, __u64 *next_timeline,
 	begin_steps(s, next_step,
 		    reached < s->o->nsteps ? (unsigned int)reached
 					   : s->o->nsteps);
+	/* past the trace the queues drain: the total waits for them */
+	if (s->o->progress && s->now >= s->next_progress &&
+	    s->now < s->total_ns)
+		show_progress(s, s->now);
 	vz_dispatch_tick(s->d, s->now);
 	if (s->o->alloc && s->now >= s->alloc.next_check)
 		alloc_tick(s);
@@ -184,6 +200,8 @@ void sim_run(struct sim *s)
 			on_tick(s, &next_timeline, &next_step);
 		}
 	}
+	if (s->o->progress)
+		show_progress(s, s->total_ns);
 	account(s, s->total_ns);
 	begin_steps(s, &next_step, s->o->nsteps); /* steps no tick reached */
 	snapshot(s, &s->steps[s->o->nsteps - 1].end);

@@ -36,6 +36,7 @@ struct opts {
 	double zipf_s;
 	unsigned int flow_slots;
 	bool alloc, prepopulate, json, verbose;
+	bool progress; /* "progress DONE TOTAL" lines on stderr */
 	double wake_us;
 	double hold_us; /* buckets: < 0 for the library's default */
 	double settle_us; /* buckets: < 0 for the library's default */

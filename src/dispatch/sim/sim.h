@@ -26,6 +26,7 @@
 
 #define TICK_NS 1000ull
 #define MAX_QUEUED 20000000ull /* frames in the system: beyond, overload */
+#define PROGRESS_LINES 1000 /* --progress: lines per run, at most */
 #define HIST_SUB 256 /* linear sub-buckets per power of two */
 #define HIST_BUCKETS (2 * HIST_SUB + 55 * HIST_SUB)
 
@@ -125,6 +126,7 @@ struct sim {
 	FILE *timeline; /* JSON or table rows, written as they come */
 	size_t timeline_rows;
 	__u64 events;
+	__u64 next_progress; /* --progress: the next line at this time */
 };
 
 /* realloc, or exit with one line: the simulator has no use without it. */

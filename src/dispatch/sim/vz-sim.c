@@ -31,8 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/options.h"
 #include "dispatch/dispatch.h"
@@ -190,6 +190,8 @@ static struct vz_option sim_options[] = {
 	SIM_OPT("json", VZ_OPT_FLAG, json, .help = "the result as JSON"),
 	SIM_OPT("verbose", VZ_OPT_FLAG, verbose,
 		.help = "the simulator's own speed, on stderr"),
+	SIM_OPT("progress", VZ_OPT_FLAG, progress,
+		.help = "lines 'progress DONE TOTAL' (simulated us) on stderr"),
 	/* for python/veloz/sim.py, not a person: not in --help */
 	SIM_OPT("policies", VZ_OPT_FLAG, alloc, .parse = print_policies,
 		.hidden = true),
@@ -263,21 +265,19 @@ int main(int argc, char **argv)
 {
 	struct opts o;
 	struct sim s;
-	struct timespec t0, t1;
+	double t0, secs;
 	char *timeline = NULL;
 	size_t timeline_len = 0;
 
 	if (parse_args(&o, argc, argv))
 		return 2;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = vz_now_s();
 	if (sim_init(&s, &o, &timeline, &timeline_len))
 		return 1;
 	sim_run(&s);
 	report(&s, timeline, timeline_len);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = vz_now_s() - t0;
 	if (o.verbose) {
-		double secs = (double)(t1.tv_sec - t0.tv_sec) +
-			      (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 		struct vz_dispatch_stats st;
 
 		vz_dispatch_get_stats(s.d, &st);
