@@ -30,7 +30,7 @@
  * stride before the first value: an NF turns the entry it loaded into its
  * value's address with one scaled add (x86's lea), where rule + 1 took a
  * multiply by the stride too, on the path every lookup waits on
- * (vz_map_lookup_lpm4(), maps.h; bench/README.md has the figures).
+ * (vz_map_lookup_lpm4(), maps.h; docs/results/2026-11-28-lpm-vs-rte-lpm.md).
  *
  * Controlled prefix expansion: a rule of length d sets every entry of its
  * range at the level where d ends whose rule is d long or shorter (or
@@ -182,7 +182,8 @@ vz__lpm_bulk_next(const struct vz_lpm *t, __u32 e, const __u8 *byte)
  * entry every key still on a group needs and a second reads them, so the
  * loads of a level are in flight together, where one walk after another
  * waits for each of its loads in turn (a routed IPv6 lookup reads three
- * or four groups: 3.6-4x the walks one at a time, bench/README.md). Key
+ * or four groups; the routed bulk rows of
+ * docs/results/2026-11-28-lpm-vs-rte-lpm.md). Key
  * which[j]'s address is addr0 + which[j] * stride; leaf[j] gets its leaf
  * (0: empty).
  *
@@ -190,8 +191,8 @@ vz__lpm_bulk_next(const struct vz_lpm *t, __u32 e, const __u8 *byte)
  * no branch on it (a mispredicted branch on an entry that missed the
  * cache throws away the loads issued behind it), and no list of the keys
  * still walking (a store to list[count], count moved by the entries, made
- * every later load wait for the store's address: the walk ran at about a
- * quarter of this rate). A key already at its leaf reads gen instead.
+ * every later load wait for the store's address, and the walk ran
+ * several times slower). A key already at its leaf reads gen instead.
  *
  * gen as in vz_lpm_lookup_groups(): read before the first level is read
  * again, compared after; if it moved, or an entry is a group past the last

@@ -78,8 +78,9 @@ void *vz_map_lookup_slow(struct vz_map *map, const void *key);
  * see (its probes use the map's own scratch key, under the map's lock).
  * Without that, the compiler must assume that this call, on every lookup's
  * path though never taken, may change the map, and reloads the map's
- * fields on every lookup of a loop: in a burst loop those loads held the
- * lookups in flight to half of rte_lpm's (vz-lpm-bench, bench/README.md).
+ * fields on every lookup of a loop, and in a burst loop those loads limit
+ * how many lookups are in flight (vz-lpm-bench; figures of the current
+ * code: docs/results/2026-11-28-lpm-vs-rte-lpm.md).
  */
 void *vz_map_lookup_lpm_slow(struct vz_map *map, const void *key)
 	__attribute__((pure));
@@ -102,13 +103,14 @@ int vz_map_next_key(struct vz_map *map, const void *key, void *next_key);
  * The LPM fast path's two ways off it, as cold, pure calls: the compiler
  * moves them and the register saves around them out of a loop of lookups,
  * and keeps the map's fields in registers across it (pure: they write
- * nothing). Inline in the loop body they cost a loop of typed lookups
- * about a quarter of its rate in a bare-table experiment (bench/README.md).
+ * nothing). Inline in the loop body they cost a loop of typed lookups a
+ * large share of its rate.
  * The walk below the first level is an IPv6 lookup's usual path: one call
  * more there, against its several dependent loads. vz__lpm_below() only
  * forwards to vz_lpm_lookup_groups(), but calling that (not cold) directly
- * made the IPv4 bulk loop 7-10% slower (vz-lpm-bench, 5 trials, 3 runs):
- * the cold attribute is what keeps the loop's layout tight.
+ * made the IPv4 bulk loop measurably slower in vz-lpm-bench: the cold
+ * attribute is what keeps the loop's layout tight (the bench's figures:
+ * docs/results/2026-11-28-lpm-vs-rte-lpm.md).
  */
 static __attribute__((noinline, cold, pure, unused)) void *
 vz__lpm_off_path(struct vz_map *map, const void *key)
@@ -135,7 +137,7 @@ vz__lpm_values_before(const struct vz_map *map)
  * add. The add is on a pointer the compiler is told is not NULL, so that
  * it knows the sum is not NULL either and a caller's own NULL check of
  * the answer folds away (told of the sum instead, GCC drops the hint when
- * it hoists the add above the branch that leads here; bench/README.md). A
+ * it hoists the add above the branch that leads here). A
  * value is never at an address below its stride, so before is not NULL
  * wherever a leaf is. */
 static inline __attribute__((always_inline)) void *
@@ -162,8 +164,9 @@ vz__lpm_value(uintptr_t before, __u32 leaf)
  * below. On the way to a value this is one test and one branch (with the
  * scaled add, all that waits on the entry's cache miss); testing for a
  * group and then for empty was two, and the ALU work waiting on a miss is
- * what bounds how many lookups the core keeps in flight: the single IPv4
- * lookup went from ~0.9x to ~1.0x rte_lpm's (bench/README.md).
+ * what bounds how many lookups the core keeps in flight, and so the single
+ * IPv4 lookup's rate against rte_lpm's (vz-lpm-bench; see
+ * docs/results/2026-11-28-lpm-vs-rte-lpm.md).
  */
 static inline __attribute__((always_inline)) int vz__lpm_is_rule(__u32 e)
 {
@@ -184,8 +187,8 @@ vz_map_lookup_lpm(struct vz_map *map, const void *key)
 	const __u8 *addr = (const __u8 *)key + sizeof(__u32);
 	/* Every field read first, unconditionally, and the calls off the
 	 * path pure: a loop of lookups loads them once. Read after a branch,
-	 * they were loaded again on every lookup, which cost about a third of
-	 * the rate in a bare-table experiment (bench/README.md). */
+	 * they were loaded again on every lookup, a large share of a lookup's
+	 * cost. */
 	const __u32 *root = map->lpm_root, *slot;
 	__u32 bits = map->lpm_bits, shift = map->lpm_root_shift;
 	uintptr_t before = vz__lpm_values_before(map);
@@ -248,9 +251,10 @@ vz__lpm4_off_path(struct vz_map *map, const void *addr)
  * value's address is one scaled add from the entry (no multiply by the
  * stride: lpm.h), no key struct is built, and the address is read where
  * it is (the way off the path reads it again rather than keep it): BPF's
- * key, stored on the stack and read back, and the checks held
- * vz_map_lookup() to ~0.7x rte_lpm_lookup(), which takes a bare u32, and
- * a mask and a multiply held this one to ~0.83x (bench/README.md). An NF
+ * key, stored on the stack and read back, and the checks cost
+ * vz_map_lookup() rate against rte_lpm_lookup(), which takes a bare u32,
+ * and a mask and a multiply cost this one rate too (compare the vz-key
+ * and single columns of docs/results/2026-11-28-lpm-vs-rte-lpm.md). An NF
  * reaches it as vz_lpm_lookup4() (nf.h), the same source in both builds.
  */
 static inline __attribute__((always_inline)) void *

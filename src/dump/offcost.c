@@ -8,7 +8,7 @@
  *   off    vz_capture_burst() per burst, vz_us_process_cap() per frame,
  *          the capture off (what the packet path does now)
  * Prints one JSON object: ns per frame, each arm's median and every trial.
- * `--arm plain|off --bursts N` runs one arm alone, for callgrind's exact
+ * `--arm plain|off BURSTS` runs one arm alone, for callgrind's exact
  * instruction counts. Run it under the testbed lock: it is a benchmark.
  */
 #include <stdio.h>

@@ -74,9 +74,10 @@ static __always_inline int write_headers(void *data, void *data_end)
 }
 
 /*
- * The frame's transmit time: a clock read costs about as much as the rest
- * of a frame's send and receive on a VM (README, the generator), so with
- * stamp_every one read serves a kernel batch (gen.h).
+ * The frame's transmit time: on a VM a clock read is a large share of a
+ * frame's send and receive (docs/results/2026-11-25-generator-ceiling.md,
+ * --batch-stamp), so with stamp_every one read serves a kernel batch
+ * (gen.h).
  */
 static __always_inline __u64 stamp(struct vz_gen_seq_slot *slot)
 {

@@ -50,7 +50,7 @@ static inline void vz_spsc_free(struct vz_spsc *r)
  * One entry's copy. Pointer-sized entries (what rte_ring carries) get a
  * fixed-size copy, one move: a memcpy() of the runtime size is a call into
  * libc per entry, which made push and pop cost more than rte_ring's
- * (vz-ring-bench, bench/README.md).
+ * (vz-ring-bench; docs/results/2026-11-24-spsc-ring-vs-rte-ring.md).
  */
 static inline void vz__spsc_copy(void *dst, const void *src, unsigned int size)
 {

@@ -4,7 +4,7 @@
  * before anything is touched, the NF, its control socket, claiming the
  * interfaces, signals, the counters and their printing. A backend supplies
  * the port (struct vz_backend). The userspace backends (afxdp, dpdk) also
- * share the command line (src/cli/userspace_run.c), the NF's native maps
+ * share the command line (src/runtime/userspace_run.c), the NF's native maps
  * and the exception path that hands PASS frames to the kernel; their
  * worker loop calls vz_us_process() on each frame. The xdp backend
  * (src/xdp/xdp_backend.c) runs the NF in the kernel instead (in_kernel).

@@ -18,7 +18,7 @@
 #include "dispatch/xdp_stage.h"
 #include "runtime/userspace.h"
 
-/* vz-xdp's options (src/cli/xdp_run.c fills them) and the backend's state. */
+/* vz-xdp's options (src/xdp/xdp_run.c fills them) and the backend's state. */
 struct vz_xdp_run {
 	/* Options: */
 	struct {

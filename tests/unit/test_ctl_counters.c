@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * The "counters" request of a running NF's control socket
- * (src/runtime/ctl.c): the runner's latest counters line, as `veloz status`
- * and `--metrics` read it. Nothing before the first line, the newest line
- * after, nothing kept once the socket is closed.
+ * (src/runtime/ctl_session.c): the runner's latest counters line, as
+ * `veloz status` and `--metrics` read it. Nothing before the first line,
+ * the newest line after, nothing kept once the socket is closed.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -120,7 +120,7 @@ def gen_argv(nf: str, size: int, rate: int, seconds: float | None, count: int | 
         argv += ["--dst-ip", gen.ipv4]
     # drop: no one reads the frames (the NF counts them, the generator row's
     # sink only counts), so they go as the template was built: vz-gen
-    # --static, the generator's cheapest frame (README, the generator).
+    # --static, the generator's cheapest frame (docs/lab.md, the generator).
     # A caller that passes `extra` chooses for itself.
     if nf == "drop" and flows == 1 and extra is None:
         argv.append("--static")

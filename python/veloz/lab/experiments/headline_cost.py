@@ -40,9 +40,8 @@ from veloz.lab import stats, summary
 
 # pps: the exact phase's rate, which every backend must sustain on a quiet
 # testbed. Lower rates give the DUT's cost less signal against the noise of
-# process accounting (at 200 kpps xdp's ratio to linux had a CI of 0-1.0,
-# at 500 kpps 0-0.14). On a loaded machine afxdp and dpdk may not keep up:
-# their rows then say so.
+# process accounting (docs/results/2026-11-24-headline-demo.md, Limits).
+# On a loaded machine afxdp and dpdk may not keep up: their rows then say so.
 COST_RATE = 500_000
 COST_MAX_LOSS = 0.005
 COST_NF = "drop"
