@@ -144,11 +144,13 @@ demo: build
 	$(VENV)/bin/veloz demo
 
 # Style is part of the suite: C by .clang-format, Python by ruff, the
-# include and import graphs by their layers, and function and file sizes.
+# include and import graphs by their layers, function and file sizes, and
+# every path a comment or document names.
 lint:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 	$(PY) scripts/check_layers.py
 	$(PY) scripts/check_sizes.py
+	$(PY) scripts/check_paths.py
 	$(VENV)/bin/ruff check python tests bench nf/fixtures
 	$(VENV)/bin/ruff format --check python tests bench nf/fixtures
 

@@ -32,7 +32,7 @@ FILTER = [f"ether src {SRC}", "and", "udp dst port 9"]
 
 def frames() -> tuple[list[bytes], list[tuple[bytes, str]]]:
     """Frames to send, and those a dump filtered on UDP port 9 holds, in
-    order, each with the verdict nf/ddos gives it: with no rules a
+    order, each with the verdict nf/ddos.c gives it: with no rules a
     well-formed packet passes, one whose IP total length runs past the
     frame is dropped as malformed."""
     sent, expect = [], []

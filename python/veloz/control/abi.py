@@ -1,4 +1,4 @@
-"""The one reader of the NFs' ABI: the BTF of the built objects (nf/*.bpf.o).
+"""The one reader of the NFs' ABI: the BTF of the built objects (build/nf/*.bpf.o).
 
 Every map key and value layout, enum and map size the control plane needs is
 read here from the BTF that clang wrote into NAME.bpf.o, so the C (include/

@@ -169,7 +169,7 @@ struct vz_ip_pkt {
 	const __u8 *l4;
 	size_t l4len;
 	__be32 src, dst;
-	/* IPv6: v6 set, src/dst 0, the addresses here (in the packet) */
+	/* IPv6: v6 set, src and dst 0, the addresses here (in the packet) */
 	bool v6;
 	const __u8 *src6, *dst6;
 };
