@@ -10,13 +10,13 @@ import socket
 import stat
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from veloz.control.client import Ctl
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from waits import wait_until
 
 SINK_MAC = "02:00:c6:12:01:02"  # vz-sink's sink-dut
 CONFIG = f"""
@@ -103,12 +103,9 @@ def test_routes_change_live_without_loss(testbed, tmp_path, backend):
             got = s.stop()
         assert results[0]["sent"] == 200_000
         # the counters line is published each second: wait for the last one
-        deadline = time.monotonic() + 10
-        while True:
-            lost = counted_losses(nf.attached["ctl"]) - lost0
-            if got["received"] + lost >= 200_000 or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        lost = wait_until(lambda: counted_losses(nf.attached["ctl"]) - lost0, 10,
+                          until=lambda n: got["received"] + n >= 200_000, interval=0.2,
+                          what=f"losses beside {got['received']} frames received")  # fmt: skip
         assert got["received"] + lost == 200_000, (got, lost)
         listed = ok("route", "list", "--json")
         assert '"198.18.131.0/31"' in listed and '"198.18.128.0/17"' in listed

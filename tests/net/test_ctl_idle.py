@@ -24,6 +24,7 @@ from test_ctl_load import TRAFFIC, held_fds, killed_writes
 
 from veloz.control.client import Ctl
 from veloz.proc import Runner, in_netns, veloz_argv
+from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -81,10 +82,9 @@ def test_stopped_client_is_dropped_and_rolled_back(testbed, tmp_path, backend):
             assert waited < IDLE + 15, waited
             # the runner holds nothing of the closed session
             assert held_fds(nf.proc.pid, path) == fds_before
-            deadline = time.monotonic() + 10
-            while idle_closed(path) != 1 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert idle_closed(path) == 1
+            closed = wait_until(lambda: idle_closed(path), 10, until=lambda n: n >= 1,
+                                interval=0.1, what="the idle session counted")  # fmt: skip
+            assert closed == 1
             # continued, its commit gets a clear error, and commits nothing
             os.kill(stopped.pid, signal.SIGCONT)
             out, _ = stopped.communicate("go\n", timeout=30)

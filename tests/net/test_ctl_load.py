@@ -28,7 +28,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from test_ctl import CONFIG  # the router's config, as test_ctl runs it
 from veloz.control import dir24, router
 from veloz.control.client import Ctl
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from waits import wait_until
 
 CLIENTS = 4
 COMMANDS = 4  # per client
@@ -178,18 +178,21 @@ def test_ctl_clients_under_load_and_a_kill(testbed, tmp_path, backend):
 
         # every frame counted: wait for the last in flight, never a fixed sleep
         total = sent[0]["sent"] + probe["sent"]
-        deadline = time.monotonic() + 10
-        while True:
-            stats = json.loads(ok("stats", "--json"))
+
+        def mine(stats: dict) -> int:
             c = stats["counters"]
-            mine = c["forwarded"] + c["unresolved"] + c["blackhole"]
-            if mine >= total or time.monotonic() > deadline:
-                break
+            return c["forwarded"] + c["unresolved"] + c["blackhole"]
+
+        # each poll is a `veloz ctl` run: no pause between them
+        stats = wait_until(lambda: json.loads(ok("stats", "--json")), 10,
+                           until=lambda st: mine(st) >= total, interval=0,
+                           what=f"{total} frames routed, unresolved or blackholed")  # fmt: skip
+        c = stats["counters"]
         # the generator's frames (IPv4 to TRAFFIC, all routed) are exactly
         # those forwarded, passed for want of a MAC, or blackholed; anything
         # else (the namespaces' own IPv6 ND, ...) lands in the other counters,
         # and every frame in exactly one verdict
-        assert mine == total, (c, total)
+        assert mine(stats) == total, (c, total)
         v = {name: x["packets"] for name, x in stats["verdicts"].items()}
         assert sum(v.values()) == sum(c.values()), (v, c)
         assert v["redirect"] == c["forwarded"] and v["drop"] == c["blackhole"] + c["malformed"]

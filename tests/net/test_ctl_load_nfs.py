@@ -18,7 +18,6 @@ import ipaddress
 import json
 import subprocess
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from test_metrics import LB_CONFIG, LB_VIP
 from veloz.control import ddos, lb
 from veloz.control.client import Ctl
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from waits import wait_until
 
 CLIENTS = 4
 GEN_IP = "198.18.0.1"  # vz-gen's gen-dut: the generator's source
@@ -130,15 +130,14 @@ def test_ddos_clients_under_load_and_a_kill(testbed, tmp_path, backend):
 
         # every frame: dropped by a rule, or passed to vz-dut's kernel (which
         # has no socket on port 9); wait for the last, never a fixed sleep
-        deadline = time.monotonic() + 10
-        while True:
+        def counted() -> tuple[dict, int, int]:
             stats = json.loads(ok("stats", "--json"))
             # drops since the start, less the malformed ones (not the generator's)
-            dropped = drops(stats) - drops(stats0)
-            passed = udp_no_ports() - no_ports0
-            if dropped + passed >= sent or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+            return stats, drops(stats) - drops(stats0), udp_no_ports() - no_ports0
+
+        stats, dropped, passed = wait_until(
+            counted, 10, until=lambda c: c[1] + c[2] >= sent, interval=0.1,
+            what=f"{sent} frames dropped or passed")  # fmt: skip
         assert dropped + passed == sent, (stats, passed, sent)
         assert dropped > 0, "the drop rules never met the traffic"
         assert held_fds(nf.proc.pid, path) == fds_before
@@ -209,16 +208,15 @@ def test_lb_clients_under_load_and_a_kill(testbed, tmp_path, backend):
 
         # every frame counted at the VIP, and each one taken by a backend
         # (the killed client's too, while it lasted) or counted without one
-        deadline = time.monotonic() + 10
-        while True:
+        def counted() -> tuple[int, dict, dict]:
             with Ctl(Path(path)) as c:
                 infos = c.maps()
                 vip = lb._summed(c, infos, lb.VIP_STATS).get(0, (0, 0))[0]
-                per_backend = lb._summed(c, infos, lb.BACKEND_STATS)
-                counters = lb.counters(c, infos)
-            if vip >= sent or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+                return vip, lb._summed(c, infos, lb.BACKEND_STATS), lb.counters(c, infos)
+
+        vip, per_backend, counters = wait_until(
+            counted, 10, until=lambda c: c[0] >= sent, interval=0.1,
+            what=f"{sent} frames counted at the VIP")  # fmt: skip
         assert vip == sent, (vip, sent)
         # (the other VIPs get no traffic: every backend's frames are VIP 0's)
         taken = sum(p for p, _ in per_backend.values())

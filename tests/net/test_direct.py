@@ -12,10 +12,10 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 from veloz import paths
 from veloz.proc import in_netns
+from waits import wait_until
 
 SERVER_IP, CLIENT_IP = "198.18.0.3", "198.18.0.4"
 
@@ -102,10 +102,8 @@ def test_direct_program_left_by_kill9_is_taken_over(testbed):
         assert k["received"] == 50
     finally:
         stop(server)
-    deadline = time.monotonic() + 10
-    while xdp_attached("vz-dut", "dut-gen") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not xdp_attached("vz-dut", "dut-gen")
+    wait_until(lambda: not xdp_attached("vz-dut", "dut-gen"), 10, interval=0.1,
+               what="the program detached")  # fmt: skip
 
 
 def test_direct_bad_config_one_line(testbed):

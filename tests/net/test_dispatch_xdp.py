@@ -12,13 +12,13 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
 from wire import run_nf, xdp_attached
 
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -71,32 +71,29 @@ class Records(threading.Thread):
         super().__init__(daemon=True)
         self.nf = nf
         self.records: list[dict] = []
-        self.changed = threading.Condition()
+        self.lock = threading.Lock()
         self.start()
 
     def run(self) -> None:
         assert self.nf.proc.stdout is not None
         for line in self.nf.proc.stdout:
             if line.strip():
-                with self.changed:
+                with self.lock:
                     self.records.append(json.loads(line))
-                    self.changed.notify_all()
-        with self.changed:
-            self.changed.notify_all()
+
+    def first(self, what: str, ok: Callable[[dict], bool], since: int) -> tuple[int, dict] | None:
+        """The first record from index `since` on that is ok(), with its index."""
+        alive = self.is_alive()  # before the look: a record read before it ended is seen
+        with self.lock:
+            found = next(((i, r) for i, r in enumerate(self.records[since:], since)
+                          if "dispatch" in r and ok(r)), None)  # fmt: skip
+        if found is None and not alive:
+            raise AssertionError(f"the run's output ended before {what}")
+        return found
 
     def wait_for(self, what: str, ok: Callable[[dict], bool], timeout: float, since: int = 0):
         """The first record from index `since` on that is ok(); (index, record)."""
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while True:
-                for i in range(since, len(self.records)):
-                    if "dispatch" in self.records[i] and ok(self.records[i]):
-                        return i, self.records[i]
-                since = len(self.records)
-                left = deadline - time.monotonic()
-                if left <= 0 or not self.is_alive():
-                    raise AssertionError(f"not seen within {timeout:g} s: {what}")
-                self.changed.wait(left)
+        return wait_until(lambda: self.first(what, ok, since), timeout, interval=0.05, what=what)
 
     def stop(self) -> dict:
         """SIGINT, as Runner.stop(), reading stdout here; the summary."""

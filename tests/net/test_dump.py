@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 from scapy.all import IP, UDP, Ether, rdpcap, wrpcap
-from wire import run_nf, send_from_gen, wait_until
+from wire import run_nf, send_from_gen
 
 from veloz.control.cli import stats
 from veloz.control.client import CTL_DIR, Ctl
 from veloz.proc import in_netns, veloz_argv
+from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -109,7 +110,8 @@ def test_dump_with_a_filter_has_each_frame_and_its_verdict(testbed, backend, ext
     with run_nf("ddos", backend, *extra) as runner:
         before = prog_id()
         send(tmp_path, sent, "before")  # counted by the NF alone
-        assert wait_until(drops, lambda n: n >= bad) == bad
+        dropped = wait_until(drops, 10, until=lambda n: n >= bad, interval=0.02, what="drops")
+        assert dropped == bad
         dump = start_dump("-w", str(out), "-c", str(len(expect)), *FILTER)
         # xdp: the dump build is attached now; afxdp, dpdk: the run sends
         # its frames, its steering program stays
@@ -121,7 +123,8 @@ def test_dump_with_a_filter_has_each_frame_and_its_verdict(testbed, backend, ext
         assert prog_id() == before  # the NF's own program, back
         send(tmp_path, sent, "after")
         # the counters went on through both swaps: nothing reset, none lost
-        assert wait_until(drops, lambda n: n >= 3 * bad) == 3 * bad
+        dropped = wait_until(drops, 10, until=lambda n: n >= 3 * bad, interval=0.02, what="drops")
+        assert dropped == 3 * bad
         runner.stop()
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["event"] == "summary"
@@ -147,7 +150,7 @@ def test_dump_to_pcap_and_signal_stops_it(testbed, tmp_path):
         before = prog_id()
         dump = start_dump("-w", str(out), *FILTER)
         send(tmp_path, sent, "during")
-        assert wait_until(drops, lambda n: n >= 4) == 4
+        assert wait_until(drops, 10, until=lambda n: n >= 4, interval=0.02, what="drops") == 4
         dump.send_signal(signal.SIGTERM)
         stdout, stderr = dump.communicate(timeout=30)
         assert dump.returncode == 0, stderr

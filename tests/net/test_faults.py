@@ -35,6 +35,7 @@ from wire import drop_counts_every_frame, run_nf
 
 from veloz import testbed as tb
 from veloz.proc import Runner, in_netns, veloz_argv
+from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -234,7 +235,6 @@ def test_no_hugepages_for_dpdk_is_one_line(testbed, fault):
     # where hugepages can be had, the same run works
     with run_nf("drop", "dpdk") as again:
         drop_counts_every_frame(again)
-    deadline = time.monotonic() + 20  # the pool is given back lazily
-    while NR_HUGEPAGES.read_text() != baseline and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert NR_HUGEPAGES.read_text() == baseline
+    # the pool is given back lazily
+    wait_until(NR_HUGEPAGES.read_text, 20, until=lambda n: n == baseline, interval=0.5,
+               what=f"nr_hugepages back to {baseline.strip()}")  # fmt: skip

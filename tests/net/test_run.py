@@ -27,12 +27,12 @@ from wire import (
     run_nf,
     send_from_gen,
     settle_nf,
-    wait_until,
     xdp_attached,
 )
 
 from veloz import testbed as tb
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -376,7 +376,8 @@ def test_linux_drop_baseline_counts_exactly_in_the_same_shape(testbed):
         sent = run_json(in_netns("vz-gen", veloz_argv(
             "gen", "--iface", "gen-dut", "--count", "50000", "--rate", "100k", "--json")),
             timeout=60)  # fmt: skip
-        wait_until(nft_rx_packets, lambda n: n >= 50000)
+        wait_until(nft_rx_packets, 10, until=lambda n: n >= 50000, interval=0.02,
+                   what="50000 frames at nftables")  # fmt: skip
         summary = runner.stop()
     assert summary["drop"] == summary["packets"] == sent["xmit"] == 50000
     assert summary["bytes"] == 50000 * 64  # whole frames, as on the XDP backends
@@ -444,7 +445,9 @@ def test_linux_forwarding_baseline_counts_exactly_in_the_same_shape(testbed, nf,
             sent = run_json(in_netns("vz-gen", veloz_argv(
                 "gen", "--iface", "gen-dut", "--count", "20000", "--rate", "50k",
                 "--dst-ip", dst, "--json")), timeout=60)  # fmt: skip
-            wait_until(lambda: link_packets(cap_ns, cap_if) - arrived, lambda n: n >= 20000)
+            wait_until(lambda: link_packets(cap_ns, cap_if) - arrived, 10,
+                       until=lambda n: n >= 20000, interval=0.02,
+                       what=f"20000 frames out of {cap_ns}'s {cap_if}")  # fmt: skip
             summary = runner.stop()
             arrived = link_packets(cap_ns, cap_if) - arrived
         assert sysctl("vz-dut", "net/ipv4/ip_forward") == "0"  # restored

@@ -11,7 +11,6 @@ import json
 import os
 import shlex
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from wire import run_nf, send_from_gen, xdp_attached
 
 from veloz import testbed as tb
 from veloz.proc import veloz_argv
+from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -38,17 +38,6 @@ def status() -> dict:
                           timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
-
-
-def wait_for(what, timeout: float = 20.0):
-    """Poll status() until what(status) is truthy; return that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        st = status()
-        got = what(st)
-        if got or time.monotonic() > deadline:
-            return got, st
-        time.sleep(0.2)
 
 
 def our_run(st: dict, pid: int) -> dict | None:
@@ -70,9 +59,10 @@ def test_status_of_a_live_run_then_of_its_kill_9(testbed, tmp_path: Path):
         wrpcap(str(pcap), frames(25))
         send_from_gen(pcap)
         # the run's counters reach status through its control socket
-        run, st = wait_for(lambda s: (r := our_run(s, pid)) and r["counters"]
-                           and r["counters"]["drop"] >= 25 and r)  # fmt: skip
-        assert run, st
+        st = wait_until(status, 20, until=lambda s: (r := our_run(s, pid)) and r["counters"]
+                        and r["counters"]["drop"] >= 25, interval=0.2,
+                        what="the run's counters in status")  # fmt: skip
+        run = our_run(st, pid)
         assert (run["nf"], run["backend"], run["netns"]) == ("drop", "xdp", "vz-dut")
         assert run["counters"]["drop"] == run["counters"]["packets"]
         assert run["ctl"].endswith("-dut-gen.sock") and Path(run["ctl"]).exists()
@@ -127,10 +117,11 @@ def test_status_shows_lb_counters_and_dispatch_figures(testbed, tmp_path: Path):
         pcap = tmp_path / "in.pcap"
         wrpcap(str(pcap), sent)
         send_from_gen(pcap)
-        run, st = wait_for(lambda s: (r := our_run(s, runner.proc.pid)) and r.get("lb")
-                           and r["lb"][0]["packets"] == 40
-                           and sum(r["dispatch"]["frames_per_worker"]) == 40 and r)  # fmt: skip
-        assert run, st
+        st = wait_until(status, 20, until=lambda s: (r := our_run(s, runner.proc.pid))
+                        and r.get("lb") and r["lb"][0]["packets"] == 40
+                        and sum(r["dispatch"]["frames_per_worker"]) == 40, interval=0.2,
+                        what="lb's 40 frames in status")  # fmt: skip
+        run = our_run(st, runner.proc.pid)
         text = subprocess.run(veloz_argv("status"), capture_output=True, text=True,
                               timeout=60, check=True).stdout  # fmt: skip
     vip = run["lb"][0]

@@ -12,6 +12,7 @@ import pytest
 from pyroute2 import IPRoute
 
 from veloz import testbed
+from waits import wait_until
 
 pytestmark = [
     pytest.mark.root,
@@ -362,10 +363,8 @@ def test_down_removes_links_even_if_a_process_pins_the_namespace():
     try:
         pinned = f"/proc/{proc.pid}/ns/net"
         # Wait until the child has entered the namespace (ip execs sleep after setns).
-        for _ in range(100):
-            if os.readlink(pinned) != os.readlink("/proc/self/ns/net"):
-                break
-            time.sleep(0.02)
+        wait_until(lambda: os.readlink(pinned) != os.readlink("/proc/self/ns/net"), 2,
+                   interval=0.02, what="the child in vz-dut's namespace")  # fmt: skip
         testbed.down()
         out = sh("nsenter", f"--net={pinned}", "ip", "-j", "link", "show")
         assert {link["ifname"] for link in json.loads(out)} == {"lo"}

@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ import pytest
 from veloz.lab import topology, trial
 from veloz.proc import veloz_argv
 from veloz.testbed import status
+from waits import wait_until
 
 MGMT_HOST, MGMT_DUT = "vz-mgmt", "dut-mgmt"
 MGMT_HOST_IP, MGMT_DUT_IP = "198.18.254.1", "198.18.254.2"
@@ -44,17 +44,14 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
 
 
-def _wait_listening(address: str, port: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + START_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"sshd exited: {proc.stderr.read()}")
-        try:
-            with socket.create_connection((address, port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)  # polling a condition, bounded by the deadline
-    raise AssertionError("sshd did not listen in time")
+def _listening(address: str, port: int, proc: subprocess.Popen) -> bool:
+    if proc.poll() is not None:
+        raise AssertionError(f"sshd exited: {proc.stderr.read()}")
+    try:
+        with socket.create_connection((address, port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +90,8 @@ def sshd(testbed, tmp_path_factory):
         proc = subprocess.Popen(["ip", "netns", "exec", "vz-dut", SSHD, "-D", "-e", "-f",
                                  str(tmp / "sshd_config")], stderr=subprocess.PIPE,
                                 text=True)  # fmt: skip
-        _wait_listening(MGMT_DUT_IP, 22, proc)
+        wait_until(lambda: _listening(MGMT_DUT_IP, 22, proc), START_S, interval=0.05,
+                   what="sshd listening")  # fmt: skip
         yield tmp
     finally:
         if proc is not None:
@@ -162,15 +160,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)  # polling a condition, bounded by the deadline
-    return False
-
-
 def test_the_ssh_host_runs_spawns_signals_reads_and_writes(sshd):
     topo = topology.load(_topology_file(sshd))
     host = topo.dut.host
@@ -203,13 +192,15 @@ def test_the_ssh_host_runs_spawns_signals_reads_and_writes(sshd):
         assert _alive(proc.remote_pid)
         proc.kill()
         proc.wait(timeout=30)
-        assert _wait_gone(proc.remote_pid)
+        wait_until(lambda: not _alive(proc.remote_pid), 10, interval=0.05,
+                   what="the remote command gone")  # fmt: skip
         # a client gone (a lost connection): sshd hangs up on the command,
         # which does not outlive it; kill() afterwards is harmless
         proc = host.spawn(["sleep", "600"])
         subprocess.Popen.kill(proc)
         proc.wait(timeout=10)
-        assert _wait_gone(proc.remote_pid)
+        wait_until(lambda: not _alive(proc.remote_pid), 10, interval=0.05,
+                   what="the remote command gone")  # fmt: skip
         proc.kill()
     finally:
         topo.close()

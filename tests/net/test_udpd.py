@@ -22,6 +22,7 @@ import pytest
 
 from veloz import paths
 from veloz.proc import Runner, in_netns, veloz_argv
+from waits import wait_until
 
 UDPD_IP = "198.18.0.3"
 UDPD_IP6 = "fd00:198:18::3"
@@ -239,15 +240,18 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _stats_line(r: Runner) -> dict | None:
+    """udpd's next line if it comes within 0.1 s and is a counters record."""
+    ready, _, _ = select.select([r.proc.stdout], [], [], 0.1)
+    if not ready:
+        return None
+    rec = json.loads(r.proc.stdout.readline())
+    return rec if rec.get("event") == "stats" else None
+
+
 def _next_stats(r: Runner, deadline: float) -> dict:
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([r.proc.stdout], [], [], deadline - time.monotonic())
-        if not ready:
-            break
-        rec = json.loads(r.proc.stdout.readline())
-        if rec.get("event") == "stats":
-            return rec
-    raise AssertionError("udpd printed no counters in time")
+    return wait_until(lambda: _stats_line(r), deadline - time.monotonic(), interval=0,
+                      what="udpd's next counters")  # fmt: skip
 
 
 def test_idle_poller_sleeps_and_wakes_at_once(udpd):

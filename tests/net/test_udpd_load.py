@@ -19,13 +19,13 @@ import select
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from veloz import paths
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from waits import wait_until
 
 UDPD_IP = "198.18.0.3"
 SOCKET = "/run/veloz/udpd/test-udpd-load.sock"
@@ -109,25 +109,28 @@ class Stats:
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.last: dict = {}
+        self.count = 0  # records read so far
+
+    def read(self) -> tuple[int, dict]:
+        """Read udpd's next line if one comes within 0.1 s; the count of
+        records read and the latest."""
+        out = self.runner.proc.stdout
+        assert out is not None
+        ready, _, _ = select.select([out], [], [], 0.1)
+        if ready:
+            line = out.readline()
+            assert line, f"udpd's output ended; its last counters: {self.last}"
+            rec = json.loads(line)
+            if rec.get("event") == "stats":
+                self.last, self.count = rec, self.count + 1
+        return self.count, self.last
 
     def wait(self, pred, timeout: float = 20.0) -> dict:
         """The first record (read from udpd's stdout here) that pred holds for."""
-        deadline = time.monotonic() + timeout
-        out = self.runner.proc.stdout
-        assert out is not None
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([out], [], [], deadline - time.monotonic())
-            if not ready:
-                break
-            line = out.readline()
-            if not line:
-                break
-            rec = json.loads(line)
-            if rec.get("event") == "stats":
-                self.last = rec
-                if pred(rec):
-                    return rec
-        raise AssertionError(f"udpd's counters never got there: {self.last}")
+        seen = self.count  # a record an earlier wait read is not an answer
+        _, rec = wait_until(self.read, timeout, until=lambda r: r[0] > seen and pred(r[1]),
+                            interval=0, what="udpd's counters getting there")  # fmt: skip
+        return rec
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from test_udpd import CONFIG, SOCKET, echo_from_gen, start_veloz_echo, stop
 from wire import xdp_attached
 
 from veloz.proc import Runner, in_netns, veloz_argv
+from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -65,12 +65,9 @@ def test_udpd_metrics_status_and_its_kill_9(udpd_config):
             assert echo_from_gen(7110, [64] * 10) == {"ok": 10, "bad": 0, "lost": 0}
         finally:
             stop(echo)
-        deadline = time.monotonic() + 20
-        got = scrape()
-        while got.get("veloz_udpd_stack_rx_delivered_total", 0) < 10:
-            assert time.monotonic() < deadline, got
-            time.sleep(0.2)
-            got = scrape()
+        got = wait_until(scrape, 20,
+                         until=lambda g: g.get("veloz_udpd_stack_rx_delivered_total", 0) >= 10,
+                         interval=0.2, what="10 datagrams delivered, scraped")  # fmt: skip
         assert got["veloz_udpd_up"] == 1
         assert got["veloz_udpd_stack_tx_frames_total"] >= 10
         assert got["veloz_udpd_sockets"] == 0 and got["veloz_udpd_apps"] == 0  # echo stopped
@@ -88,10 +85,7 @@ def test_udpd_metrics_status_and_its_kill_9(udpd_config):
         runner.proc.communicate(timeout=20)
     assert xdp_attached("vz-dut", "dut-gen")
     # the metrics process went with it
-    deadline = time.monotonic() + 10
-    while scrape() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert scrape() == {}
+    wait_until(scrape, 10, until=lambda g: not g, interval=0.1, what="the metrics server gone")
     st = status()
     assert not [u for u in st["udpd"] if u["pid"] == pid]
     kinds = {s["kind"] for s in st["stale"]}

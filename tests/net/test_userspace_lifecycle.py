@@ -13,14 +13,14 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from wire import link_packets, nf_packets, run_nf, settle_nf, wait_until, xdp_attached
+from wire import link_packets, nf_packets, run_nf, settle_nf, xdp_attached
 
 from veloz import testbed as tb
 from veloz.proc import in_netns, veloz_argv
+from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -47,14 +47,11 @@ def hugepage_records() -> list[Path]:
     return sorted(RUN_DIR.glob("dpdk-hugepages-*"))
 
 
-def hugepages_return_to(baseline: int, within: float = 20.0) -> bool:
-    """nr_hugepages back to baseline: the kernel unpins a UMEM's pages lazily."""
-    deadline = time.monotonic() + within
-    while int(NR_HUGEPAGES.read_text()) != baseline:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.5)
-    return True
+def hugepages_return_to(baseline: int) -> None:
+    """nr_hugepages back to baseline within 20 s: the kernel unpins a UMEM's
+    pages lazily."""
+    wait_until(lambda: int(NR_HUGEPAGES.read_text()), 20, until=lambda n: n == baseline,
+               interval=0.5, what=f"nr_hugepages back to {baseline}")  # fmt: skip
 
 
 def held(backend: str) -> dict:
@@ -72,7 +69,9 @@ def hugepage_baseline():
     baseline = int(NR_HUGEPAGES.read_text())
     yield baseline
     # whatever the test did, the machine gets its pool back
-    if not hugepages_return_to(baseline):
+    try:
+        hugepages_return_to(baseline)
+    except AssertionError:
         NR_HUGEPAGES.write_text(str(baseline))
 
 
@@ -91,7 +90,7 @@ def test_signal_leaves_nothing_behind(testbed, hugepage_baseline, backend, sig):
     assert json.loads(out.strip().splitlines()[-1])["summary"] is True
     assert not any(held(backend).values()), held(backend)
     assert not list(Path("/dev/hugepages").glob("rtemap_*"))
-    assert hugepages_return_to(hugepage_baseline)
+    hugepages_return_to(hugepage_baseline)
 
 
 @pytest.mark.parametrize("backend", USERSPACE)
@@ -129,7 +128,7 @@ def test_killed_run_is_reported_stale_and_replace_cleans_it(testbed, hugepage_ba
         for record in hugepage_records():
             record.unlink()
     assert not any(held(backend).values())
-    assert hugepages_return_to(hugepage_baseline)
+    hugepages_return_to(hugepage_baseline)
 
 
 @pytest.mark.parametrize("backend", USERSPACE)
@@ -139,14 +138,16 @@ def test_frames_a_stalled_worker_could_not_take_are_counted(testbed, backend):
         gen = subprocess.Popen(in_netns("vz-gen", veloz_argv(
             "gen", "--iface", "gen-dut", "--count", "400000", "--rate", "400k", "--json")),
             stdout=subprocess.PIPE, text=True)  # fmt: skip
-        wait_until(nf_packets, lambda n: n > 0)  # traffic is flowing through it
+        # traffic is flowing through it
+        wait_until(nf_packets, 10, interval=0.02, what="a frame through the NF")
         # The whole process stops, as a descheduled worker would: the
         # receive ring fills and the kernel (or the PMD) drops the rest.
         os.kill(runner.proc.pid, signal.SIGSTOP)
         stopped_at = link_packets("vz-gen", "gen-dut", "tx")
         # far more frames than any receive ring holds come while it sleeps
-        wait_until(lambda: link_packets("vz-gen", "gen-dut", "tx") - stopped_at,
-                   lambda n: n >= 50000)  # fmt: skip
+        wait_until(lambda: link_packets("vz-gen", "gen-dut", "tx") - stopped_at, 10,
+                   until=lambda n: n >= 50000, interval=0.02,
+                   what="50000 frames sent to the stopped NF")  # fmt: skip
         os.kill(runner.proc.pid, signal.SIGCONT)
         out, _ = gen.communicate(timeout=60)
         sent = json.loads(out.strip().splitlines()[-1])

@@ -9,8 +9,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from scapy.all import rdpcap
@@ -18,28 +16,10 @@ from scapy.all import rdpcap
 from veloz.control.cli import stats
 from veloz.control.client import CTL_DIR, Ctl
 from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from waits import settle
 
 # Every backend that runs an NF (linux is a baseline, tested on its own).
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk")
-
-
-def wait_until(
-    value: Callable[[], int], done: Callable[[int], bool], timeout: float = 10.0, quiet: float = 0.3
-) -> int:
-    """Poll value() until done(it), or until it has stopped moving for
-    `quiet` seconds (everything on its way has arrived: a test that expects
-    fewer frames than were sent still ends), or `timeout`. A wait on the
-    frames themselves, not a guess at how long they take."""
-    start = time.monotonic()
-    last, moved = value(), start
-    while not done(last) and time.monotonic() - start < timeout:
-        time.sleep(0.02)
-        now = value()
-        if now != last:
-            last, moved = now, time.monotonic()
-        elif time.monotonic() - moved >= quiet:
-            break
-    return last
 
 
 def nf_packets(netns: str = "vz-dut", iface: str = "dut-gen") -> int:
@@ -52,7 +32,7 @@ def nf_packets(netns: str = "vz-dut", iface: str = "dut-gen") -> int:
 def settle_nf(expect: int, netns: str = "vz-dut", iface: str = "dut-gen") -> int:
     """Wait until the running NF has run `expect` frames (or its count stops
     moving: a userspace port may have missed some, counted on stop)."""
-    return wait_until(lambda: nf_packets(netns, iface), lambda n: n >= expect)
+    return settle(lambda: nf_packets(netns, iface), lambda n: n >= expect)
 
 
 def drop_counts_every_frame(runner: Runner, count: int = 1000) -> None:
@@ -132,8 +112,7 @@ class Capture:
     def stop(self, expect: int | None = None) -> list:
         """The frames captured, once `expect` of them have been written (or
         none has come for a while)."""
-        wait_until(lambda: pcap_frames(self.path),
-                   lambda n: expect is not None and n >= expect)  # fmt: skip
+        settle(lambda: pcap_frames(self.path), lambda n: expect is not None and n >= expect)
         self.proc.send_signal(signal.SIGINT)
         _, err = self.proc.communicate(timeout=10)
         dropped = re.search(r"(\d+) packets? dropped by kernel", err)

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from veloz import paths
+from waits import wait_until
 
 APPS = paths.build_dir() / "src/sock/apps"
 PRELOAD_DIR = paths.build_dir() / "src/sock/preload"
@@ -353,11 +354,7 @@ def loop_poller(tmp_path: Path):
         pytest.skip(f"{POLLER} is not built")
     path = tmp_path / "udpd" / "udpd.sock"
     proc = subprocess.Popen([str(POLLER), "poller", str(path)])
-    for _ in range(200):
-        if path.exists():
-            break
-        time.sleep(0.01)
-    assert path.exists(), "the loopback poller did not start"
+    wait_until(path.exists, 2, interval=0.01, what="the loopback poller's socket")
     yield str(path)
     proc.terminate()
     assert proc.wait(timeout=10) == 0
