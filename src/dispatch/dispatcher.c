@@ -54,6 +54,12 @@ void vz_dispatcher_destroy(struct vz_dispatcher *dc)
 	dc->nworkers = 0;
 }
 
+/* The run's flag, set by a signal handler or another thread. */
+static bool stopping(const struct vz_dispatcher *dc)
+{
+	return __atomic_load_n(dc->cfg.stop, __ATOMIC_RELAXED);
+}
+
 static void wake(struct vz_dispatcher_worker *w)
 {
 	vz_park_wake(&w->sleeping);
@@ -198,7 +204,7 @@ void vz_dispatcher_run(struct vz_dispatcher *dc)
 	unsigned int port, slot, idle = 0, work;
 
 	dc->start_ns = now;
-	while (!*dc->cfg.stop) {
+	while (!stopping(dc)) {
 		now = vz_park_now_ns();
 		dc->active_ns += (now - last) * dc->active;
 		last = now;
@@ -264,7 +270,7 @@ static bool park(struct vz_dispatcher_worker *w)
 {
 	struct vz_dispatcher *dc = w->dc;
 
-	if (*dc->cfg.stop ||
+	if (stopping(dc) ||
 	    w->id < __atomic_load_n(&dc->active, __ATOMIC_ACQUIRE))
 		return false;
 	__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);

@@ -157,14 +157,14 @@ static void service(void *be)
 		f->max_active = f->dc.active;
 	if (now_ns() > f->deadline) {
 		f->timed_out = true;
-		f->stop = 1;
+		__atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
 	}
 	if (f->invalid + f->dropped + f->sent + f->freed < f->nframes)
 		return;
 	if (f->park && !spares_parked(f))
 		return;
 	f->parked = f->park;
-	f->stop = 1;
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
 }
 
 static void run(void *be, unsigned int worker,
