@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * vz-ring-bench: veloz's SPSC ring (src/runtime/spsc.h) beside DPDK's
+ * vz-ring-bench: veloz's SPSC ring (src/dispatch/spsc.h) beside DPDK's
  * rte_ring created single-producer single-consumer (RING_F_SP_ENQ |
  * RING_F_SC_DEQ), in one process, cycles per element by rdtsc.
  *

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * What afxdp.c (sockets, UMEM, the plain worker loop) shares with
- * src/afxdp/dispatcher.c (the dispatch stage: one thread receives
- * and sends, workers run the NF).
+ * src/afxdp/dispatcher.c (the port operations of the dispatch stage,
+ * src/dispatch/dispatcher.c: one thread receives and sends, workers run
+ * the NF).
  */
 #ifndef VZ_AFXDP_AFXDP_H
 #define VZ_AFXDP_AFXDP_H

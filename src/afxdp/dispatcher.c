@@ -1,291 +1,221 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The afxdp backend's dispatch stage (--dispatch): one thread, the
- * dispatcher, owns every socket. It takes each received frame, hashes its
- * flow (vz_rss_hash_frame: veth and copy mode hand no RSS hash over), asks
- * the policy (dispatch/dispatch.c) for a worker and passes the frame on a
- * lock-free ring. Workers run the NF in place, in the dispatcher's UMEM,
- * and hand the verdict back on a second ring; the dispatcher sends or frees
- * the frame, so every socket ring keeps its single producer and consumer,
- * as AF_XDP requires. Calisto's IOKernel works the same way over DPDK.
- *
- * With --alloc the core allocator (dispatch/core_alloc.c) grows and shrinks
- * the active workers with queueing delay. A worker beyond the active ones
- * finishes what it holds and sleeps on a futex until woken: parked workers
- * cost no CPU.
+ * The afxdp backend's part of the dispatch stage (--dispatch), whose loops
+ * are src/dispatch/dispatcher.c's: the dispatcher thread owns every socket
+ * and the UMEM. A job is a frame's UMEM address; the dispatcher hashes the
+ * flow in software (vz_rss_hash_frame: veth and copy mode hand no RSS hash
+ * over), workers run the NF in place in the dispatcher's UMEM, and the
+ * dispatcher sends or frees the frame, so every socket ring keeps its
+ * single producer and consumer, as AF_XDP requires. The rings between
+ * them are dispatch/spsc.h's.
  */
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "afxdp/afxdp.h"
 #include "dispatch/dispatcher.h"
-#include "dispatch/dispatch.h"
-#include "dispatch/park.h"
 #include "dispatch/report.h"
-#include "runtime/capture.h"
-#include "runtime/spsc.h"
+#include "dispatch/spsc.h"
 #include "dispatch/toeplitz.h"
+#include "runtime/capture.h"
 
-#define JOB_RING 4096 /* frames queued per worker, a power of two */
-#define IDLE_SPINS 256 /* empty polls before a worker yields its CPU */
-#define PUBLISH_NS 1000000 /* stats snapshot for the counting thread */
-#define TAP_POLL_EVERY 64
+_Static_assert(VZ_US_BATCH_MAX <= VZ_DISPATCH_BURST, "a burst fits");
 
-/* A frame, from the dispatcher to a worker. */
-struct job {
-	__u64 addr; /* of the frame's data in the UMEM */
-	__u64 enqueued_ns;
-	__u32 len;
-	__u16 port, slot; /* received on: port, the dispatcher's queue slot */
-	struct vz_dispatch_ticket ticket;
-};
-
-/* ... and back, after the NF. */
-struct result {
-	__u64 addr; /* the data now: the NF may have moved its head */
-	__u32 len;
-	__s16 out; /* port to send it from; -1: free it */
-	__u16 slot;
-	struct vz_dispatch_ticket ticket;
-};
-
+/* A worker's thread and rings. */
 struct nf_worker {
-	unsigned int id;
-	struct vz_afxdp_dispatch *ds;
 	pthread_t thread;
 	bool running;
 	struct vz_spsc jobs, results;
-	int sleeping; /* futex word: 1 while parked */
-	__u64 wakeups;
 };
 
 struct vz_afxdp_dispatch {
 	struct vz_us_run *run;
 	struct worker *owner; /* the dispatcher: sockets and UMEM */
-	struct vz_dispatcher core; /* policy, allocator, report */
+	unsigned long loops;
 	struct nf_worker workers[VZ_MAX_WORKERS];
+	struct vz_dispatcher core; /* the loops, policy, allocator, report */
 };
 
-static void wake(struct nf_worker *w)
-{
-	if (vz_park_wake(&w->sleeping))
-		w->wakeups++;
-}
-
-/* ---- workers ---------------------------------------------------------------
+/* ---- the dispatcher's ports ------------------------------------------------
  */
 
-static void run_job(struct nf_worker *nw, const struct job *j)
+static unsigned int rx(void *be, unsigned int port, unsigned int slot,
+		       struct vz_dispatch_burst *b)
 {
-	struct vz_us_run *run = nw->ds->run;
-	struct vz_worker_counters *c = &run->counters[nw->id];
-	__u8 *area = nw->ds->owner->area;
-	__u64 base = j->addr & ~(__u64)(FRAME_SIZE - 1);
-	struct vz_ctx ctx = {
-		.data = area + j->addr,
-		.data_end = area + j->addr + j->len,
-		.data_hard_start = area + base,
-		.ingress_port = j->port,
-	};
-	struct result r = { .slot = j->slot, .ticket = j->ticket };
-
-	/* veloz dump: a job is one frame, so the switch is read per frame */
-	r.out = (__s16)vz_us_out_port(
-		vz_us_process_cap(run, &ctx, c, vz_capture_burst(), nw->id),
-		&ctx);
-	r.addr = (__u64)(ctx.data - area);
-	r.len = (__u32)(ctx.data_end - ctx.data);
-	if (r.out < 0)
-		r.addr = base;
-	/* The dispatcher empties this ring every loop: wait for room. */
-	while (!vz_spsc_push(&nw->results, &r) &&
-	       !__atomic_load_n(&nw->ds->core.dispatcher_done,
-				__ATOMIC_ACQUIRE))
-		sched_yield();
-}
-
-/*
- * A worker stops after the dispatcher, with its ring empty: every frame
- * the dispatcher handed over is run, so the frames the policy counted are
- * the NF's, less those a full ring refused (ring_full), exactly.
- */
-static void *worker_main(void *arg)
-{
-	struct nf_worker *nw = arg;
-	struct vz_us_run *run = nw->ds->run;
-	unsigned int idle = 0;
-	struct job j;
-	bool last;
-
-	vz_us_worker_enter(nw->id);
-	for (;;) {
-		/* read before the ring: its last frames came before this */
-		last = __atomic_load_n(&nw->ds->core.dispatcher_done,
-				       __ATOMIC_ACQUIRE);
-		if (vz_spsc_pop(&nw->jobs, &j)) {
-			run_job(nw, &j);
-			idle = 0;
-			continue;
-		}
-		if (last)
-			break;
-		if (run->stop || nw->id < __atomic_load_n(&nw->ds->core.active,
-							  __ATOMIC_ACQUIRE)) {
-			/* Active: poll, but let a CPU shared with others go. */
-			if (++idle % IDLE_SPINS == 0)
-				sched_yield();
-			continue;
-		}
-		/* Parked, and nothing left: sleep until woken. */
-		__atomic_store_n(&nw->sleeping, 1, __ATOMIC_SEQ_CST);
-		if (!vz_spsc_count(&nw->jobs) &&
-		    nw->id >= __atomic_load_n(&nw->ds->core.active,
-					      __ATOMIC_ACQUIRE))
-			vz_park_wait(&nw->sleeping);
-		__atomic_store_n(&nw->sleeping, 0, __ATOMIC_SEQ_CST);
-	}
-	return NULL;
-}
-
-/* ---- the dispatcher --------------------------------------------------------
- */
-
-/* Returns the frames taken from the socket's receive ring. */
-static __u32 dispatch_rx(struct vz_afxdp_dispatch *ds, int p, unsigned int q,
-			 __u64 now)
-{
+	struct vz_afxdp_dispatch *ds = be;
 	struct worker *w = ds->owner;
-	struct vz_us_run *run = ds->run;
-	struct vz_worker_counters *c = &run->dispatcher_counters;
-	struct xsk *x = w->xsk[p][q];
+	struct vz_worker_counters *c = &ds->run->dispatcher_counters;
+	struct xsk *x = w->xsk[port][slot];
 	__u8 *area = w->area;
 	__u32 idx, n, i;
 
-	n = afxdp_rx_peek(run, x, &idx);
+	b->n = 0;
+	n = afxdp_rx_peek(ds->run, x, &idx);
 	if (!n)
 		return 0;
 	for (i = 0; i < n; i++) {
 		const struct xdp_desc *d =
 			xsk_ring_cons__rx_desc(&x->rx, idx + i);
-		__u64 base = d->addr & ~(__u64)(FRAME_SIZE - 1);
-		struct job j = { .addr = d->addr,
-				 .len = d->len,
-				 .port = (__u16)p,
-				 .slot = (__u16)q,
-				 .enqueued_ns = now };
-		unsigned int to;
 
 		if (!afxdp_rx_valid(w, d, c))
 			continue;
-		to = vz_dispatch_pick(ds->core.policy,
-				      vz_rss_hash_frame(area + d->addr, d->len),
-				      now, &j.ticket);
-		if (!vz_spsc_push(&ds->workers[to].jobs, &j)) {
-			vz_dispatch_cancel(ds->core.policy, to, &j.ticket);
-			ds->core.ring_full++;
-			afxdp_frame_free(w, base);
-			continue;
-		}
-		wake(&ds->workers[to]); /* a parked worker keeping busy flows */
+		b->job[b->n] = (struct vz_dispatch_job){ .frame = d->addr,
+							 .len = d->len,
+							 .port = (__u16)port,
+							 .slot = (__u16)slot };
+		b->hash[b->n++] = vz_rss_hash_frame(area + d->addr, d->len);
 	}
+	/* the descriptors are copied; the frames stay ours until freed */
 	xsk_ring_cons__release(&x->rx, n);
 	return n;
 }
 
-/* Returns the verdicts collected. */
-static unsigned int collect_results(struct vz_afxdp_dispatch *ds)
+static void drop(void *be, const struct vz_dispatch_job *jobs, unsigned int n)
 {
-	struct worker *w = ds->owner;
-	struct vz_worker_counters *c = &ds->run->dispatcher_counters;
-	unsigned int i, budget, n = 0;
-	struct result r;
+	struct vz_afxdp_dispatch *ds = be;
+	unsigned int i;
 
-	for (i = 0; i < ds->core.nworkers; i++) {
-		struct nf_worker *nw = &ds->workers[i];
-
-		for (budget = JOB_RING; budget && vz_spsc_pop(&nw->results, &r);
-		     budget--) {
-			vz_dispatch_done(ds->core.policy, i, &r.ticket);
-			if (r.out < 0)
-				afxdp_frame_free(w, r.addr);
-			else
-				afxdp_queue_tx(w, w->xsk[r.out][r.slot], r.addr,
-					       r.len, c);
-			n++;
-		}
-	}
-	return n;
+	for (i = 0; i < n; i++)
+		afxdp_frame_free(ds->owner, jobs[i].frame);
 }
 
-/* The allocator's view: when each worker's oldest waiting frame came. */
-static void allocate(struct vz_afxdp_dispatch *ds, __u64 now)
+static void tx(void *be, const struct vz_dispatch_result *r, unsigned int n)
 {
-	__u64 oldest[VZ_DISPATCH_MAX_WORKERS] = { 0 };
-	unsigned int i, before = ds->core.active, after;
-	struct job j;
+	struct vz_afxdp_dispatch *ds = be;
+	struct worker *w = ds->owner;
+	struct vz_worker_counters *c = &ds->run->dispatcher_counters;
+	unsigned int i;
 
-	for (i = 0; i < before; i++)
-		if (vz_spsc_peek_producer(&ds->workers[i].jobs, &j))
-			oldest[i] = j.enqueued_ns;
-	vz_dispatcher_allocate(&ds->core, now, oldest);
-	after = ds->core.active;
-	for (i = before; i < after; i++)
-		wake(&ds->workers[i]);
+	for (i = 0; i < n; i++) {
+		if (r[i].out < 0)
+			afxdp_frame_free(w, r[i].frame);
+		else
+			afxdp_queue_tx(w, w->xsk[r[i].out][r[i].slot],
+				       r[i].frame, r[i].len, c);
+	}
+}
+
+static void service(void *be)
+{
+	struct vz_afxdp_dispatch *ds = be;
+	struct vz_worker_counters *c = &ds->run->dispatcher_counters;
+
+	if (++ds->loops % TAP_POLL_EVERY == 0)
+		afxdp_drain_taps(ds->owner, c);
+	afxdp_service_rings(ds->owner, c);
+}
+
+/* ---- workers ---------------------------------------------------------------
+ */
+
+static void run_job(struct vz_afxdp_dispatch *ds, unsigned int id,
+		    const struct vz_dispatch_job *j,
+		    struct vz_dispatch_result *r)
+{
+	struct vz_us_run *run = ds->run;
+	__u8 *area = ds->owner->area;
+	__u64 base = j->frame & ~(__u64)(FRAME_SIZE - 1);
+	struct vz_ctx ctx = {
+		.data = area + j->frame,
+		.data_end = area + j->frame + j->len,
+		.data_hard_start = area + base,
+		.ingress_port = j->port,
+	};
+
+	*r = (struct vz_dispatch_result){ .slot = j->slot,
+					  .ticket = j->ticket };
+	/* veloz dump: a job is one frame, so the switch is read per frame */
+	r->out = (__s16)vz_us_out_port(
+		vz_us_process_cap(run, &ctx, &run->counters[id],
+				  vz_capture_burst(), id),
+		&ctx);
+	r->frame = (__u64)(ctx.data - area);
+	r->len = (__u32)(ctx.data_end - ctx.data);
+	if (r->out < 0)
+		r->frame = base;
+}
+
+static void run_jobs(void *be, unsigned int id,
+		     const struct vz_dispatch_job *jobs,
+		     struct vz_dispatch_result *r, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		run_job(be, id, &jobs[i], &r[i]);
+}
+
+/* ---- threads ---------------------------------------------------------------
+ */
+
+static void *worker_main(void *arg)
+{
+	struct vz_dispatcher_worker *w = arg;
+
+	vz_us_worker_enter(w->id);
+	vz_dispatcher_work(w);
+	return NULL;
 }
 
 static void *dispatcher_main(void *arg)
 {
-	struct vz_afxdp_dispatch *ds = arg;
-	struct worker *w = ds->owner;
-	struct vz_us_run *run = ds->run;
-	struct vz_worker_counters *c = &run->dispatcher_counters;
-	__u64 now = vz_now_ns(), last = now, next_publish = now;
-	unsigned long loops = 0;
-	unsigned int q, idle = 0, work;
-	int p;
-
-	ds->core.start_ns = now;
-	while (!run->stop) {
-		now = vz_now_ns();
-		ds->core.active_ns += (now - last) * ds->core.active;
-		last = now;
-		work = 0;
-		for (q = 0; q < w->nqueues; q++)
-			for (p = 0; p < run->nports; p++)
-				work += dispatch_rx(ds, p, q, now);
-		work += collect_results(ds);
-		/*
-		 * Idle: let a worker that shares this CPU run (on a machine
-		 * with fewer CPUs than threads, it otherwise waits for the
-		 * scheduler to preempt a spinning dispatcher: milliseconds).
-		 */
-		if (work)
-			idle = 0;
-		else if (++idle % IDLE_SPINS == 0)
-			sched_yield();
-		if (++loops % TAP_POLL_EVERY == 0)
-			afxdp_drain_taps(w, c);
-		afxdp_service_rings(w, c);
-		vz_dispatch_tick(ds->core.policy, now);
-		if (run->alloc)
-			allocate(ds, now);
-		if (now >= next_publish) {
-			vz_dispatcher_publish(&ds->core, now, false);
-			next_publish = now + PUBLISH_NS;
-		}
-	}
-	now = vz_now_ns();
-	ds->core.active_ns += (now - last) * ds->core.active;
-	vz_dispatcher_publish(&ds->core, now, true);
-	__atomic_store_n(&ds->core.dispatcher_done, true, __ATOMIC_RELEASE);
+	vz_dispatcher_run(arg);
 	return NULL;
 }
+
+/* Worker i on CPU i; the dispatcher on the last one. */
+static int start(void *be, int who)
+{
+	struct vz_afxdp_dispatch *ds = be;
+	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	struct nf_worker *nw = &ds->workers[who < 0 ? 0 : who];
+	int err;
+
+	if (who < 0) {
+		err = afxdp_start_thread(&ds->owner->thread, dispatcher_main,
+					 &ds->core, (int)(ncpus - 1),
+					 "dispatcher", 0);
+		ds->owner->running = !err;
+		return err;
+	}
+	err = afxdp_start_thread(&nw->thread, worker_main,
+				 &ds->core.workers[who], who % (int)ncpus,
+				 "worker", (unsigned int)who);
+	nw->running = !err;
+	return err;
+}
+
+static void wait_for(void *be, int who)
+{
+	struct vz_afxdp_dispatch *ds = be;
+	pthread_t thread = ds->owner->thread;
+	bool *running = &ds->owner->running;
+
+	if (who >= 0) {
+		thread = ds->workers[who].thread;
+		running = &ds->workers[who].running;
+	}
+	if (*running) {
+		pthread_join(thread, NULL);
+		*running = false;
+	}
+}
+
+static const struct vz_dispatch_ops afxdp_dispatch_ops = {
+	.ring = &vz_dispatch_spsc_ring,
+	.rx = rx,
+	.drop = drop,
+	.tx = tx,
+	.service = service,
+	/* a worker frees nothing: free frames are the dispatcher's stack */
+	.run = run_jobs,
+	.start = start,
+	.wait = wait_for,
+	.collect_budget = VZ_DISPATCH_RING,
+};
 
 /* ---- setup, start, stop ----------------------------------------------------
  */
@@ -293,6 +223,16 @@ static void *dispatcher_main(void *arg)
 int afxdp_dispatch_setup(struct vz_us_run *run, struct afxdp *a)
 {
 	struct vz_afxdp_dispatch *ds = calloc(1, sizeof(*ds));
+	struct vz_dispatcher_config cfg = {
+		.policy = (enum vz_dispatch_policy)run->dispatch,
+		.workers = run->workers,
+		.alloc = run->alloc,
+		.nports = (unsigned int)run->nports,
+		.nslots = a->workers[0].nqueues,
+		.batch = run->batch,
+		.stop = &run->stop,
+		.ops = &afxdp_dispatch_ops,
+	};
 	unsigned int i;
 
 	if (!ds)
@@ -300,70 +240,35 @@ int afxdp_dispatch_setup(struct vz_us_run *run, struct afxdp *a)
 	a->dispatch = ds;
 	ds->run = run;
 	ds->owner = &a->workers[0];
-	if (vz_dispatcher_init(&ds->core,
-			       (enum vz_dispatch_policy)run->dispatch,
-			       run->workers, run->alloc))
+	cfg.be = ds;
+	if (vz_dispatcher_init(&ds->core, &cfg))
 		return -EINVAL;
 	for (i = 0; i < ds->core.nworkers; i++) {
 		struct nf_worker *nw = &ds->workers[i];
 
-		nw->id = i;
-		nw->ds = ds;
-		if (vz_spsc_init(&nw->jobs, JOB_RING, sizeof(struct job)) ||
-		    vz_spsc_init(&nw->results, JOB_RING,
-				 sizeof(struct result))) {
+		if (vz_spsc_init(&nw->jobs, VZ_DISPATCH_RING,
+				 sizeof(struct vz_dispatch_job)) ||
+		    vz_spsc_init(&nw->results, VZ_DISPATCH_RING,
+				 sizeof(struct vz_dispatch_result))) {
 			vz_err("cannot allocate the dispatch rings");
 			return -ENOMEM;
 		}
+		ds->core.workers[i].jobs = &nw->jobs;
+		ds->core.workers[i].results = &nw->results;
 	}
 	return 0;
 }
 
 int afxdp_dispatch_start(struct vz_us_run *run, struct afxdp *a)
 {
-	struct vz_afxdp_dispatch *ds = a->dispatch;
-	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned int i;
-	int err;
-
 	(void)run;
-	/* Worker i on CPU i; the dispatcher on the last one. */
-	for (i = 0; i < ds->core.nworkers; i++) {
-		struct nf_worker *nw = &ds->workers[i];
-
-		err = afxdp_start_thread(&nw->thread, worker_main, nw,
-					 (int)(i % (unsigned long)ncpus),
-					 "worker", i);
-		if (err)
-			return err;
-		nw->running = true;
-	}
-	err = afxdp_start_thread(&ds->owner->thread, dispatcher_main, ds,
-				 (int)(ncpus - 1), "dispatcher", 0);
-	if (err)
-		return err;
-	ds->owner->running = true;
-	return 0;
+	return vz_dispatcher_start(&a->dispatch->core);
 }
 
 void afxdp_dispatch_join(struct vz_us_run *run, struct afxdp *a)
 {
-	struct vz_afxdp_dispatch *ds = a->dispatch;
-	unsigned int i;
-
 	(void)run;
-	if (ds->owner->running) {
-		pthread_join(ds->owner->thread, NULL);
-		ds->owner->running = false;
-	}
-	/* also when it never started: then no worker waits for it */
-	__atomic_store_n(&ds->core.dispatcher_done, true, __ATOMIC_RELEASE);
-	for (i = 0; i < ds->core.nworkers; i++)
-		if (ds->workers[i].running) {
-			wake(&ds->workers[i]);
-			pthread_join(ds->workers[i].thread, NULL);
-			ds->workers[i].running = false;
-		}
+	vz_dispatcher_join(&a->dispatch->core);
 }
 
 void afxdp_dispatch_teardown(struct afxdp *a)
@@ -377,8 +282,7 @@ void afxdp_dispatch_teardown(struct afxdp *a)
 		vz_spsc_free(&ds->workers[i].jobs);
 		vz_spsc_free(&ds->workers[i].results);
 	}
-	vz_dispatch_free(ds->core.policy);
-	vz_dispatch_report_destroy(&ds->core.report);
+	vz_dispatcher_destroy(&ds->core);
 	free(ds);
 	a->dispatch = NULL;
 }

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * What a userspace dispatch stage (src/afxdp/dispatcher.c,
- * src/dpdk/dispatcher.c) reports, once for both: the dispatcher
- * publishes a snapshot of the policy's and the allocator's counters now and
- * then (never waiting on the counting thread), and the counting thread
- * prints it after each counter line, as `dispatch` and, last,
- * `dispatch_summary` JSON events. Same fields on every backend, so
- * `veloz run --dispatch` reads the same whichever runs it.
+ * What the userspace dispatch stage (dispatcher.c, on afxdp and dpdk)
+ * reports, once for both: the dispatcher publishes a snapshot of the
+ * policy's and the allocator's counters now and then (never waiting on the
+ * counting thread), and the counting thread prints it after each counter
+ * line, as `dispatch` and, last, `dispatch_summary` JSON events. Same
+ * fields on every backend, so `veloz run --dispatch` reads the same
+ * whichever runs it.
  */
 #ifndef VZ_DISPATCH_REPORT_H
 #define VZ_DISPATCH_REPORT_H

@@ -7,7 +7,8 @@
  * teardown, describe). What setup does is beside it, a file per concern:
  * eal_args.c (EAL's arguments and start), hugepages.c (the hugepage pool),
  * ports.c (ports, queues, mempools); packet_path.c is the workers' loop,
- * src/dpdk/dispatcher.c the loop with --dispatch.
+ * src/dpdk/dispatcher.c the port operations of the loop with --dispatch
+ * (src/dispatch/dispatcher.c).
  *
  * Ports. By default (--pmd af_xdp) each --iface becomes a net_af_xdp vdev
  * that loads veloz's own steering program (src/afxdp/steer.bpf.c, through

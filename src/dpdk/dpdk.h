@@ -2,8 +2,9 @@
 /*
  * What the dpdk backend (dpdk.c the backend, eal_args.c, hugepages.c,
  * ports.c, packet_path.c the plain worker loop) shares with
- * src/dpdk/dispatcher.c (--dispatch: one lcore receives and sends,
- * workers run the NF): the backend's state, and the frame and transmit
+ * src/dpdk/dispatcher.c (--dispatch, the port operations of
+ * src/dispatch/dispatcher.c: one lcore receives and sends, workers run
+ * the NF): the backend's state, and the frame and transmit
  * helpers both loops use.
  */
 #ifndef VZ_DPDK_DPDK_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The SPSC ring (src/runtime/spsc.h): single and burst calls agree on
+ * The SPSC ring (src/dispatch/spsc.h): single and burst calls agree on
  * order, fullness and emptiness, across the wrap, for pointer-sized
  * entries (the word-copy path) and odd-sized ones (memcpy); and a producer
  * and a consumer on two threads pass a sequence through it intact.

@@ -6,8 +6,8 @@
  * cached copy of the other's index, so an uncontended push or pop touches
  * no shared line. Entries are `size` bytes, capacity a power of two.
  */
-#ifndef VZ_RUNTIME_SPSC_H
-#define VZ_RUNTIME_SPSC_H
+#ifndef VZ_DISPATCH_SPSC_H
+#define VZ_DISPATCH_SPSC_H
 
 #include <stdbool.h>
 #include <stdlib.h>
