@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 from veloz.lab.hosts import Host
 
-# A thread that ran at least this share of the trial busy-polled through it.
+# A thread runnable (on a CPU or waiting for one) through at least this
+# share of the time busy-polled: a sleeper is neither. Running alone would
+# miss a worker on a loaded machine, whose CPU other work shares.
 BUSY_SHARE = 0.5
 
 
@@ -59,10 +61,10 @@ def snapshot(host: Host, pid: int | None) -> dict[int, Thread]:
 
 
 def busy(before: dict[int, Thread], after: dict[int, Thread], wall_s: float) -> list[int]:
-    """The threads that ran through most of the time between two snapshots."""
+    """The threads runnable through most of the time between two snapshots."""
     floor = BUSY_SHARE * wall_s * 1e9
-    return [tid for tid, t in before.items()
-            if tid in after and after[tid].run_ns - t.run_ns >= floor]  # fmt: skip
+    return [tid for tid, t in before.items() if tid in after
+            and after[tid].run_ns + after[tid].wait_ns - t.run_ns - t.wait_ns >= floor]  # fmt: skip
 
 
 def worker_cpus(before: dict[int, Thread], after: dict[int, Thread], wall_s: float
