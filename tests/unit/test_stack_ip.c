@@ -263,6 +263,40 @@ static void test_ip_bad_lengths(void)
 	host_down(&h, "ip bad lengths");
 }
 
+/* A frame at an odd address (no port hands one in, a caller may) is taken
+ * alike: delivered whole, answered, refused for the same reasons. */
+static void test_odd_address(void)
+{
+	static __u8 buf[2048] __attribute__((aligned(8)));
+	struct iphdr_spec sp = spec(17);
+	__u8 payload[40], u[64];
+	struct host h;
+	size_t n, ul;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(payload); i++)
+		payload[i] = (__u8)(i * 7);
+	host_up(&h, 1);
+	ul = udp_msg(u, sp.src, sp.dst, 5000, 7000, payload, 40, 1);
+	n = ip_frame(frame, &sp, u, ul);
+	memcpy(buf + 1, frame, n);
+	input(&h, buf + 1, n, T0);
+	CHECK(h.nrx == 1 && h.rx[0].len == 40 &&
+		      !memcmp(h.rx[0].data, payload, 40),
+	      "delivered from an odd address");
+	ul = udp_msg(u, sp.src, sp.dst, 5000, 9, payload, 40, 1);
+	n = ip_frame(frame, &sp, u, ul);
+	memcpy(buf + 3, frame, n);
+	input(&h, buf + 3, n, T0);
+	CHECK(st(&h)->udp_no_port == 1 && st(&h)->icmp_unreach_out == 1,
+	      "port unreachable from an odd address");
+	memcpy(buf + 1, frame, n);
+	buf[1 + 14] = 0x44;
+	input(&h, buf + 1, n, T0);
+	CHECK(st(&h)->ip_bad_header == 1 && h.nrx == 1, "IHL 4 refused");
+	host_down(&h, "odd address");
+}
+
 /* ------------------------------ reassembly ------------------------------ */
 
 static void test_reasm_orders(void)
@@ -617,6 +651,7 @@ int main(void)
 	test_udp_rx();
 	test_ip_bad();
 	test_ip_bad_lengths();
+	test_odd_address();
 	test_reasm_orders();
 	test_reasm_overlap();
 	test_reasm_limits();

@@ -31,6 +31,11 @@
 #define VZ_IP_MAXLEN 65535 /* a datagram, header included (IPv6: payload) */
 #define VZ_IP_TTL 64
 
+/* The longest frame all of whose bytes the stack may read: Ethernet, then
+ * IPv6's header and largest payload (IPv4's largest datagram is shorter).
+ * What follows is padding, whatever the frame's length. */
+#define VZ_RX_COPY_MAX (ETH_HLEN + sizeof(vz_ipv6hdr) + VZ_IP_MAXLEN)
+
 #define VZ_MTU_MIN 68 /* RFC 791: every host takes 68-byte datagrams */
 #define VZ_MTU_MAX 9216 /* jumbo frames; also sizes the transmit buffer */
 
@@ -149,6 +154,8 @@ struct vz_stack {
 	__u32 frag6_id;
 	/* what we transmit (aligned: csum.h reads the IP header by words) */
 	__u8 frame[ETH_HLEN + VZ_MTU_MAX] __attribute__((aligned(8)));
+	/* a received frame that starts at an odd address, copied */
+	__u8 rx_copy[VZ_RX_COPY_MAX] __attribute__((aligned(8)));
 };
 
 /* A received IPv4 datagram (whole or reassembled), checked up to L4. */

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -257,12 +258,29 @@ void vz_eth_header(struct vz_stack *s, const __u8 *dst_mac, __u16 type)
 	eth->h_proto = htons(type);
 }
 
+/*
+ * The parsers of veloz/proto/ read headers through types with the 2-byte
+ * alignment frames have in a port's buffers (veloz/proto/ctx.h). A frame
+ * at an odd address is read from an aligned copy of the bytes that can
+ * matter, so any buffer a caller hands in works, and alike.
+ */
+static struct vz_ctx rx_ctx(struct vz_stack *s, const void *frame, size_t len)
+{
+	if ((uintptr_t)frame & 1) {
+		if (len > sizeof(s->rx_copy))
+			len = sizeof(s->rx_copy);
+		memcpy(s->rx_copy, frame, len);
+		frame = s->rx_copy;
+	}
+	/* the parsers read through the context and write nothing */
+	return (struct vz_ctx){ .data = (__u8 *)frame,
+				.data_end = (__u8 *)frame + len };
+}
+
 void vz_stack_input(struct vz_stack *s, const void *frame, size_t len,
 		    __u64 now_ns)
 {
-	/* the parsers read through ctx and write nothing */
-	struct vz_ctx ctx = { .data = (__u8 *)frame,
-			      .data_end = (__u8 *)frame + len };
+	struct vz_ctx ctx = rx_ctx(s, frame, len);
 	const struct ethhdr *eth = vz_eth(&ctx);
 	bool bcast, to_us;
 
