@@ -383,6 +383,66 @@ static void test_ip6_bad(void)
 	host_down(&h, "ip6 none");
 }
 
+/*
+ * What ipv6.c decides on the way in that the others do not reach: other
+ * extension headers, a Fragment header carrying TCP or sent to a group,
+ * a lone non-first fragment, bytes past the payload length, ICMPv6 too
+ * short for its header or for an echo.
+ */
+static void test_ip6_edges(void)
+{
+	__u8 us[16], peer[16], u[64], fr[64], msg[16];
+	static const __u8 all[16] = { 0xff, 2, [15] = 1 };
+	static const __u8 all_mac[6] = { 0x33, 0x33, 0, 0, 0, 1 };
+	struct host h;
+	size_t n, f;
+
+	ip6_of(us, 1);
+	ip6_of(peer, 2);
+	host6_up(&h, 1);
+	n = udp6_msg(u, peer, us, 7000, "x", 1);
+	input(&h, frame, ip6_frame(frame, mac_of[1], peer, us, 43, 64, u, n),
+	      T0);
+	input(&h, frame, ip6_frame(frame, mac_of[1], peer, us, 60, 64, u, n),
+	      T0);
+	input(&h, frame, ip6_frame(frame, mac_of[1], peer, us, 59, 64, u, n),
+	      T0);
+	CHECK(st(&h)->rx_not_for_us == 3,
+	      "routing, destination options, no next header: not ours");
+	memset(fr, 0, sizeof(fr));
+	fr[0] = 6;
+	memcpy(fr + 8, u, n);
+	input(&h, frame,
+	      ip6_frame(frame, mac_of[1], peer, us, 44, 64, fr, 8 + n), T0);
+	fr[0] = 17;
+	input(&h, frame,
+	      ip6_frame(frame, all_mac, peer, all, 44, 64, fr, 8 + n), T0);
+	CHECK(st(&h)->rx_not_for_us == 5 && st(&h)->frag_in == 0,
+	      "fragmented TCP, a fragment to a group: not ours");
+	put16(fr + 2, 8); /* offset 8, M clear: a last fragment alone */
+	input(&h, frame,
+	      ip6_frame(frame, mac_of[1], peer, us, 44, 64, fr, 8 + n), T0);
+	CHECK(st(&h)->frag_held == 1 && h.nrx == 0, "last fragment held");
+	/* trailing bytes past the payload length are not the datagram's */
+	f = ip6_frame(frame, mac_of[1], peer, us, 17, 64, u, n);
+	memset(frame + f, 0xee, 6);
+	input(&h, frame, f + 6, T0);
+	CHECK(h.nrx == 1 && h.rx[0].len == 1, "trailing bytes ignored");
+	memset(msg, 0, sizeof(msg));
+	msg[0] = 128;
+	icmp6_sum(msg, 3, peer, us);
+	input(&h, frame, ip6_frame(frame, mac_of[1], peer, us, 58, 64, msg, 3),
+	      T0);
+	CHECK(st(&h)->icmp6_bad == 1, "ICMPv6 shorter than 4 bytes");
+	icmp6_sum(msg, 6, peer, us);
+	input(&h, frame, ip6_frame(frame, mac_of[1], peer, us, 58, 64, msg, 6),
+	      T0);
+	CHECK(st(&h)->icmp6_bad == 2 && st(&h)->icmp6_echo_in == 0,
+	      "an echo request shorter than 8 bytes");
+	CHECK(h.ntx == 0, "nothing sent");
+	host_down(&h, "ip6 edges");
+}
+
 /* Feed l4 (next header nh, id) as IPv6 fragments [cut[i], cut[i + 1]). */
 static void send_frags6(struct host *h, __u8 nh, __u32 id, const __u8 *l4,
 			size_t len, const size_t *cut, unsigned int n,
@@ -556,6 +616,7 @@ int main(void)
 	test_icmp6_echo();
 	test_udp6_rx();
 	test_ip6_bad();
+	test_ip6_edges();
 	test_frag6();
 	if (failures)
 		fprintf(stderr, "%d failures\n", failures);

@@ -445,6 +445,42 @@ static void test_arp_static(void)
 	host_down(&h, "arp static");
 }
 
+/*
+ * ARP that is not Ethernet/IPv4 (hardware type, protocol type, protocol
+ * length), a frame one byte short of a whole ARP body, and ARP sent to
+ * another host's MAC.
+ */
+static void test_arp_bad_header(void)
+{
+	static const __u8 zero[6];
+	struct host h;
+	size_t n;
+
+	host_up(&h, 1);
+	n = arp_frame(frame, bcast, 1, mac_of[2], ip4(10, 0, 0, 2), zero,
+		      ip4(10, 0, 0, 1));
+	put16(frame + 14, 6); /* IEEE 802 */
+	input(&h, frame, n, T0);
+	put16(frame + 14, 1);
+	put16(frame + 16, 0x86dd);
+	input(&h, frame, n, T0);
+	put16(frame + 16, 0x0800);
+	frame[19] = 16;
+	input(&h, frame, n, T0);
+	frame[19] = 4;
+	input(&h, frame, 14 + 27, T0);
+	CHECK(st(&h)->arp_bad == 4 && h.ntx == 0,
+	      "hardware type, protocol type, protocol length, short");
+	input(&h, frame, 14 + 28, T0);
+	CHECK(st(&h)->arp_requests_in == 1 && h.ntx == 1,
+	      "a whole body without padding: answered");
+	memcpy(frame, mac_of[3], 6);
+	input(&h, frame, n, T0);
+	CHECK(st(&h)->rx_not_for_us == 1 && h.ntx == 1,
+	      "to another MAC: not ours");
+	host_down(&h, "arp bad header");
+}
+
 /* --------------------------------- ICMP --------------------------------- */
 
 int main(void)
@@ -456,6 +492,7 @@ int main(void)
 	test_arp_refresh();
 	test_arp_probe_silent();
 	test_arp_static();
+	test_arp_bad_header();
 	if (failures)
 		fprintf(stderr, "%d failures\n", failures);
 	return failures ? 1 : 0;

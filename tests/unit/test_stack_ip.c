@@ -219,6 +219,84 @@ static void test_ip_bad(void)
 	host_down(&h, "ip bad");
 }
 
+/*
+ * The header checks the others do not reach: a multicast Ethernet source,
+ * options past the frame, a total length shorter than the header, a header
+ * with no room for UDP, and a lone last fragment (held, not delivered).
+ */
+static void test_ip_bad_lengths(void)
+{
+	struct iphdr_spec sp = spec(17);
+	__u8 payload[32] = { 0 }, u[64];
+	struct host h;
+	size_t n, ul;
+
+	host_up(&h, 1);
+	ul = udp_msg(u, sp.src, sp.dst, 5000, 7000, payload, 8, 1);
+	n = ip_frame(frame, &sp, u, ul);
+	frame[6] |= 1;
+	input(&h, frame, n, T0);
+	CHECK(st(&h)->rx_bad_eth == 1, "multicast Ethernet source");
+	frame[6] &= (__u8)~1;
+	frame[14] = 0x4f; /* 60 bytes of header in a 36-byte packet */
+	input(&h, frame, n, T0);
+	CHECK(st(&h)->ip_bad_header == 1, "IHL past the frame");
+	sp.ihl = 6;
+	n = ip_frame(frame, &sp, u, ul);
+	put16(frame + 14 + 2, 20); /* shorter than its own 24-byte header */
+	input(&h, frame, n, T0);
+	CHECK(st(&h)->ip_bad_header == 2, "total length below IHL");
+	put16(frame + 14 + 2, 24); /* the header alone: valid, no UDP */
+	put16(frame + 14 + 10, 0);
+	put16(frame + 14 + 10, t_fold(t_sum(0, frame + 14, 24)));
+	input(&h, frame, n, T0);
+	CHECK(st(&h)->ip_bad_header == 2 && st(&h)->udp_bad_len == 1,
+	      "an empty datagram: UDP too short");
+	sp = spec(17);
+	sp.frag = 0x0003; /* offset 24, MF clear: a last fragment */
+	input(&h, frame, ip_frame(frame, &sp, u, ul), T0);
+	CHECK(st(&h)->frag_held == 1 && h.nrx == 0, "last fragment held");
+	sp.frag = 0x2000 | 0x0001; /* MF and an offset: a middle one */
+	input(&h, frame, ip_frame(frame, &sp, u, ul), T0);
+	CHECK(st(&h)->frag_held == 2 && h.nrx == 0, "middle fragment held");
+	CHECK(h.ntx == 0, "nothing sent");
+	host_down(&h, "ip bad lengths");
+}
+
+/* A frame at an odd address (no port hands one in, a caller may) is taken
+ * alike: delivered whole, answered, refused for the same reasons. */
+static void test_odd_address(void)
+{
+	static __u8 buf[2048] __attribute__((aligned(8)));
+	struct iphdr_spec sp = spec(17);
+	__u8 payload[40], u[64];
+	struct host h;
+	size_t n, ul;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(payload); i++)
+		payload[i] = (__u8)(i * 7);
+	host_up(&h, 1);
+	ul = udp_msg(u, sp.src, sp.dst, 5000, 7000, payload, 40, 1);
+	n = ip_frame(frame, &sp, u, ul);
+	memcpy(buf + 1, frame, n);
+	input(&h, buf + 1, n, T0);
+	CHECK(h.nrx == 1 && h.rx[0].len == 40 &&
+		      !memcmp(h.rx[0].data, payload, 40),
+	      "delivered from an odd address");
+	ul = udp_msg(u, sp.src, sp.dst, 5000, 9, payload, 40, 1);
+	n = ip_frame(frame, &sp, u, ul);
+	memcpy(buf + 3, frame, n);
+	input(&h, buf + 3, n, T0);
+	CHECK(st(&h)->udp_no_port == 1 && st(&h)->icmp_unreach_out == 1,
+	      "port unreachable from an odd address");
+	memcpy(buf + 1, frame, n);
+	buf[1 + 14] = 0x44;
+	input(&h, buf + 1, n, T0);
+	CHECK(st(&h)->ip_bad_header == 1 && h.nrx == 1, "IHL 4 refused");
+	host_down(&h, "odd address");
+}
+
 /* ------------------------------ reassembly ------------------------------ */
 
 static void test_reasm_orders(void)
@@ -572,6 +650,8 @@ int main(void)
 	test_port_unreach();
 	test_udp_rx();
 	test_ip_bad();
+	test_ip_bad_lengths();
+	test_odd_address();
 	test_reasm_orders();
 	test_reasm_overlap();
 	test_reasm_limits();

@@ -71,6 +71,12 @@ VZ_INLINE __u32 vz_ipv4_frag_offset(const vz_iphdr *iph)
 	return bpf_ntohs(iph->frag_off) & VZ_IP_OFFSET;
 }
 
+/* More fragments follow this one (MF). */
+VZ_INLINE int vz_ipv4_frag_more(const vz_iphdr *iph)
+{
+	return (iph->frag_off & bpf_htons(VZ_IP_MF)) != 0;
+}
+
 /* Any fragment, the first (MF set) included. */
 VZ_INLINE int vz_ipv4_is_fragment(const vz_iphdr *iph)
 {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * IPv6: the header at an offset, checked (vz_ipv6) or not
- * (vz_ipv6_header), where it ends, its traffic class, and the walk over
- * extension headers to the upper-layer header (vz_ipv6_skip_ext).
+ * (vz_ipv6_header), where it ends, its traffic class, the Fragment header,
+ * and the walk over extension headers to the upper-layer header
+ * (vz_ipv6_skip_ext).
  */
 #ifndef VELOZ_PROTO_IPV6_H
 #define VELOZ_PROTO_IPV6_H
@@ -17,7 +18,19 @@ typedef struct ipv6hdr vz_ipv6hdr;
 typedef struct ipv6hdr vz_ipv6hdr __attribute__((aligned(2))); /* ctx.h */
 #endif
 
+/* The Fragment header (RFC 8200 4.5); the uapi headers have none. */
+struct vz_ipv6_frag {
+	__u8 nexthdr;
+	__u8 reserved;
+	__be16 frag_off; /* offset in 8-byte units << 3, then 2 reserved bits, M
+			  */
+	vz_be32 identification;
+};
+
 #define VZ_IPV6_FRAG_HLEN 8
+/* frag_off's bits, host order */
+#define VZ_IPV6_FRAG_MF 0x0001
+#define VZ_IPV6_FRAG_OFFSET 0xfff8 /* the offset, in bytes */
 
 VZ_INLINE __u32 vz_ipv6_version(const vz_ipv6hdr *ip6)
 {
@@ -55,6 +68,18 @@ VZ_INLINE __u32 vz_ipv6_end(const vz_ipv6hdr *ip6, __u32 off)
 	return off + sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
 }
 
+/* A fragment's offset in 8-byte units; 0: the first (or an atomic one). */
+VZ_INLINE __u32 vz_ipv6_frag_offset(const struct vz_ipv6_frag *fh)
+{
+	return bpf_ntohs(fh->frag_off) >> 3;
+}
+
+/* More fragments follow this one (M). */
+VZ_INLINE int vz_ipv6_frag_more(const struct vz_ipv6_frag *fh)
+{
+	return (fh->frag_off & bpf_htons(VZ_IPV6_FRAG_MF)) != 0;
+}
+
 /* Where the extension headers lead. */
 struct vz_ipv6_l4 {
 	__u32 off; /* the upper-layer header, or a fragment's data */
@@ -75,6 +100,7 @@ VZ_INLINE int vz_ipv6_skip_ext(const struct vz_ctx *ctx, __u8 nexthdr,
 			       __u32 off, __u32 end, __u32 max,
 			       struct vz_ipv6_l4 *out)
 {
+	struct vz_ipv6_frag *fh;
 	__u32 i;
 	__u8 *ext;
 
@@ -98,12 +124,12 @@ VZ_INLINE int vz_ipv6_skip_ext(const struct vz_ctx *ctx, __u8 nexthdr,
 			off += ((__u32)ext[1] + 2) * 4; /* RFC 4302 */
 			break;
 		case IPPROTO_FRAGMENT:
-			ext = vz_header(ctx, off, VZ_IPV6_FRAG_HLEN);
-			if (!ext)
+			fh = vz_header(ctx, off, sizeof(*fh));
+			if (!fh)
 				return -1;
-			nexthdr = ext[0];
-			off += VZ_IPV6_FRAG_HLEN;
-			out->frag_offset = ((__u16)ext[2] << 5) | (ext[3] >> 3);
+			nexthdr = fh->nexthdr;
+			off += sizeof(*fh);
+			out->frag_offset = (__u16)vz_ipv6_frag_offset(fh);
 			break;
 		default:
 			/* every earlier step left off <= end */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * TCP and UDP: the ports (the first 4 bytes of both headers), the whole
- * header, and vz_parse_l4(), which fills in what filters and balancers
- * look at. TCP flags are read from byte 13 by hand: bitfield order is the
- * compiler's.
+ * header, vz_parse_l4(), which fills in what filters and balancers look
+ * at, and vz_udp(), the UDP header of a datagram that ends here. TCP flags are
+ * read from byte 13 by hand: bitfield order is the compiler's.
  */
 #ifndef VELOZ_PROTO_L4_H
 #define VELOZ_PROTO_L4_H
@@ -86,6 +86,26 @@ VZ_INLINE int vz_parse_l4(const struct vz_ctx *ctx, __u8 proto, __u32 off,
 		out->has_ports = 0;
 	}
 	return 0;
+}
+
+/*
+ * The UDP header at off of a datagram whose IP header(s) say len bytes
+ * follow, if its own length is sane: at least the header, at most len.
+ * Bytes past it are not the datagram's (the UDP options draft puts
+ * options there), so a shorter length is fine, a longer one a lie. NULL
+ * when the header is cut short or its length is not sane.
+ */
+VZ_INLINE vz_udphdr *vz_udp(const struct vz_ctx *ctx, __u32 off, __u32 len)
+{
+	vz_udphdr *udp = vz_header(ctx, off, sizeof(*udp));
+	__u32 ulen;
+
+	if (!udp || len < sizeof(*udp))
+		return 0;
+	ulen = bpf_ntohs(udp->len);
+	if (ulen < sizeof(*udp) || ulen > len)
+		return 0;
+	return udp;
 }
 
 #endif /* VELOZ_PROTO_L4_H */

@@ -217,14 +217,6 @@ const char *vz_app_addr_str(const struct sockaddr_in *a, char *buf)
 	return buf;
 }
 
-uint64_t vz_app_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 volatile sig_atomic_t vz_app_stop;
 
 static void vz_app_on_signal(int sig)

@@ -111,8 +111,6 @@ int vz_app_open_udp(const char *prog, const struct vz_app_net *net,
 		    const struct sockaddr_in *bind,
 		    const struct sockaddr_in *peer);
 
-uint64_t vz_app_now_ns(void);
-
 /* --cpu N: pin the process to CPU N (exit 1 after one line if it cannot
  * be); a negative cpu does nothing. */
 void vz_app_pin(const char *prog, int cpu);

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "common/clock.h"
 
 #define PROG "veloz-pingpong"
 #define PP_MAX_COUNT 10000000ull /* RTTs are kept to sort them: 80 MB */
@@ -169,9 +170,9 @@ static int pp_server(const struct pp_opts *o, const struct vz_app_net *net)
 		vz_app_addr_str(&me, a), net->name);
 	fflush(stderr);
 	if (o->duration > 0)
-		end = vz_app_now_ns() + (uint64_t)(o->duration * 1e9);
+		end = vz_now_ns() + (uint64_t)(o->duration * 1e9);
 	while (!vz_app_stop && (!o->count || c.echoed < o->count) &&
-	       (!end || vz_app_now_ns() < end)) {
+	       (!end || vz_now_ns() < end)) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 
 		if (!o->busy && net->poll(&p, 1, 100) <= 0)
@@ -211,7 +212,7 @@ static int pp_readable(int fd, const struct pp_opts *o,
 		       const struct vz_app_net *net, uint64_t deadline)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	uint64_t now = vz_app_now_ns();
+	uint64_t now = vz_now_ns();
 	int r;
 
 	if (now >= deadline)
@@ -256,7 +257,7 @@ static enum pp_wait pp_wait_echo(int fd, const struct pp_opts *o,
 		if (r < 0)
 			return PP_ERROR;
 		if (!r) {
-			if (vz_app_now_ns() >= deadline)
+			if (vz_now_ns() >= deadline)
 				return PP_TIMEOUT;
 			continue;
 		}
@@ -267,7 +268,7 @@ static enum pp_wait pp_wait_echo(int fd, const struct pp_opts *o,
 			if (errno != EAGAIN && errno != EWOULDBLOCK &&
 			    errno != EINTR)
 				return PP_ERROR;
-			if (o->busy && vz_app_now_ns() >= deadline)
+			if (o->busy && vz_now_ns() >= deadline)
 				return PP_TIMEOUT;
 			continue;
 		}
@@ -294,7 +295,7 @@ static int pp_exchange(int fd, const struct pp_opts *o,
 		       uint32_t stream, uint64_t seq, uint64_t *rtt,
 		       struct pp_counts *c)
 {
-	uint64_t t0 = vz_app_now_ns();
+	uint64_t t0 = vz_now_ns();
 	enum pp_wait w;
 
 	vz_app_set_seq(tx, seq);
@@ -315,7 +316,7 @@ static int pp_exchange(int fd, const struct pp_opts *o,
 	}
 	c->refused += w == PP_REFUSED;
 	if (w == PP_ECHO)
-		*rtt = vz_app_now_ns() - t0;
+		*rtt = vz_now_ns() - t0;
 	if (o->interval_us)
 		pp_sleep_until(t0 + o->interval_us * 1000);
 	return w == PP_ECHO;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "common/clock.h"
 
 #define PROG "veloz-pktgen"
 #define PG_MAX_STREAMS 64
@@ -125,7 +126,7 @@ struct pg_tx_counts {
 /* Until due, without oversleeping much: sleep far off, spin close by. */
 static void pg_wait_until(uint64_t due)
 {
-	uint64_t now = vz_app_now_ns();
+	uint64_t now = vz_now_ns();
 	struct timespec ts;
 
 	if (due > now + 20000) {
@@ -133,7 +134,7 @@ static void pg_wait_until(uint64_t due)
 		ts.tv_nsec = (due - 10000) % 1000000000ull;
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 	}
-	while (vz_app_now_ns() < due && !vz_app_stop)
+	while (vz_now_ns() < due && !vz_app_stop)
 		;
 }
 
@@ -247,7 +248,7 @@ static int pg_sender(const struct pg_opts *o, const struct vz_app_net *net)
 	}
 	for (i = 0; i < o->batch; i++)
 		vz_app_fill(buf + i * o->size, o->size, &h);
-	start = now = vz_app_now_ns();
+	start = now = vz_now_ns();
 	if (o->duration > 0)
 		end = start + (uint64_t)(o->duration * 1e9);
 	while (!vz_app_stop && now < end && (!o->count || c.sent < o->count)) {
@@ -262,7 +263,7 @@ static int pg_sender(const struct pg_opts *o, const struct vz_app_net *net)
 			err = 1;
 			break;
 		}
-		now = vz_app_now_ns();
+		now = vz_now_ns();
 	}
 	pg_tx_report(o, net, &c, (now - start) / 1e9);
 	net->close(fd);
@@ -307,7 +308,7 @@ static void pg_count(struct pg_rx_counts *c, const char *buf, ssize_t n)
 	struct vz_app_hdr h;
 	struct pg_stream *s;
 
-	c->last_ns = vz_app_now_ns();
+	c->last_ns = vz_now_ns();
 	if (!c->received++)
 		c->first_ns = c->last_ns;
 	c->bytes += n;
@@ -403,9 +404,9 @@ static int pg_sink(const struct pg_opts *o, const struct vz_app_net *net)
 	fprintf(stderr, PROG ": counting on %s for %g s (%s stack)\n",
 		vz_app_addr_str(&me, bound), o->duration, net->name);
 	fflush(stderr);
-	end = vz_app_now_ns() + (uint64_t)(o->duration * 1e9);
+	end = vz_now_ns() + (uint64_t)(o->duration * 1e9);
 	err = 0;
-	while (!vz_app_stop && (now = vz_app_now_ns()) < end) {
+	while (!vz_app_stop && (now = vz_now_ns()) < end) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		uint64_t left_ms = (end - now + 999999) / 1000000;
 

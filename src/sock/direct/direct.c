@@ -96,13 +96,13 @@ static int on_deliver(void *opaque, const struct vz_dgram_meta *m,
 static void on_frame(void *opaque, const void *frame, size_t len)
 {
 	(void)opaque;
-	vz_stack_input(vz_direct.stack, frame, len, now_ns());
+	vz_stack_input(vz_direct.stack, frame, len, vz_now_ns());
 }
 
 /* Under vz_direct.lock: take what the port has, run the timers, send. */
 static unsigned int engine(void)
 {
-	__u64 now = now_ns();
+	__u64 now = vz_now_ns();
 	unsigned int n = vz_udpd_port_rx(vz_direct.port, on_frame, NULL, 64);
 
 	if (now - vz_direct.last_tick >= 1000000) {
@@ -123,8 +123,8 @@ static void *background(void *arg)
 	(void)arg;
 	while (!vz_direct.stop) {
 		nanosleep(&ts, NULL);
-		if (now_ns() - __atomic_load_n(&vz_direct.last_run,
-					       __ATOMIC_RELAXED) <
+		if (vz_now_ns() - __atomic_load_n(&vz_direct.last_run,
+						  __ATOMIC_RELAXED) <
 		    IDLE_NS)
 			continue;
 		if (pthread_mutex_trylock(&vz_direct.lock))
@@ -311,7 +311,7 @@ ssize_t vz_direct_sendto(int fd, const void *buf, size_t len, int flags,
 		m.src_port = s->port;
 		m.dst_ip = sin.sin_addr.s_addr;
 		m.dst_port = sin.sin_port;
-		rc = vz_stack_send(vz_direct.stack, &m, buf, len, now_ns());
+		rc = vz_stack_send(vz_direct.stack, &m, buf, len, vz_now_ns());
 		/* run to completion: out now, and take what came meanwhile
 		 * (a burst kicks once, at its end) */
 		if (!in_burst)
@@ -386,7 +386,7 @@ static __s64 deadline_of(const struct timeval *tv)
 {
 	if (!tv->tv_sec && !tv->tv_usec)
 		return -1;
-	return (__s64)now_ns() + (__s64)tv->tv_sec * 1000000000 +
+	return (__s64)vz_now_ns() + (__s64)tv->tv_sec * 1000000000 +
 	       (__s64)tv->tv_usec * 1000;
 }
 
@@ -422,7 +422,7 @@ static struct dgram *next_dgram(struct dsock *s, int flags)
 			until = deadline_of(&s->rcvtimeo);
 		if (vz_busy_spin(turn, s, s->busy_us, until))
 			continue;
-		if (until >= 0 && (__s64)now_ns() >= until)
+		if (until >= 0 && (__s64)vz_now_ns() >= until)
 			break;
 		/* a frame wakes us; 1 ms bounds the wait for the timers */
 		sleep_port(NULL, 0, 1);
@@ -501,9 +501,9 @@ static bool poll_turn(const void *arg)
  */
 int vz_direct_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 {
-	__s64 until = timeout_ms < 0
-			      ? -1
-			      : (__s64)now_ns() + (__s64)timeout_ms * 1000000;
+	__s64 until = timeout_ms < 0 ? -1
+				     : (__s64)vz_now_ns() +
+					       (__s64)timeout_ms * 1000000;
 	struct pollfd k[64];
 	nfds_t i, nk = 0, map[64];
 	struct poll_arg pa = { fds, n };
@@ -532,7 +532,7 @@ int vz_direct_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 			fds[map[i]].revents = k[i].revents;
 			ready += k[i].revents != 0;
 		}
-		if (ready || (until >= 0 && (__s64)now_ns() >= until))
+		if (ready || (until >= 0 && (__s64)vz_now_ns() >= until))
 			return ready;
 		if (vz_busy_spin(poll_turn, &pa, busy, until))
 			continue;

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <linux/types.h>
 
+#include "common/clock.h"
 #include "sock/udpd/port.h"
 
 #define VZ_DIRECT_HIDDEN __attribute__((visibility("hidden")))
@@ -76,14 +77,6 @@ struct vz_direct_state {
 };
 
 VZ_DIRECT_HIDDEN extern struct vz_direct_state vz_direct;
-
-static inline __u64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
-}
 
 static inline int fail(int rc)
 {

@@ -103,7 +103,7 @@ bool vz_busy_spin(bool (*ready)(const void *arg), const void *arg, __u32 us,
 
 	if (!us)
 		return ready(arg);
-	now = vz_mono_ns();
+	now = (__s64)vz_now_ns();
 	end = now + (__s64)us * 1000;
 	if (until_ns >= 0 && until_ns < end)
 		end = until_ns;
@@ -116,12 +116,12 @@ bool vz_busy_spin(bool (*ready)(const void *arg), const void *arg, __u32 us,
 				return true;
 			cpu_relax();
 		}
-		now = vz_mono_ns();
+		now = (__s64)vz_now_ns();
 		if (now >= end)
 			return ready(arg);
 		if (now >= next_yield) {
 			sched_yield();
-			next_yield = vz_mono_ns() + VZ_BUSY_YIELD_NS;
+			next_yield = (__s64)vz_now_ns() + VZ_BUSY_YIELD_NS;
 		}
 	}
 }

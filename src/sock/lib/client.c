@@ -235,7 +235,7 @@ static __s64 ctl_deadline(void)
 		if (!*end && v > 0 && v <= 3600 * 1000)
 			ms = v;
 	}
-	return vz_mono_ns() + (__s64)ms * 1000000;
+	return (__s64)vz_now_ns() + (__s64)ms * 1000000;
 }
 
 static int ctl_read(void *buf, size_t len, int *fd_in, __s64 until)

@@ -24,8 +24,8 @@ static __s64 deadline(const struct timeval *tv)
 	if (!tv->tv_sec && !tv->tv_usec)
 		return -1;
 	if (tv->tv_sec < 0)
-		return vz_mono_ns();
-	return vz_mono_ns() + (__s64)tv->tv_sec * 1000000000 +
+		return (__s64)vz_now_ns();
+	return (__s64)vz_now_ns() + (__s64)tv->tv_sec * 1000000000 +
 	       (__s64)tv->tv_usec * 1000;
 }
 

@@ -642,9 +642,9 @@ static int ep_wait_loop(struct vz_ep *ep, struct epoll_event *events,
 static int ep_wait(int epfd, struct epoll_event *events, int maxevents,
 		   int timeout_ms, const sigset_t *mask)
 {
-	__s64 until = timeout_ms < 0
-			      ? -1
-			      : vz_mono_ns() + (__s64)timeout_ms * 1000000;
+	__s64 until = timeout_ms < 0 ? -1
+				     : (__s64)vz_now_ns() +
+					       (__s64)timeout_ms * 1000000;
 	struct vz_ep *ep;
 	sigset_t old;
 	int rc;

@@ -229,7 +229,7 @@ static int timeout_end(const struct timespec *timeout, __s64 *end)
 	if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
 	    timeout->tv_nsec >= 1000000000)
 		return -EINVAL;
-	*end = vz_mono_ns() + (__s64)timeout->tv_sec * 1000000000 +
+	*end = (__s64)vz_now_ns() + (__s64)timeout->tv_sec * 1000000000 +
 	       timeout->tv_nsec;
 	return 0;
 }
@@ -267,7 +267,7 @@ int vz_recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
 		if (r < 0)
 			return i ? (int)i : -1;
 		vec[i].msg_len = (unsigned int)r;
-		if (end >= 0 && vz_mono_ns() >= end) {
+		if (end >= 0 && (__s64)vz_now_ns() >= end) {
 			i++;
 			break;
 		}

@@ -225,9 +225,9 @@ int vz_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 {
 	struct vz_csock *small_s[16], **socks = small_s;
 	struct pollfd small_k[16], *k = small_k;
-	__s64 until = timeout_ms < 0
-			      ? -1
-			      : vz_mono_ns() + (__s64)timeout_ms * 1000000;
+	__s64 until = timeout_ms < 0 ? -1
+				     : (__s64)vz_now_ns() +
+					       (__s64)timeout_ms * 1000000;
 	bool any = false;
 	int rc;
 	nfds_t i;

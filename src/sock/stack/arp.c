@@ -19,19 +19,12 @@
  * it): NDP (ndp.c) asks and answers, this file keeps the entries, the
  * queues and the timers for both.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 
 #include "sock/stack/priv.h"
 
-#define ARP_LEN 28
-#define ARP_OP_REQUEST 1
-#define ARP_OP_REPLY 2
-
-static const __u8 bcast_mac[VZ_ETH_ALEN] = {
-	0xff, 0xff, 0xff, 0xff, 0xff, 0xff
-};
+static const __u8 bcast_mac[ETH_ALEN] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 
 static unsigned int arp_hash(const __u8 *ip)
 {
@@ -140,7 +133,7 @@ int vz_arp_init(struct vz_stack *s)
 
 		vz_ip4_mapped(key, s->cfg.neigh[i].ip4);
 		e = arp_alloc(s, key);
-		memcpy(e->mac, s->cfg.neigh[i].mac, VZ_ETH_ALEN);
+		memcpy(e->mac, s->cfg.neigh[i].mac, ETH_ALEN);
 		e->state = VZ_ARP_STATIC;
 	}
 	return 0;
@@ -158,30 +151,30 @@ void vz_arp_fini(struct vz_stack *s)
 static int arp_send(struct vz_stack *s, __u16 op, const __u8 *eth_dst,
 		    const __u8 *tha, __be32 tpa)
 {
-	__u8 *a = s->frame + VZ_ETH_HLEN;
+	struct vz_arphdr *a = (struct vz_arphdr *)(s->frame + ETH_HLEN);
 
-	vz_eth_header(s, eth_dst, VZ_ETH_P_ARP);
-	vz_put16(a, 1); /* Ethernet */
-	vz_put16(a + 2, VZ_ETH_P_IP);
-	a[4] = VZ_ETH_ALEN;
-	a[5] = 4;
-	vz_put16(a + 6, op);
-	memcpy(a + 8, s->cfg.mac, VZ_ETH_ALEN);
-	memcpy(a + 14, &s->cfg.ip4, 4);
-	memcpy(a + 18, tha, VZ_ETH_ALEN);
-	memcpy(a + 24, &tpa, 4);
-	return vz_stack_tx(s, VZ_ETH_HLEN + ARP_LEN);
+	vz_eth_header(s, eth_dst, ETH_P_ARP);
+	a->ar_hrd = htons(VZ_ARP_HRD_ETHER);
+	a->ar_pro = htons(ETH_P_IP);
+	a->ar_hln = ETH_ALEN;
+	a->ar_pln = 4;
+	a->ar_op = htons(op);
+	memcpy(a->ar_sha, s->cfg.mac, ETH_ALEN);
+	memcpy(a->ar_sip, &s->cfg.ip4, 4);
+	memcpy(a->ar_tha, tha, ETH_ALEN);
+	memcpy(a->ar_tip, &tpa, 4);
+	return vz_stack_tx(s, ETH_HLEN + sizeof(*a));
 }
 
 static void arp_request(struct vz_stack *s, struct vz_arp_entry *e,
 			__u64 now_ns)
 {
-	static const __u8 unknown[VZ_ETH_ALEN];
+	static const __u8 unknown[ETH_ALEN];
 
 	if (!vz_ip6_is_mapped(e->ip)) {
 		if (!vz_nd_solicit(s, e->ip, NULL))
 			s->st.nd_solicits_out++;
-	} else if (!arp_send(s, ARP_OP_REQUEST, bcast_mac, unknown,
+	} else if (!arp_send(s, VZ_ARP_OP_REQUEST, bcast_mac, unknown,
 			     vz_get_be32(e->ip + 12))) {
 		s->st.arp_requests_out++;
 	}
@@ -214,7 +207,7 @@ static void arp_request(struct vz_stack *s, struct vz_arp_entry *e,
  */
 static void arp_probe(struct vz_stack *s, struct vz_arp_entry *e, __u64 now_ns)
 {
-	static const __u8 unknown[VZ_ETH_ALEN];
+	static const __u8 unknown[ETH_ALEN];
 	__u64 life = s->cfg.arp_timeout_ms * VZ_NS_PER_MS;
 	__u64 gap_ms = s->cfg.arp_retry_ms > VZ_ARP_PROBE_GAP_MS
 			       ? s->cfg.arp_retry_ms
@@ -228,7 +221,7 @@ static void arp_probe(struct vz_stack *s, struct vz_arp_entry *e, __u64 now_ns)
 	if (!vz_ip6_is_mapped(e->ip)) {
 		if (!vz_nd_solicit(s, e->ip, e->mac))
 			s->st.nd_probes_out++;
-	} else if (!arp_send(s, ARP_OP_REQUEST, e->mac, unknown,
+	} else if (!arp_send(s, VZ_ARP_OP_REQUEST, e->mac, unknown,
 			     vz_get_be32(e->ip + 12))) {
 		s->st.arp_probes_out++;
 	}
@@ -262,7 +255,7 @@ static void arp_learn(struct vz_stack *s, const __u8 *ip, const __u8 *mac,
 	if (!e && (!create || !(e = arp_alloc(s, ip))))
 		return;
 	was_pending = e->state == VZ_ARP_PENDING;
-	memcpy(e->mac, mac, VZ_ETH_ALEN);
+	memcpy(e->mac, mac, ETH_ALEN);
 	e->state = VZ_ARP_REACHABLE;
 	arp_deadline(&s->arp, e, now_ns + s->cfg.arp_timeout_ms * VZ_NS_PER_MS);
 	if (was_pending)
@@ -271,44 +264,39 @@ static void arp_learn(struct vz_stack *s, const __u8 *ip, const __u8 *mac,
 
 /* An Ethernet/IPv4 ARP request or reply from a unicast sender, not a
  * martian; a sender of 0.0.0.0 is a probe (RFC 5227): only a request. */
-static bool arp_valid(struct vz_stack *s, const __u8 *a, size_t len)
+static bool arp_valid(struct vz_stack *s, const struct vz_arphdr *a)
 {
-	const __u8 *sha = a + 8;
 	__be32 spa;
 	__u16 op;
 
-	if (len < VZ_ETH_HLEN + ARP_LEN || vz_get16(a) != 1 ||
-	    vz_get16(a + 2) != VZ_ETH_P_IP || a[4] != VZ_ETH_ALEN || a[5] != 4)
+	if (!a)
 		return false;
-	op = vz_get16(a + 6);
-	spa = vz_get_be32(a + 14);
-	if ((op != ARP_OP_REQUEST && op != ARP_OP_REPLY) ||
-	    vz_mac_is_multicast(sha) || vz_mac_is_zero(sha))
+	op = ntohs(a->ar_op);
+	spa = vz_arp_ip(a->ar_sip);
+	if ((op != VZ_ARP_OP_REQUEST && op != VZ_ARP_OP_REPLY) ||
+	    vz_eth_is_multicast(a->ar_sha) || vz_mac_is_zero(a->ar_sha))
 		return false;
-	return spa ? !vz_ip4_martian(s, spa) : op == ARP_OP_REQUEST;
+	return spa ? !vz_ip4_martian(s, spa) : op == VZ_ARP_OP_REQUEST;
 }
 
-void vz_arp_input(struct vz_stack *s, const __u8 *frame, size_t len,
-		  __u64 now_ns)
+void vz_arp_input(struct vz_stack *s, const struct vz_ctx *ctx, __u64 now_ns)
 {
-	const __u8 *a = frame + VZ_ETH_HLEN, *sha = a + 8;
+	const struct vz_arphdr *a = vz_arp(ctx, ETH_HLEN);
 	__be32 spa, tpa;
-	__u16 op;
 
-	if (!arp_valid(s, a, len)) {
+	if (!arp_valid(s, a)) {
 		s->st.arp_bad++;
 		return;
 	}
-	op = vz_get16(a + 6);
-	spa = vz_get_be32(a + 14);
-	tpa = vz_get_be32(a + 24);
+	spa = vz_arp_ip(a->ar_sip);
+	tpa = vz_arp_ip(a->ar_tip);
 	if (spa) {
 		__u8 key[16];
 
 		vz_ip4_mapped(key, spa);
-		arp_learn(s, key, sha, tpa == s->cfg.ip4, now_ns);
+		arp_learn(s, key, a->ar_sha, tpa == s->cfg.ip4, now_ns);
 	}
-	if (op == ARP_OP_REPLY) {
+	if (a->ar_op == htons(VZ_ARP_OP_REPLY)) {
 		s->st.arp_replies_in++;
 		return;
 	}
@@ -317,7 +305,7 @@ void vz_arp_input(struct vz_stack *s, const __u8 *frame, size_t len,
 		return;
 	}
 	s->st.arp_requests_in++;
-	if (!arp_send(s, ARP_OP_REPLY, sha, sha, spa))
+	if (!arp_send(s, VZ_ARP_OP_REPLY, a->ar_sha, a->ar_sha, spa))
 		s->st.arp_replies_out++;
 }
 

@@ -4,44 +4,35 @@
  * for UDP nobody listens to, rate-limited (RFC 1812 4.3.2.8) so that a
  * spoofed flood cannot turn us into a reflector.
  */
-#include <arpa/inet.h>
-
 #include <veloz/csum.h>
 
 #include "sock/stack/priv.h"
 
-#define ICMP_ECHO_REPLY 0
-#define ICMP_DEST_UNREACH 3
-#define ICMP_PORT_UNREACH 3
-#define ICMP_ECHO 8
-
 void vz_icmp_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u64 now_ns)
 {
-	__u8 h[VZ_ICMP_HLEN];
-	__u16 check;
+	struct vz_ctx l4 = vz_l4_ctx(p);
+	const struct vz_icmphdr *icmp = vz_icmp(&l4, 0);
+	struct vz_icmphdr h;
 
 	(void)now_ns;
-	if (p->l4len < VZ_ICMP_HLEN ||
-	    vz_csum_fold(vz_sum32(vz_sum(0, p->l4, p->l4len)))) {
+	if (!icmp || vz_csum_fold(vz_sum32(vz_sum(0, p->l4, p->l4len)))) {
 		s->st.icmp_bad++;
 		return;
 	}
-	if (p->l4[0] != ICMP_ECHO) {
+	if (icmp->type != VZ_ICMP_ECHO) {
 		s->st.icmp_other++;
 		return;
 	}
 	s->st.icmp_echo_in++;
 	/* the same identifier, sequence and data back, from us */
-	memcpy(h, p->l4, sizeof(h));
-	h[0] = ICMP_ECHO_REPLY;
-	h[1] = 0;
-	h[2] = h[3] = 0;
-	check = vz_csum_fold(
-		vz_sum32(vz_sum(vz_sum(0, h, sizeof(h)), p->l4 + sizeof(h),
-				p->l4len - sizeof(h))));
-	memcpy(h + 2, &check, 2);
-	if (!vz_ip_output(s, p->src_mac, VZ_IPPROTO_ICMP, p->src, h, sizeof(h),
-			  p->l4 + sizeof(h), p->l4len - sizeof(h)))
+	h = *icmp;
+	h.type = VZ_ICMP_ECHOREPLY;
+	h.code = 0;
+	h.checksum = 0;
+	h.checksum = vz_csum_fold(vz_sum32(vz_sum(
+		vz_sum(0, &h, sizeof(h)), icmp + 1, p->l4len - sizeof(h))));
+	if (!vz_ip_output(s, p->src_mac, IPPROTO_ICMP, p->src, &h, sizeof(h),
+			  icmp + 1, p->l4len - sizeof(h)))
 		s->st.icmp_echo_out++;
 }
 
@@ -72,19 +63,19 @@ bool vz_icmp_token(struct vz_stack *s, __u64 now_ns)
 void vz_icmp_port_unreach(struct vz_stack *s, const struct vz_ip_pkt *p,
 			  __u64 now_ns)
 {
-	__u8 msg[VZ_ICMP_HLEN + 60 + 8] = { ICMP_DEST_UNREACH,
-					    ICMP_PORT_UNREACH };
+	__u8 msg[sizeof(struct vz_icmphdr) + 60 + 8] = { VZ_ICMP_DEST_UNREACH,
+							 VZ_ICMP_PORT_UNREACH };
 	size_t quote = p->l4len < 8 ? p->l4len : 8, len;
 	__u16 check;
 
 	if (!vz_icmp_token(s, now_ns))
 		return;
-	memcpy(msg + VZ_ICMP_HLEN, p->iph, p->hlen);
-	memcpy(msg + VZ_ICMP_HLEN + p->hlen, p->l4, quote);
-	len = VZ_ICMP_HLEN + p->hlen + quote;
+	memcpy(msg + sizeof(struct vz_icmphdr), p->iph, p->hlen);
+	memcpy(msg + sizeof(struct vz_icmphdr) + p->hlen, p->l4, quote);
+	len = sizeof(struct vz_icmphdr) + p->hlen + quote;
 	check = vz_csum_fold(vz_sum32(vz_sum(0, msg, len)));
 	memcpy(msg + 2, &check, 2);
-	if (!vz_ip_output(s, p->src_mac, VZ_IPPROTO_ICMP, p->src, msg, len,
-			  NULL, 0))
+	if (!vz_ip_output(s, p->src_mac, IPPROTO_ICMP, p->src, msg, len, NULL,
+			  0))
 		s->st.icmp_unreach_out++;
 }

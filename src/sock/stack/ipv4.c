@@ -4,7 +4,6 @@
  * past the header, hand fragments to reasm.c and whole datagrams to ICMP or
  * UDP; build what goes out, fragmented to the MTU.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -15,31 +14,30 @@
 static void l4_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u8 proto,
 		     __u64 now_ns)
 {
-	if (proto == VZ_IPPROTO_UDP)
+	if (proto == IPPROTO_UDP)
 		vz_udp_input(s, p, now_ns);
 	else
 		vz_icmp_input(s, p, now_ns);
 }
 
-/* Returns the header length, or 0 when the header is refused (counted). */
-static size_t ip_check(struct vz_stack *s, const __u8 *ip, size_t avail)
+/* The header at ETH_HLEN, options included, or NULL when it is refused
+ * (counted). */
+static const vz_iphdr *ip_check(struct vz_stack *s, const struct vz_ctx *ctx)
 {
-	size_t hlen, tot;
+	const vz_iphdr *iph = vz_ipv4(ctx, ETH_HLEN);
 
-	if (avail < VZ_IP_HLEN || (ip[0] >> 4) != 4 || (ip[0] & 0xf) < 5)
-		goto bad;
-	hlen = (size_t)(ip[0] & 0xf) * 4;
-	tot = vz_get16(ip + 2);
-	if (hlen > avail || tot < hlen || tot > avail)
-		goto bad;
-	if (vz_csum_fold(vz_sum32(vz_sum(0, ip, hlen)))) {
-		s->st.ip_bad_csum++;
-		return 0;
+	/* its options within the frame, its datagram too (the rest of the
+	 * frame is Ethernet padding) */
+	if (!iph || !vz_header(ctx, ETH_HLEN, vz_ipv4_hlen(iph)) ||
+	    !vz_ipv4_len_ok(iph, vz_len(ctx) - ETH_HLEN)) {
+		s->st.ip_bad_header++;
+		return NULL;
 	}
-	return hlen;
-bad:
-	s->st.ip_bad_header++;
-	return 0;
+	if (vz_csum_fold(vz_sum32(vz_sum(0, iph, vz_ipv4_hlen(iph))))) {
+		s->st.ip_bad_csum++;
+		return NULL;
+	}
+	return iph;
 }
 
 static void ip_reassemble(struct vz_stack *s, struct vz_ip_pkt *p, __u8 proto,
@@ -48,31 +46,28 @@ static void ip_reassemble(struct vz_stack *s, struct vz_ip_pkt *p, __u8 proto,
 	__u8 *whole;
 	size_t len;
 
-	if (vz_reasm_input(s, p->iph, p->hlen, p->l4, p->l4len, now_ns, &whole,
-			   &len) <= 0)
+	if (vz_reasm_input(s, (const vz_iphdr *)p->iph, p->hlen, p->l4,
+			   p->l4len, now_ns, &whole, &len) <= 0)
 		return; /* held or refused, and counted */
 	p->iph = whole;
-	p->hlen = (size_t)(whole[0] & 0xf) * 4;
+	p->hlen = vz_ipv4_hlen((const vz_iphdr *)whole);
 	p->l4 = whole + p->hlen;
 	p->l4len = len - p->hlen;
 	l4_input(s, p, proto, now_ns);
 	free(whole);
 }
 
-void vz_ip_input(struct vz_stack *s, const __u8 *frame, size_t len,
-		 __u64 now_ns)
+void vz_ip_input(struct vz_stack *s, const struct vz_ctx *ctx, __u64 now_ns)
 {
-	const __u8 *ip = frame + VZ_ETH_HLEN;
+	const vz_iphdr *iph = ip_check(s, ctx);
+	const struct ethhdr *eth = vz_eth(ctx);
 	struct vz_ip_pkt p;
-	__u16 frag;
-	size_t hlen;
 
-	hlen = ip_check(s, ip, len - VZ_ETH_HLEN);
-	if (!hlen)
+	if (!iph)
 		return;
 	memset(&p, 0, sizeof(p)); /* IPv4: v6 false */
-	p.src = vz_get_be32(ip + 12);
-	p.dst = vz_get_be32(ip + 16);
+	p.src = iph->saddr;
+	p.dst = iph->daddr;
 	if (p.dst != s->cfg.ip4) {
 		s->st.rx_not_for_us++;
 		return;
@@ -81,24 +76,24 @@ void vz_ip_input(struct vz_stack *s, const __u8 *frame, size_t len,
 		s->st.ip_bad_header++;
 		return;
 	}
-	if (!ip[8]) {
+	if (!iph->ttl) {
 		s->st.ip_ttl_zero++;
 		return;
 	}
-	if (ip[9] != VZ_IPPROTO_UDP && ip[9] != VZ_IPPROTO_ICMP) {
+	if (iph->protocol != IPPROTO_UDP && iph->protocol != IPPROTO_ICMP) {
 		s->st.rx_not_for_us++;
 		return;
 	}
-	p.src_mac = frame + VZ_ETH_ALEN;
-	p.iph = ip;
-	p.hlen = hlen;
-	p.l4 = ip + hlen;
-	p.l4len = vz_get16(ip + 2) - hlen; /* Ethernet padding stays out */
-	frag = vz_get16(ip + 6);
-	if (frag & (VZ_IP_MF | VZ_IP_OFFMASK))
-		ip_reassemble(s, &p, ip[9], now_ns);
+	p.src_mac = eth->h_source;
+	p.iph = (const __u8 *)iph;
+	p.hlen = vz_ipv4_hlen(iph);
+	p.l4 = p.iph + p.hlen;
+	/* Ethernet padding stays out */
+	p.l4len = ntohs(iph->tot_len) - p.hlen;
+	if (vz_ipv4_is_fragment(iph))
+		ip_reassemble(s, &p, iph->protocol, now_ns);
 	else
-		l4_input(s, &p, ip[9], now_ns);
+		l4_input(s, &p, iph->protocol, now_ns);
 }
 
 static void ip_header(struct vz_stack *s, __u8 *ip, size_t len, __u16 id,
@@ -130,24 +125,24 @@ int vz_ip_output(struct vz_stack *s, const __u8 *dst_mac, __u8 proto,
 		 size_t blen)
 {
 	size_t total = hlen + blen, off = 0, n;
-	size_t room = ((size_t)s->cfg.mtu - VZ_IP_HLEN) & ~(size_t)7;
-	bool fragmented = total + VZ_IP_HLEN > s->cfg.mtu;
-	__u8 *ip = s->frame + VZ_ETH_HLEN;
+	size_t room = ((size_t)s->cfg.mtu - sizeof(vz_iphdr)) & ~(size_t)7;
+	bool fragmented = total + sizeof(vz_iphdr) > s->cfg.mtu;
+	__u8 *ip = s->frame + ETH_HLEN;
 	__u16 id = s->ip_id++, frag;
 
-	if (total + VZ_IP_HLEN > VZ_IP_MAXLEN)
+	if (total + sizeof(vz_iphdr) > VZ_IP_MAXLEN)
 		return -EMSGSIZE;
 	do {
 		n = total - off;
 		frag = (__u16)(off / 8);
-		if (n + VZ_IP_HLEN > s->cfg.mtu) {
+		if (n + sizeof(vz_iphdr) > s->cfg.mtu) {
 			n = room;
 			frag |= VZ_IP_MF;
 		}
-		vz_eth_header(s, dst_mac, VZ_ETH_P_IP);
-		ip_header(s, ip, VZ_IP_HLEN + n, id, frag, proto, dst);
-		vz_copy_range(ip + VZ_IP_HLEN, hdr, hlen, body, off, n);
-		if (vz_stack_tx(s, VZ_ETH_HLEN + VZ_IP_HLEN + n))
+		vz_eth_header(s, dst_mac, ETH_P_IP);
+		ip_header(s, ip, sizeof(vz_iphdr) + n, id, frag, proto, dst);
+		vz_copy_range(ip + sizeof(vz_iphdr), hdr, hlen, body, off, n);
+		if (vz_stack_tx(s, ETH_HLEN + sizeof(vz_iphdr) + n))
 			return -EAGAIN;
 		if (fragmented)
 			s->st.tx_fragments++;

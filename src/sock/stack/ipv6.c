@@ -10,7 +10,6 @@
  * headers other than one Fragment header are not walked: such packets are
  * not for this host's two protocols (rx_not_for_us).
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -50,7 +49,7 @@ static bool our_group(const struct vz_stack *s, const __u8 *dst)
 static void l4_input6(struct vz_stack *s, const struct vz_ip_pkt *p, __u8 proto,
 		      __u8 hops, __u64 now_ns)
 {
-	if (proto == VZ_IPPROTO_UDP)
+	if (proto == IPPROTO_UDP)
 		vz_udp_input(s, p, now_ns);
 	else
 		vz_icmp6_input(s, p, hops, now_ns);
@@ -61,64 +60,62 @@ static void l4_input6(struct vz_stack *s, const struct vz_ip_pkt *p, __u8 proto,
  * (RFC 6980): what comes out of reassembly, or an atomic fragment, goes on
  * with hop limit 0, which NDP's check rejects.
  */
-static void frag_input(struct vz_stack *s, struct vz_ip_pkt *p, size_t plen,
-		       bool mcast, __u64 now_ns)
+static void frag_input(struct vz_stack *s, const struct vz_ctx *ctx,
+		       struct vz_ip_pkt *p, size_t plen, bool mcast,
+		       __u64 now_ns)
 {
-	const __u8 *fh = p->iph + VZ_IP6_HLEN;
-	__u8 proto, *whole;
+	const __u32 off = ETH_HLEN + sizeof(vz_ipv6hdr);
+	const struct vz_ipv6_frag *fh;
+	__u8 *whole;
 	size_t wlen;
-	__u16 frag;
 
-	if (plen < VZ_IP6_FRAG_HLEN) {
+	/* in the payload, not merely in the frame */
+	fh = plen >= sizeof(*fh) ? vz_header(ctx, off, sizeof(*fh)) : NULL;
+	if (!fh) {
 		s->st.ip6_bad_header++;
 		return;
 	}
-	proto = fh[0];
-	if (mcast || (proto != VZ_IPPROTO_UDP && proto != VZ_IPPROTO_ICMPV6)) {
+	if (mcast ||
+	    (fh->nexthdr != IPPROTO_UDP && fh->nexthdr != IPPROTO_ICMPV6)) {
 		s->st.rx_not_for_us++;
 		return;
 	}
-	frag = vz_get16(fh + 2);
-	if (!(frag & 0xfff8) && !(frag & 1)) { /* atomic (RFC 6946) */
-		p->l4 = fh + VZ_IP6_FRAG_HLEN;
-		p->l4len = plen - VZ_IP6_FRAG_HLEN;
-		l4_input6(s, p, proto, 0, now_ns);
+	p->l4 = (const __u8 *)(fh + 1);
+	p->l4len = plen - sizeof(*fh);
+	if (!vz_ipv6_frag_offset(fh) && !vz_ipv6_frag_more(fh)) {
+		l4_input6(s, p, fh->nexthdr, 0, now_ns); /* atomic (RFC 6946) */
 		return;
 	}
-	if (vz_reasm_input6(s, p->iph, fh, fh + VZ_IP6_FRAG_HLEN,
-			    plen - VZ_IP6_FRAG_HLEN, now_ns, &whole,
-			    &wlen) <= 0)
+	if (vz_reasm_input6(s, (const vz_ipv6hdr *)p->iph, fh, p->l4, p->l4len,
+			    now_ns, &whole, &wlen) <= 0)
 		return; /* held or refused, and counted */
 	p->iph = whole;
-	p->src6 = whole + 8;
-	p->dst6 = whole + 24;
-	p->l4 = whole + VZ_IP6_HLEN;
-	p->l4len = wlen - VZ_IP6_HLEN;
-	l4_input6(s, p, proto, 0, now_ns);
+	p->src6 = ((const vz_ipv6hdr *)whole)->saddr.s6_addr;
+	p->dst6 = ((const vz_ipv6hdr *)whole)->daddr.s6_addr;
+	p->l4 = whole + sizeof(vz_ipv6hdr);
+	p->l4len = wlen - sizeof(vz_ipv6hdr);
+	l4_input6(s, p, fh->nexthdr, 0, now_ns);
 	free(whole);
 }
 
-void vz_ip6_input(struct vz_stack *s, const __u8 *frame, size_t len,
-		  __u64 now_ns)
+void vz_ip6_input(struct vz_stack *s, const struct vz_ctx *ctx, __u64 now_ns)
 {
-	const __u8 *ip = frame + VZ_ETH_HLEN, *src, *dst;
-	size_t avail = len - VZ_ETH_HLEN, plen;
+	const vz_ipv6hdr *ip6 = vz_ipv6(ctx, ETH_HLEN);
+	const __u8 *src, *dst;
 	struct vz_ip_pkt p;
+	size_t plen;
 	bool mcast;
 	__u8 nh;
 
-	if (avail < VZ_IP6_HLEN || (ip[0] >> 4) != 6) {
+	/* also a jumbogram's payload length 0 with its hop-by-hop option */
+	if (!ip6 || vz_ipv6_end(ip6, ETH_HLEN) > vz_len(ctx)) {
 		s->st.ip6_bad_header++;
 		return;
 	}
-	plen = vz_get16(ip + 4);
-	if (VZ_IP6_HLEN + plen > avail) { /* also a jumbogram's 0 + options */
-		s->st.ip6_bad_header++;
-		return;
-	}
-	src = ip + 8;
-	dst = ip + 24;
-	nh = ip[6];
+	plen = ntohs(ip6->payload_len);
+	src = ip6->saddr.s6_addr;
+	dst = ip6->daddr.s6_addr;
+	nh = ip6->nexthdr;
 	mcast = vz_ip6_is_multicast(dst);
 	if (!s->has6 ||
 	    (!vz_ip6_ours(s, dst) && !(mcast && our_group(s, dst)))) {
@@ -127,29 +124,29 @@ void vz_ip6_input(struct vz_stack *s, const __u8 *frame, size_t len,
 	}
 	/* The unspecified source is a duplicate address detection probe:
 	 * ICMPv6, and NDP judges it further. */
-	if (vz_ip6_is_zero(src) ? nh != VZ_IPPROTO_ICMPV6
+	if (vz_ip6_is_zero(src) ? nh != IPPROTO_ICMPV6
 				: vz_ip6_martian(s, src)) {
 		s->st.ip6_bad_header++;
 		return;
 	}
-	p = (struct vz_ip_pkt){ .src_mac = frame + VZ_ETH_ALEN,
-				.iph = ip,
-				.hlen = VZ_IP6_HLEN,
-				.l4 = ip + VZ_IP6_HLEN,
+	p = (struct vz_ip_pkt){ .src_mac = vz_eth(ctx)->h_source,
+				.iph = (const __u8 *)ip6,
+				.hlen = sizeof(*ip6),
+				.l4 = (const __u8 *)(ip6 + 1),
 				.l4len = plen,
 				.v6 = true,
 				.src6 = src,
 				.dst6 = dst };
-	if (nh == VZ_IPPROTO_FRAGMENT) {
-		frag_input(s, &p, plen, mcast, now_ns);
+	if (nh == IPPROTO_FRAGMENT) {
+		frag_input(s, ctx, &p, plen, mcast, now_ns);
 		return;
 	}
-	if ((nh != VZ_IPPROTO_UDP && nh != VZ_IPPROTO_ICMPV6) ||
-	    (mcast && nh != VZ_IPPROTO_ICMPV6)) {
+	if ((nh != IPPROTO_UDP && nh != IPPROTO_ICMPV6) ||
+	    (mcast && nh != IPPROTO_ICMPV6)) {
 		s->st.rx_not_for_us++;
 		return;
 	}
-	l4_input6(s, &p, nh, ip[7], now_ns);
+	l4_input6(s, &p, nh, ip6->hop_limit, now_ns);
 }
 
 static void ip6_header(__u8 *ip, size_t plen, __u8 nh, __u8 hops,
@@ -175,18 +172,20 @@ int vz_ip6_output(struct vz_stack *s, const __u8 *dst_mac, __u8 proto,
 		  size_t hlen, const void *body, size_t blen)
 {
 	size_t total = hlen + blen, off = 0, n;
-	size_t room = ((size_t)s->cfg.mtu - VZ_IP6_HLEN - VZ_IP6_FRAG_HLEN) &
-		      ~(size_t)7;
-	__u8 *ip = s->frame + VZ_ETH_HLEN, *fh = ip + VZ_IP6_HLEN;
+	size_t room =
+		((size_t)s->cfg.mtu - sizeof(vz_ipv6hdr) - VZ_IPV6_FRAG_HLEN) &
+		~(size_t)7;
+	__u8 *ip = s->frame + ETH_HLEN, *fh = ip + sizeof(vz_ipv6hdr);
 	__be32 id;
 
-	if (total > VZ_IP_MAXLEN - VZ_IP6_FRAG_HLEN)
+	if (total > VZ_IP_MAXLEN - VZ_IPV6_FRAG_HLEN)
 		return -EMSGSIZE;
-	vz_eth_header(s, dst_mac, VZ_ETH_P_IPV6);
-	if (VZ_IP6_HLEN + total <= s->cfg.mtu) {
+	vz_eth_header(s, dst_mac, ETH_P_IPV6);
+	if (sizeof(vz_ipv6hdr) + total <= s->cfg.mtu) {
 		ip6_header(ip, total, proto, hops, src, dst);
-		vz_copy_range(ip + VZ_IP6_HLEN, hdr, hlen, body, 0, total);
-		return vz_stack_tx(s, VZ_ETH_HLEN + VZ_IP6_HLEN + total)
+		vz_copy_range(ip + sizeof(vz_ipv6hdr), hdr, hlen, body, 0,
+			      total);
+		return vz_stack_tx(s, ETH_HLEN + sizeof(vz_ipv6hdr) + total)
 			       ? -EAGAIN
 			       : 0;
 	}
@@ -199,16 +198,16 @@ int vz_ip6_output(struct vz_stack *s, const __u8 *dst_mac, __u8 proto,
 			n = room;
 			frag |= 1; /* M: more follow */
 		}
-		vz_eth_header(s, dst_mac, VZ_ETH_P_IPV6);
-		ip6_header(ip, VZ_IP6_FRAG_HLEN + n, VZ_IPPROTO_FRAGMENT, hops,
+		vz_eth_header(s, dst_mac, ETH_P_IPV6);
+		ip6_header(ip, VZ_IPV6_FRAG_HLEN + n, IPPROTO_FRAGMENT, hops,
 			   src, dst);
 		fh[0] = proto;
 		fh[1] = 0;
 		vz_put16(fh + 2, frag);
 		memcpy(fh + 4, &id, 4);
-		vz_copy_range(fh + VZ_IP6_FRAG_HLEN, hdr, hlen, body, off, n);
-		if (vz_stack_tx(s, VZ_ETH_HLEN + VZ_IP6_HLEN +
-					   VZ_IP6_FRAG_HLEN + n))
+		vz_copy_range(fh + VZ_IPV6_FRAG_HLEN, hdr, hlen, body, off, n);
+		if (vz_stack_tx(s, ETH_HLEN + sizeof(vz_ipv6hdr) +
+					   VZ_IPV6_FRAG_HLEN + n))
 			return -EAGAIN;
 		s->st.tx_fragments++;
 		off += n;

@@ -13,12 +13,8 @@
  * inside the message, link-layer address options of Ethernet's length.
  * What fails is counted in nd_bad.
  */
-#include <arpa/inet.h>
-
 #include "sock/stack/priv.h"
 
-#define ND_NS 135
-#define ND_NA 136
 #define ND_MIN_LEN 24 /* type .. target */
 #define ND_OPT_SLLA 1
 #define ND_OPT_TLLA 2
@@ -56,7 +52,7 @@ static int nd_options(const __u8 *o, size_t len, __u8 want, const __u8 **lla)
 
 static bool mac_ok(const __u8 *mac)
 {
-	return mac && !vz_mac_is_multicast(mac) && !vz_mac_is_zero(mac);
+	return mac && !vz_eth_is_multicast(mac) && !vz_mac_is_zero(mac);
 }
 
 /* An NDP message from `src` to `dst` through dst_mac: the fixed part
@@ -70,13 +66,13 @@ static int nd_send(struct vz_stack *s, __u8 type, __u8 flags,
 
 	m[4] = flags;
 	memcpy(m + 8, target, 16);
-	m[24] = type == ND_NS ? ND_OPT_SLLA : ND_OPT_TLLA;
+	m[24] = type == VZ_ND_NEIGHBOUR_SOLICIT ? ND_OPT_SLLA : ND_OPT_TLLA;
 	m[25] = 1;
-	memcpy(m + 26, s->cfg.mac, VZ_ETH_ALEN);
+	memcpy(m + 26, s->cfg.mac, ETH_ALEN);
 	check = vz_icmp6_csum(src, dst, m, sizeof(m), NULL, 0);
 	memcpy(m + 2, &check, 2);
-	return vz_ip6_output(s, dst_mac, VZ_IPPROTO_ICMPV6, src, dst,
-			     VZ_ND_HOPS, m, sizeof(m), NULL, 0)
+	return vz_ip6_output(s, dst_mac, IPPROTO_ICMPV6, src, dst, VZ_ND_HOPS,
+			     m, sizeof(m), NULL, 0)
 		       ? -1
 		       : 0;
 }
@@ -85,20 +81,21 @@ int vz_nd_solicit(struct vz_stack *s, const __u8 *target, const __u8 *dst_mac)
 {
 	/* from the address of the target's scope (source selection) */
 	const __u8 *src = vz_ip6_is_linklocal(target) ? s->ll6 : s->cfg.ip6;
-	__u8 group[16], mac[VZ_ETH_ALEN];
+	__u8 group[16], mac[ETH_ALEN];
 
 	if (dst_mac)
-		return nd_send(s, ND_NS, 0, target, src, target, dst_mac);
+		return nd_send(s, VZ_ND_NEIGHBOUR_SOLICIT, 0, target, src,
+			       target, dst_mac);
 	vz_ip6_snm(group, target);
 	vz_ip6_mcast_mac(mac, group);
-	return nd_send(s, ND_NS, 0, target, src, group, mac);
+	return nd_send(s, VZ_ND_NEIGHBOUR_SOLICIT, 0, target, src, group, mac);
 }
 
 static void ns_input(struct vz_stack *s, const struct vz_ip_pkt *p,
 		     const __u8 *target, __u64 now_ns)
 {
 	bool dad = vz_ip6_is_zero(p->src6);
-	__u8 group[16], mac[VZ_ETH_ALEN];
+	__u8 group[16], mac[ETH_ALEN];
 	const __u8 *lla;
 
 	vz_ip6_snm(group, target);
@@ -120,13 +117,14 @@ static void ns_input(struct vz_stack *s, const struct vz_ip_pkt *p,
 		vz_neigh_learn6(s, p->src6, lla, true, now_ns);
 	if (dad) { /* defend the address: to all nodes, unsolicited */
 		vz_ip6_mcast_mac(mac, all_nodes);
-		if (!nd_send(s, ND_NA, ND_NA_OVERRIDE, target, target,
-			     all_nodes, mac))
+		if (!nd_send(s, VZ_ND_NEIGHBOUR_ADVERT, ND_NA_OVERRIDE, target,
+			     target, all_nodes, mac))
 			s->st.nd_adverts_out++;
 		return;
 	}
-	if (!nd_send(s, ND_NA, ND_NA_SOLICITED | ND_NA_OVERRIDE, target, target,
-		     p->src6, lla ? lla : p->src_mac))
+	if (!nd_send(s, VZ_ND_NEIGHBOUR_ADVERT,
+		     ND_NA_SOLICITED | ND_NA_OVERRIDE, target, target, p->src6,
+		     lla ? lla : p->src_mac))
 		s->st.nd_adverts_out++;
 }
 
@@ -152,14 +150,16 @@ static void na_input(struct vz_stack *s, const struct vz_ip_pkt *p,
 void vz_nd_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u8 hops,
 		 __u64 now_ns)
 {
+	const struct vz_icmphdr *icmp = (const struct vz_icmphdr *)p->l4;
 	const __u8 *target = p->l4 + 8;
 
-	if (hops != VZ_ND_HOPS || p->l4[1] || p->l4len < ND_MIN_LEN ||
+	/* icmp6.c saw the type and checksum: the header's 4 bytes are there */
+	if (hops != VZ_ND_HOPS || icmp->code || p->l4len < ND_MIN_LEN ||
 	    vz_ip6_is_multicast(target)) {
 		s->st.nd_bad++;
 		return;
 	}
-	if (p->l4[0] == ND_NS)
+	if (icmp->type == VZ_ND_NEIGHBOUR_SOLICIT)
 		ns_input(s, p, target, now_ns);
 	else
 		na_input(s, p, target, now_ns);

@@ -11,35 +11,30 @@
 
 #include <stdbool.h>
 #include <string.h>
+/* the C library's netinet/in.h before the uapi's linux/in.h: libc-compat.h
+ * then leaves the shared definitions to the C library */
+#include <arpa/inet.h>
+
+#include <veloz/proto/arp.h>
+#include <veloz/proto/icmp.h>
+#include <veloz/proto/ipv4.h>
+#include <veloz/proto/ipv6.h>
+#include <veloz/proto/l4.h>
 
 #include "sock/stack/stack.h"
 
-#define VZ_ETH_ALEN 6
-#define VZ_ETH_HLEN 14
-#define VZ_ETH_ZLEN 60 /* shortest frame without FCS: we pad to it */
-#define VZ_ETH_P_IP 0x0800
-#define VZ_ETH_P_ARP 0x0806
-#define VZ_ETH_P_8021Q 0x8100
-#define VZ_ETH_P_8021AD 0x88a8
-#define VZ_ETH_P_IPV6 0x86dd
-
-#define VZ_IP6_HLEN 40
-#define VZ_IP6_FRAG_HLEN 8
-#define VZ_IP6_MTU_MIN 1280 /* RFC 8200 5: every link carries 1280 */
+/* Headers, EtherTypes, protocol numbers and flags are veloz/proto/'s and
+ * the uapi headers'; here are the stack's own limits and defaults. */
 #define VZ_IP6_HOPS 64
-#define VZ_IPPROTO_FRAGMENT 44
-#define VZ_IPPROTO_ICMPV6 58
 #define VZ_ND_HOPS 255 /* RFC 4861: NDP is only valid from on-link */
 
-#define VZ_IP_HLEN 20
-#define VZ_IP_MAXLEN 65535
-#define VZ_IP_MF 0x2000
-#define VZ_IP_OFFMASK 0x1fff
+#define VZ_IP_MAXLEN 65535 /* a datagram, header included (IPv6: payload) */
 #define VZ_IP_TTL 64
-#define VZ_IPPROTO_ICMP 1
-#define VZ_IPPROTO_UDP 17
-#define VZ_UDP_HLEN 8
-#define VZ_ICMP_HLEN 8
+
+/* The longest frame all of whose bytes the stack may read: Ethernet, then
+ * IPv6's header and largest payload (IPv4's largest datagram is shorter).
+ * What follows is padding, whatever the frame's length. */
+#define VZ_RX_COPY_MAX (ETH_HLEN + sizeof(vz_ipv6hdr) + VZ_IP_MAXLEN)
 
 #define VZ_MTU_MIN 68 /* RFC 791: every host takes 68-byte datagrams */
 #define VZ_MTU_MAX 9216 /* jumbo frames; also sizes the transmit buffer */
@@ -88,7 +83,7 @@ struct vz_arp_pkt {
  */
 struct vz_arp_entry {
 	__u8 ip[16];
-	__u8 mac[VZ_ETH_ALEN];
+	__u8 mac[ETH_ALEN];
 	__u8 state; /* enum vz_arp_state */
 	__u8 tries; /* requests sent while pending */
 	int next; /* in the bucket's chain, or the free list; -1 ends */
@@ -158,7 +153,9 @@ struct vz_stack {
 	__u8 mask6[16]; /* of the on-link IPv6 prefix */
 	__u32 frag6_id;
 	/* what we transmit (aligned: csum.h reads the IP header by words) */
-	__u8 frame[VZ_ETH_HLEN + VZ_MTU_MAX] __attribute__((aligned(8)));
+	__u8 frame[ETH_HLEN + VZ_MTU_MAX] __attribute__((aligned(8)));
+	/* a received frame that starts at an odd address, copied */
+	__u8 rx_copy[VZ_RX_COPY_MAX] __attribute__((aligned(8)));
 };
 
 /* A received IPv4 datagram (whole or reassembled), checked up to L4. */
@@ -174,6 +171,14 @@ struct vz_ip_pkt {
 	const __u8 *src6, *dst6;
 };
 
+/* The L4 message, for the parsers of veloz/proto/ (which do not write:
+ * the const goes only because struct vz_ctx has none). */
+static inline struct vz_ctx vz_l4_ctx(const struct vz_ip_pkt *p)
+{
+	return (struct vz_ctx){ .data = (__u8 *)p->l4,
+				.data_end = (__u8 *)p->l4 + p->l4len };
+}
+
 /* stack.c */
 int vz_stack_tx(struct vz_stack *s, size_t len);
 void vz_eth_header(struct vz_stack *s, const __u8 *dst_mac, __u16 type);
@@ -182,8 +187,7 @@ bool vz_ip4_martian(const struct vz_stack *s, __be32 ip);
 /* arp.c */
 int vz_arp_init(struct vz_stack *s);
 void vz_arp_fini(struct vz_stack *s);
-void vz_arp_input(struct vz_stack *s, const __u8 *frame, size_t len,
-		  __u64 now_ns);
+void vz_arp_input(struct vz_stack *s, const struct vz_ctx *ctx, __u64 now_ns);
 int vz_arp_output(struct vz_stack *s, __be32 nexthop,
 		  const struct vz_dgram_meta *m, const void *payload,
 		  size_t len, __u64 now_ns);
@@ -205,8 +209,7 @@ void vz_nd_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u8 hops,
 int vz_nd_solicit(struct vz_stack *s, const __u8 *target, const __u8 *dst_mac);
 
 /* ipv6.c */
-void vz_ip6_input(struct vz_stack *s, const __u8 *frame, size_t len,
-		  __u64 now_ns);
+void vz_ip6_input(struct vz_stack *s, const struct vz_ctx *ctx, __u64 now_ns);
 int vz_ip6_output(struct vz_stack *s, const __u8 *dst_mac, __u8 proto,
 		  const __u8 *src, const __u8 *dst, __u8 hops, const void *hdr,
 		  size_t hlen, const void *body, size_t blen);
@@ -227,8 +230,7 @@ __u16 vz_icmp6_csum(const __u8 *src, const __u8 *dst, const void *hdr,
 		    size_t hlen, const void *body, size_t blen);
 
 /* ipv4.c */
-void vz_ip_input(struct vz_stack *s, const __u8 *frame, size_t len,
-		 __u64 now_ns);
+void vz_ip_input(struct vz_stack *s, const struct vz_ctx *ctx, __u64 now_ns);
 int vz_ip_output(struct vz_stack *s, const __u8 *dst_mac, __u8 proto,
 		 __be32 dst, const void *hdr, size_t hlen, const void *body,
 		 size_t blen);
@@ -236,15 +238,15 @@ int vz_ip_output(struct vz_stack *s, const __u8 *dst_mac, __u8 proto,
 /* reasm.c */
 int vz_reasm_init(struct vz_stack *s);
 void vz_reasm_fini(struct vz_stack *s);
-int vz_reasm_input(struct vz_stack *s, const __u8 *iph, size_t hlen,
+int vz_reasm_input(struct vz_stack *s, const vz_iphdr *iph, size_t hlen,
 		   const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
 		   size_t *outlen);
 /* The same for an IPv6 fragment: ip6 the fixed header, fh the fragment
  * header, payload what follows it. *out is a fixed header (next header
  * the fragment header's, payload length the whole's) and the payload. */
-int vz_reasm_input6(struct vz_stack *s, const __u8 *ip6, const __u8 *fh,
-		    const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
-		    size_t *outlen);
+int vz_reasm_input6(struct vz_stack *s, const vz_ipv6hdr *ip6,
+		    const struct vz_ipv6_frag *fh, const __u8 *payload,
+		    size_t plen, __u64 now_ns, __u8 **out, size_t *outlen);
 void vz_reasm_tick(struct vz_stack *s, __u64 now_ns);
 
 /* icmp.c */
@@ -404,16 +406,11 @@ static inline __be32 vz_get_be32(const __u8 *p)
 	return v;
 }
 
-static inline bool vz_mac_is_multicast(const __u8 *mac)
-{
-	return mac[0] & 1; /* broadcast included */
-}
-
 static inline bool vz_mac_is_zero(const __u8 *mac)
 {
-	static const __u8 zero[VZ_ETH_ALEN];
+	static const __u8 zero[ETH_ALEN];
 
-	return !memcmp(mac, zero, VZ_ETH_ALEN);
+	return !memcmp(mac, zero, ETH_ALEN);
 }
 
 #endif

@@ -15,7 +15,6 @@
  * limits, keyed by addresses and 32-bit identifier; RFC 5722 makes the
  * overlap rule the standard there.
  */
-#include <arpa/inet.h>
 #include <stdlib.h>
 
 #include <veloz/csum.h>
@@ -277,7 +276,8 @@ static __u64 *reasm_add(struct vz_stack *s, struct vz_reasm *r, __u32 off,
 static __u8 *reasm_build(const struct vz_reasm *r, size_t *len)
 {
 	const struct vz_frag *f;
-	__u16 check = 0;
+	vz_ipv6hdr *ip6;
+	vz_iphdr *iph;
 	__u8 *buf;
 
 	*len = r->hlen + (size_t)r->total;
@@ -288,15 +288,16 @@ static __u8 *reasm_build(const struct vz_reasm *r, size_t *len)
 	for (f = r->head; f; f = f->next)
 		memcpy(buf + r->hlen + f->off, f->data, f->len);
 	if (r->v6) { /* the fixed header, its chain cut to the payload */
-		vz_put16(buf + 4, (__u16)r->total);
-		buf[6] = r->proto;
+		ip6 = (vz_ipv6hdr *)buf;
+		ip6->payload_len = htons((__u16)r->total);
+		ip6->nexthdr = r->proto;
 		return buf;
 	}
-	vz_put16(buf + 2, (__u16)*len);
-	vz_put16(buf + 6, 0);
-	memcpy(buf + 10, &check, 2);
-	check = vz_csum_fold(vz_sum32(vz_sum(0, buf, r->hlen)));
-	memcpy(buf + 10, &check, 2);
+	iph = (vz_iphdr *)buf;
+	iph->tot_len = htons((__u16)*len);
+	iph->frag_off = 0;
+	iph->check = 0;
+	iph->check = vz_csum_fold(vz_sum32(vz_sum(0, buf, r->hlen)));
 	return buf;
 }
 
@@ -371,35 +372,36 @@ static int reasm_input(struct vz_stack *s, const struct reasm_key *k, __u32 off,
 	return reasm_finish(s, r, why, out, outlen);
 }
 
-int vz_reasm_input(struct vz_stack *s, const __u8 *iph, size_t hlen,
+int vz_reasm_input(struct vz_stack *s, const vz_iphdr *iph, size_t hlen,
 		   const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
 		   size_t *outlen)
 {
-	__u16 frag = vz_get16(iph + 6);
-	struct reasm_key k = { .src = vz_get_be32(iph + 12),
-			       .dst = vz_get_be32(iph + 16),
-			       .proto = iph[9] };
+	struct reasm_key k = { .src = iph->saddr,
+			       .dst = iph->daddr,
+			       .id = iph->id,
+			       .proto = iph->protocol };
 
-	memcpy(&k.id, iph + 4, 2);
 	/* The limit counts the header: the whole must fit IPv4's 65535. */
-	return reasm_input(s, &k, (__u32)(frag & VZ_IP_OFFMASK) * 8,
-			   frag & VZ_IP_MF, iph, hlen, payload, plen,
-			   VZ_IP_MAXLEN - hlen, now_ns, out, outlen);
+	return reasm_input(s, &k, vz_ipv4_frag_offset(iph) * 8,
+			   vz_ipv4_frag_more(iph), (const __u8 *)iph, hlen,
+			   payload, plen, VZ_IP_MAXLEN - hlen, now_ns, out,
+			   outlen);
 }
 
-int vz_reasm_input6(struct vz_stack *s, const __u8 *ip6, const __u8 *fh,
-		    const __u8 *payload, size_t plen, __u64 now_ns, __u8 **out,
-		    size_t *outlen)
+int vz_reasm_input6(struct vz_stack *s, const vz_ipv6hdr *ip6,
+		    const struct vz_ipv6_frag *fh, const __u8 *payload,
+		    size_t plen, __u64 now_ns, __u8 **out, size_t *outlen)
 {
-	__u16 frag = vz_get16(fh + 2);
-	struct reasm_key k = {
-		.v6 = true, .proto = fh[0], .src6 = ip6 + 8, .dst6 = ip6 + 24
-	};
+	struct reasm_key k = { .v6 = true,
+			       .proto = fh->nexthdr,
+			       .src6 = ip6->saddr.s6_addr,
+			       .dst6 = ip6->daddr.s6_addr,
+			       .id6 = fh->identification };
 
-	memcpy(&k.id6, fh + 4, 4);
 	/* IPv6's payload length field bounds the whole's payload. */
-	return reasm_input(s, &k, (__u32)(frag & 0xfff8), frag & 1, ip6,
-			   VZ_IP6_HLEN, payload, plen, VZ_IP_MAXLEN, now_ns,
+	return reasm_input(s, &k, vz_ipv6_frag_offset(fh) * 8,
+			   vz_ipv6_frag_more(fh), (const __u8 *)ip6,
+			   sizeof(*ip6), payload, plen, VZ_IP_MAXLEN, now_ns,
 			   out, outlen);
 }
 

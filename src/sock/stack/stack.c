@@ -4,17 +4,15 @@
  * protocols live in arp.c, ipv4.c, reasm.c, icmp.c and udp.c; IPv6's in
  * ipv6.c, ndp.c and icmp6.c.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "sock/stack/priv.h"
 
-static const __u8 vz_bcast[VZ_ETH_ALEN] = {
-	0xff, 0xff, 0xff, 0xff, 0xff, 0xff
-};
+static const __u8 vz_bcast[ETH_ALEN] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 
 static int bad_config(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -66,7 +64,7 @@ static int check_neigh(const struct vz_stack_config *c, char *err,
 			return bad_config(err, errlen,
 					  "static neighbour %s: bad address",
 					  a);
-		if (vz_mac_is_multicast(c->neigh[i].mac) ||
+		if (vz_eth_is_multicast(c->neigh[i].mac) ||
 		    vz_mac_is_zero(c->neigh[i].mac))
 			return bad_config(err, errlen,
 					  "static neighbour %s: bad MAC", a);
@@ -121,9 +119,9 @@ static int check_config6(struct vz_stack *s, char *err, size_t errlen)
 	if (c->prefix6_len > 128)
 		return bad_config(err, errlen, "prefix6_len %u: max 128",
 				  c->prefix6_len);
-	if (c->mtu < VZ_IP6_MTU_MIN)
+	if (c->mtu < IPV6_MIN_MTU)
 		return bad_config(err, errlen, "mtu %u: IPv6 needs at least %d",
-				  c->mtu, VZ_IP6_MTU_MIN);
+				  c->mtu, IPV6_MIN_MTU);
 	for (i = 0; i < 16; i++) {
 		unsigned int bits =
 			c->prefix6_len > i * 8 ? c->prefix6_len - i * 8 : 0;
@@ -172,7 +170,7 @@ static int check_config(struct vz_stack *s, char *err, size_t errlen)
 {
 	struct vz_stack_config *c = &s->cfg;
 
-	if (vz_mac_is_multicast(c->mac) || vz_mac_is_zero(c->mac))
+	if (vz_eth_is_multicast(c->mac) || vz_mac_is_zero(c->mac))
 		return bad_config(err, errlen, "mac: not a unicast address");
 	if (ip4_reserved(c->ip4))
 		return bad_config(err, errlen, "ip4: not a unicast address");
@@ -239,9 +237,9 @@ void vz_stack_free(struct vz_stack *s)
 /* Transmit s->frame (len bytes, padded to the Ethernet minimum). */
 int vz_stack_tx(struct vz_stack *s, size_t len)
 {
-	if (len < VZ_ETH_ZLEN) {
-		memset(s->frame + len, 0, VZ_ETH_ZLEN - len);
-		len = VZ_ETH_ZLEN;
+	if (len < ETH_ZLEN) {
+		memset(s->frame + len, 0, ETH_ZLEN - len);
+		len = ETH_ZLEN;
 	}
 	if (s->ops.tx(s->ops.opaque, s->frame, len)) {
 		s->st.tx_full++;
@@ -253,47 +251,65 @@ int vz_stack_tx(struct vz_stack *s, size_t len)
 
 void vz_eth_header(struct vz_stack *s, const __u8 *dst_mac, __u16 type)
 {
-	memcpy(s->frame, dst_mac, VZ_ETH_ALEN);
-	memcpy(s->frame + VZ_ETH_ALEN, s->cfg.mac, VZ_ETH_ALEN);
-	vz_put16(s->frame + 2 * VZ_ETH_ALEN, type);
+	struct ethhdr *eth = (struct ethhdr *)s->frame;
+
+	memcpy(eth->h_dest, dst_mac, ETH_ALEN);
+	memcpy(eth->h_source, s->cfg.mac, ETH_ALEN);
+	eth->h_proto = htons(type);
+}
+
+/*
+ * The parsers of veloz/proto/ read headers through types with the 2-byte
+ * alignment frames have in a port's buffers (veloz/proto/ctx.h). A frame
+ * at an odd address is read from an aligned copy of the bytes that can
+ * matter, so any buffer a caller hands in works, and alike.
+ */
+static struct vz_ctx rx_ctx(struct vz_stack *s, const void *frame, size_t len)
+{
+	if ((uintptr_t)frame & 1) {
+		if (len > sizeof(s->rx_copy))
+			len = sizeof(s->rx_copy);
+		memcpy(s->rx_copy, frame, len);
+		frame = s->rx_copy;
+	}
+	/* the parsers read through the context and write nothing */
+	return (struct vz_ctx){ .data = (__u8 *)frame,
+				.data_end = (__u8 *)frame + len };
 }
 
 void vz_stack_input(struct vz_stack *s, const void *frame, size_t len,
 		    __u64 now_ns)
 {
-	const __u8 *f = frame;
-	bool bcast;
-	__u16 type;
+	struct vz_ctx ctx = rx_ctx(s, frame, len);
+	const struct ethhdr *eth = vz_eth(&ctx);
+	bool bcast, to_us;
 
 	s->st.rx_frames++;
-	if (len < VZ_ETH_HLEN || vz_mac_is_multicast(f + VZ_ETH_ALEN)) {
+	/* a type, not an 802.3 length: Ethernet II, not LLC */
+	if (!eth || vz_eth_is_multicast(eth->h_source) ||
+	    !vz_eth_is_type(eth->h_proto)) {
 		s->st.rx_bad_eth++;
 		return;
 	}
-	type = vz_get16(f + 2 * VZ_ETH_ALEN);
-	if (type < 0x0600) { /* an 802.3 length: LLC, not Ethernet II */
-		s->st.rx_bad_eth++;
-		return;
-	}
-	bcast = !memcmp(f, vz_bcast, VZ_ETH_ALEN);
-	if (type == VZ_ETH_P_ARP && (bcast || !memcmp(f, s->cfg.mac, 6))) {
-		vz_arp_input(s, f, len, now_ns);
+	bcast = !memcmp(eth->h_dest, vz_bcast, ETH_ALEN);
+	to_us = !memcmp(eth->h_dest, s->cfg.mac, ETH_ALEN);
+	if (eth->h_proto == htons(ETH_P_ARP) && (bcast || to_us)) {
+		vz_arp_input(s, &ctx, now_ns);
 		return;
 	}
 	/* IPv6 to us, or to a group (33:33:...): ipv6.c sorts out which. */
-	if (type == VZ_ETH_P_IPV6 && s->has6 &&
-	    (!memcmp(f, s->cfg.mac, VZ_ETH_ALEN) ||
-	     (f[0] == 0x33 && f[1] == 0x33))) {
-		vz_ip6_input(s, f, len, now_ns);
+	if (eth->h_proto == htons(ETH_P_IPV6) && s->has6 &&
+	    (to_us || (eth->h_dest[0] == 0x33 && eth->h_dest[1] == 0x33))) {
+		vz_ip6_input(s, &ctx, now_ns);
 		return;
 	}
 	/* RFC 1122 3.3.6: IP in a link broadcast is not for one host; VLAN
 	 * tags are someone else's (the port should not hand them to us). */
-	if (type != VZ_ETH_P_IP || memcmp(f, s->cfg.mac, VZ_ETH_ALEN)) {
+	if (eth->h_proto != htons(ETH_P_IP) || !to_us) {
 		s->st.rx_not_for_us++;
 		return;
 	}
-	vz_ip_input(s, f, len, now_ns);
+	vz_ip_input(s, &ctx, now_ns);
 }
 
 static int send6(struct vz_stack *s, const struct vz_dgram_meta *m,

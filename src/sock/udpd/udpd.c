@@ -32,6 +32,7 @@
 
 #include <veloz/sock.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/iface.h"
 #include "common/options.h"
@@ -75,14 +76,6 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
-}
-
-static __u64 now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ull + (__u64)ts.tv_nsec;
 }
 
 static const char usage[] =
@@ -521,14 +514,14 @@ static void loop_idle(const struct opts *o, struct udpd *u,
 /* 0 when stopped by a signal, -ENODEV when the interface went away. */
 static int run(const struct opts *o, struct udpd *u)
 {
-	__u64 start = now_ns();
+	__u64 start = vz_now_ns();
 	struct loop_clock c = { start, start, start, 0, start, 0 };
 	unsigned int work, round;
 	int ret = 0;
 
 	c.next_stats = start + (__u64)(o->interval_s * 1e9);
 	while (!stop) {
-		u->now = now_ns();
+		u->now = vz_now_ns();
 		work = vz_udpd_port_rx(u->port, on_frame, u, RX_BUDGET);
 		work += vz_sock_server_poll(u->server, send_dgram, u,
 					    TX_BUDGET);
@@ -546,7 +539,7 @@ static int run(const struct opts *o, struct udpd *u)
 		vz_udpd_port_flush(u->port);
 	}
 	print_stats(u, stdout, "summary", o->json,
-		    (double)(now_ns() - start) / 1e9);
+		    (double)(vz_now_ns() - start) / 1e9);
 	if (o->stats_file)
 		unlink(o->stats_file); /* nothing left in /run */
 	if (ret)
