@@ -57,6 +57,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_run_options(p)
+    _add_ctl_options(p)
+    _add_dispatch_options(p)
+    _add_backend_options(p)
+    # What follows `--` on the command line (cli.parse_args puts it here).
+    p.set_defaults(func=run, passthrough=[])
+    p.epilog = "dpdk: EAL arguments go after `--`, e.g. `-- -a 0000:3b:00.0 -l 2-3`."
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """What runs, on which ports, and what it prints."""
     p.add_argument("nf", help="NF name (see `veloz nfs`)")
     p.add_argument(
         "--backend", required=True, choices=(*XDP_MODES, *USERSPACE, "linux"), help="see above"
@@ -76,6 +87,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="remove a stale veloz program left on an interface by a killed run",
     )
+
+
+def _add_ctl_options(p: argparse.ArgumentParser) -> None:
+    """Who may reach the run while it runs: veloz ctl, Prometheus."""
     p.add_argument(
         "--ctl-group",
         metavar="GROUP",
@@ -95,6 +110,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="serve the counters as Prometheus text on http://ADDR:PORT/metrics "
         "(loopback or testbed addresses; see veloz/metrics.py)",
     )
+
+
+def _add_dispatch_options(p: argparse.ArgumentParser) -> None:
+    """A dispatch stage in front of the workers."""
     p.add_argument(
         "--dispatch",
         choices=sim.policy_choices(),
@@ -111,6 +130,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --dispatch: grow and shrink the active workers with queueing delay "
         "(xdp, xdp-generic: the CPUs' cpumap queues, checked every millisecond)",
     )
+
+
+def _add_backend_options(p: argparse.ArgumentParser) -> None:
+    """The options of the userspace backends: afxdp and dpdk."""
     us = p.add_argument_group("afxdp and dpdk")
     us.add_argument(
         "--workers",
@@ -144,9 +167,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "name or PCI address, or by the kernel interface it drives",
     )
     dpdk.add_argument("--no-huge", action="store_true", help="ordinary memory, no hugepages")
-    # What follows `--` on the command line (cli.parse_args puts it here).
-    p.set_defaults(func=run, passthrough=[])
-    p.epilog = "dpdk: EAL arguments go after `--`, e.g. `-- -a 0000:3b:00.0 -l 2-3`."
 
 
 def _ports(args: argparse.Namespace, values: dict) -> list[str]:

@@ -242,6 +242,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="dispatch policy, or all three on the same trace (default)",
     )
     p.add_argument("--cores", type=int, help="workers, 1..64 (default 4)")
+    _add_trace_options(p)
+    _add_dispatcher_options(p)
+    p.add_argument("--seed", type=int, help="trace seed (1)")
+    p.add_argument(
+        "--timeline-us", type=int, help="also sample active workers and queue lengths every T us"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="vz-sim's JSON: one object, or {'runs': [...]} for all policies",
+    )
+    p.set_defaults(func=run)  # fmt: skip
+
+
+def _add_trace_options(p: argparse.ArgumentParser) -> None:
+    """The trace: offered load, arrivals, service times, flows."""
     load = p.add_mutually_exclusive_group()
     load.add_argument("--load", type=float, help="offered load, fraction of capacity (0.7)")
     load.add_argument("--ramp", metavar="F,F,..", help="loads raised in steps, e.g. 0.1,0.5,0.9")
@@ -265,6 +281,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="frames per flow: uniform, or heavy (Zipf: a few elephants)",
     )
     p.add_argument("--zipf-s", type=float, help="heavy flow sizes: Zipf exponent (1.1)")
+
+
+def _add_dispatcher_options(p: argparse.ArgumentParser) -> None:
+    """The flow table, the core allocator and the dispatcher's costs and limits."""
     p.add_argument("--flow-slots", type=int, help="flow table slots, a power of two (65536)")
     p.add_argument(
         "--alloc",
@@ -308,16 +328,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the dispatcher's own time per frame; frames queue for it (0)",
     )
     p.add_argument("--scan-ns", type=float, help="the dispatcher's time per worker it compares (0)")
-    p.add_argument("--seed", type=int, help="trace seed (1)")
-    p.add_argument(
-        "--timeline-us", type=int, help="also sample active workers and queue lengths every T us"
-    )
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="vz-sim's JSON: one object, or {'runs': [...]} for all policies",
-    )
-    p.set_defaults(func=run)  # fmt: skip
 
 
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -313,7 +313,22 @@ def collect() -> dict:
     bpf = BpfNames()
     runs: list[Run] = []
     stale: list[Stale] = []
+    _add_ctl_runs(ns_names, runs, stale)
+    owned, linux_records, udpd_files = _add_lock_holders(ns_names, holders, runs, stale)
+    _add_stale_linux_records(ns_names, linux_records, owned, stale)
+    _add_stale_udpd_files(udpd_files, stale)
+    _add_xdp_programs(ns_names, bpf, runs, owned, stale)
+    _add_stale_pins(stale)
+    _add_stale_dumps(ns_names, stale)
+    return {
+        "runs": [_as_dict(r) for r in runs if r.kind == "run"],
+        "udpd": [_as_dict(r) for r in runs if r.kind == "udpd"],
+        "stale": [s.as_dict() for s in stale],
+    }
 
+
+def _add_ctl_runs(ns_names: dict[int, str], runs: list[Run], stale: list[Stale]) -> None:
+    """The runs behind the control sockets, and the sockets no run listens on."""
     try:
         socks = sorted(CTL_DIR.iterdir())
     except OSError:
@@ -327,9 +342,20 @@ def collect() -> dict:
             stale.append(found)
         elif found is not None:
             runs.append(found)
-    by_pid = {r.pid: r for r in runs if r.pid}
 
-    # The interface locks: who holds each, and which are held by nobody.
+
+def _add_lock_holders(
+    ns_names: dict[int, str],
+    holders: dict[tuple[int, int, int], int],
+    runs: list[Run],
+    stale: list[Stale],
+) -> tuple[set[tuple[int, int]], dict[tuple[int, int], Path], set[str]]:
+    """The interface locks: who holds each, and which are held by nobody.
+
+    Returns the (netns inode, ifindex) pairs a live process holds, the linux
+    baseline's records by the same key, and the files of the live udpds.
+    """
+    by_pid = {r.pid: r for r in runs if r.pid}
     owned: set[tuple[int, int]] = set()  # (netns inode, ifindex) a live process holds
     try:
         locks = sorted(RUN_DIR.iterdir())
@@ -358,25 +384,48 @@ def collect() -> dict:
         owned.add((ino, ifindex))
         if pid in by_pid:
             continue
-        comm = proc_comm(pid)
-        ifname = ifname_of(ns_names.get(ino, ""), ifindex) if ino in ns_names else None
-        run = Run(pid, ns_label(ns_names, ino), ino, "udpd" if comm == "vz-udpd" else "run",
-                  ports=[{"port": 0, "iface": ifname or f"ifindex {ifindex}"}],
-                  uptime_s=uptime_of(pid))  # fmt: skip
-        if run.kind == "udpd":
-            argv = proc_cmdline(pid)
-            run.ctl = _option(argv, "--socket") or str(UDPD_DIR / "udpd.sock")
-            run.backend = "afxdp"
-            run.counters = _udpd_summary(_option(argv, "--stats-file"))
-            udpd_files.update(f for f in (run.ctl, _option(argv, "--stats-file")) if f)
-        elif (ino, ifindex) in linux_records:
-            run.backend = "linux"
-            run.nf = _linux_nf(proc_cmdline(pid))
-        else:
-            run.note = f"{comm or 'a process'} holds the interface (no control socket yet)"
+        run = _lock_holder_run(ns_names, pid, ino, ifindex, linux_records, udpd_files)
         runs.append(run)
         by_pid[pid] = run
+    return owned, linux_records, udpd_files
 
+
+def _lock_holder_run(
+    ns_names: dict[int, str],
+    pid: int,
+    ino: int,
+    ifindex: int,
+    linux_records: dict[tuple[int, int], Path],
+    udpd_files: set[str],
+) -> Run:
+    """A process that holds an interface lock but has no control socket:
+    udpd (its files are added to udpd_files), the linux baseline, or a run
+    not listening yet."""
+    comm = proc_comm(pid)
+    ifname = ifname_of(ns_names.get(ino, ""), ifindex) if ino in ns_names else None
+    run = Run(pid, ns_label(ns_names, ino), ino, "udpd" if comm == "vz-udpd" else "run",
+              ports=[{"port": 0, "iface": ifname or f"ifindex {ifindex}"}],
+              uptime_s=uptime_of(pid))  # fmt: skip
+    if run.kind == "udpd":
+        argv = proc_cmdline(pid)
+        run.ctl = _option(argv, "--socket") or str(UDPD_DIR / "udpd.sock")
+        run.backend = "afxdp"
+        run.counters = _udpd_summary(_option(argv, "--stats-file"))
+        udpd_files.update(f for f in (run.ctl, _option(argv, "--stats-file")) if f)
+    elif (ino, ifindex) in linux_records:
+        run.backend = "linux"
+        run.nf = _linux_nf(proc_cmdline(pid))
+    else:
+        run.note = f"{comm or 'a process'} holds the interface (no control socket yet)"
+    return run
+
+
+def _add_stale_linux_records(
+    ns_names: dict[int, str],
+    linux_records: dict[tuple[int, int], Path],
+    owned: set[tuple[int, int]],
+    stale: list[Stale],
+) -> None:
     for (ino, ifindex), path in linux_records.items():
         if (ino, ifindex) not in owned:
             stale.append(Stale("linux", f"linux baseline record {path}: its run is gone; "
@@ -385,7 +434,9 @@ def collect() -> dict:
                                      "--iface", ifname_of(ns_names.get(ino, ""), ifindex) or "IF",
                                      "--replace", "--duration", "0.1"])))  # fmt: skip
 
-    # udpd's socket and stats file: a live udpd's, or left by a killed one.
+
+def _add_stale_udpd_files(udpd_files: set[str], stale: list[Stale]) -> None:
+    """udpd's socket and stats file: a live udpd's, or left by a killed one."""
     try:
         udpd_left = sorted(p for p in UDPD_DIR.iterdir() if p.name.endswith(UDPD_FILES))
     except OSError:
@@ -395,7 +446,15 @@ def collect() -> dict:
             stale.append(Stale("udpd", f"{path}: left by a udpd that is gone",
                                ["rm", "-f", str(path)]))  # fmt: skip
 
-    # XDP programs: the runs' own, and those nobody's lock covers.
+
+def _add_xdp_programs(
+    ns_names: dict[int, str],
+    bpf: BpfNames,
+    runs: list[Run],
+    owned: set[tuple[int, int]],
+    stale: list[Stale],
+) -> None:
+    """XDP programs: the runs' own, and those nobody's lock covers."""
     for ino, name in ns_names.items():
         for prog in xdp_programs(name, bpf).values():
             holder = [r for r in runs if r.netns_inode == ino
@@ -416,8 +475,10 @@ def collect() -> dict:
                 in_ns(ns_names, ino, ["ip", "link", "set", "dev", prog.ifname, off, "off"]),
             ))  # fmt: skip
 
-    # Pins left in the host's bpffs (runs pin nothing there; a hand-run
-    # libxdp might).
+
+def _add_stale_pins(stale: list[Stale]) -> None:
+    """Pins left in the host's bpffs (runs pin nothing there; a hand-run
+    libxdp might)."""
     try:
         pins = sorted(p for p in BPFFS.rglob("*") if p.name.startswith(("vz_", "vz-")))
     except OSError:
@@ -425,19 +486,15 @@ def collect() -> dict:
     for pin in pins:
         stale.append(Stale("pin", f"pinned BPF object {pin}", ["rm", "-rf", str(pin)]))
 
-    # A dump killed before it swapped the NF back (veloz/dump.py).
+
+def _add_stale_dumps(ns_names: dict[int, str], stale: list[Stale]) -> None:
+    """A dump killed before it swapped the NF back (veloz/dump.py)."""
     for path, pid, iface in dump.stale_dumps():
         ino = dump.netns_inode_of(path)
         where = f"{iface} in {ns_label(ns_names, ino)}"
         restore = ["veloz", "dump", "--iface", iface, "--restore"]
         what = f"veloz dump (pid {pid}) on {where} was killed: the NF may still be swapped out"
         stale.append(Stale("dump", what, in_ns(ns_names, ino, restore)))
-
-    return {
-        "runs": [_as_dict(r) for r in runs if r.kind == "run"],
-        "udpd": [_as_dict(r) for r in runs if r.kind == "udpd"],
-        "stale": [s.as_dict() for s in stale],
-    }
 
 
 def _udpd_summary(stats_file: str | None) -> dict | None:

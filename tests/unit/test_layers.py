@@ -77,6 +77,20 @@ def test_sizes_allow_80_lines_and_refuse_81(tmp_path):
     assert done.stderr.strip() == "sizes: src/b.c:2: too_long() is 81 lines (at most 80)"
 
 
+def py_function(name: str, body_lines: int) -> str:
+    return f"def {name}() -> int:\n    x = 0\n" + "    x += 1\n" * body_lines + "    return x\n"
+
+
+def test_sizes_allow_80_lines_of_python_and_refuse_81(tmp_path):
+    # 80 lines in all: the def, the first and last statements and 77 between
+    write(tmp_path, "python/veloz/a.py", "import os\n\n\n" + py_function("fits", 77))
+    assert check("check_sizes.py", tmp_path).returncode == 0
+    write(tmp_path, "tests/unit/b.py", "import os\n\n\n" + py_function("too_long", 78))
+    done = check("check_sizes.py", tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "sizes: tests/unit/b.py:4: too_long() is 81 lines (at most 80)"
+
+
 def test_sizes_refuse_a_file_over_800_lines(tmp_path):
     write(tmp_path, "python/ok.py", "x = 1\n" * 800)
     assert check("check_sizes.py", tmp_path).returncode == 0

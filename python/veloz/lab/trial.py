@@ -127,6 +127,80 @@ def gen_argv(nf: str, size: int, rate: int, seconds: float | None, count: int | 
     return topo.generator.host.veloz_argv(*argv)
 
 
+def _sink(topo: topology.Topology, nf: str, backend: str, arrive: str | None
+          ) -> tuple[topology.Role | None, list[str]]:  # fmt: skip
+    """The role the NF's frames reach, if any, and the argv of the sink there."""
+    # backend "generator": no NF, the sink on the DUT's port itself: the
+    # most the generator can put through the link, to tell when it is the limit
+    if arrive is None:  # else: the role the caller says the NF's frames reach
+        arrive = "dut" if backend == "generator" else ARRIVE.get(nf)
+    at = topo.role(arrive) if arrive else None
+    sink_argv = ["gen", "--sink", "--replace", "--iface", at.port.iface, "--json"] if at else []
+    if backend == "generator":
+        sink_argv.append("--count-only")
+    return at, sink_argv
+
+
+def _record(
+    nf: str,
+    backend: str,
+    size: int,
+    flows: int,
+    rate: int,
+    *,
+    sent: dict,
+    counted: dict,
+    work_key: str,
+    arrived: dict | None,
+    wall: float,
+    cpu0: dict[str, int],
+    cpu1: dict[str, int],
+    gen_cpu: float,
+    nf_cpu: float,
+    sched0: dict[int, workers.Thread],
+    sched1: dict[int, workers.Thread],
+) -> dict:
+    """measure()'s flat record, from what it read before and after the trial."""
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = {k: (cpu1[k] - cpu0[k]) / tick / wall for k in cpu0}
+    secs = sent["seconds"]
+    xmit = sent["xmit"] if sent["xmit"] is not None else sent["sent"]
+    # Frames through an skb path (kernel forwarding, generic XDP) can arrive
+    # with a sequence number already seen: the generator's page was reused
+    # while the frame was in flight. They did arrive: they count as done, and
+    # are reported as duplicates.
+    work = counted[work_key]
+    done = work if arrived is None else arrived["received"]
+    return {
+        "nf": nf,
+        "backend": backend,
+        "size": size,
+        "flows": flows,
+        "target_pps": rate,
+        "sent": xmit,
+        "seconds": secs,
+        "offered_pps": xmit / secs if secs else 0.0,
+        "counted": work,
+        "done": done,
+        "rate_pps": done / secs if secs else 0.0,
+        "lost": xmit - done,
+        "loss": (xmit - done) / xmit if xmit else None,
+        "rx_missed": counted["errors"].get("rx_missed"),
+        "errors": counted["errors"],
+        "cpu_busy": sum(v for k, v in cpu.items() if k not in ("idle", "iowait")),
+        "cpu_softirq": cpu["softirq"],
+        "cpu_system": cpu["system"],
+        "cpu_user": cpu["user"],
+        "cpu_gen_process": gen_cpu / wall,
+        "cpu_nf_process": nf_cpu / wall,
+        # the DUT's share: the NF's process, and softirq, where the kernel
+        # runs XDP, AF_XDP copy-mode receive and netfilter
+        "cpu_dut": cpu["softirq"] + nf_cpu / wall,
+        # how long the busy-polling workers were kept off their CPUs
+        "worker_wait": workers.waited(sched0, sched1, wall),
+    }
+
+
 def measure(
     nf: str,
     backend: str,
@@ -153,14 +227,7 @@ def measure(
     run_argv = dut.host.veloz_argv("run", nf, "--backend", backend, "--iface",
                                    dut.ports[0].iface, "--json", *nf_args(nf, backend, topo),
                                    *(nf_extra or []))  # fmt: skip
-    # backend "generator": no NF, the sink on the DUT's port itself: the
-    # most the generator can put through the link, to tell when it is the limit
-    if arrive is None:  # else: the role the caller says the NF's frames reach
-        arrive = "dut" if backend == "generator" else ARRIVE.get(nf)
-    at = topo.role(arrive) if arrive else None
-    sink_argv = ["gen", "--sink", "--replace", "--iface", at.port.iface, "--json"] if at else []
-    if backend == "generator":
-        sink_argv.append("--count-only")
+    at, sink_argv = _sink(topo, nf, backend, arrive)
     with ExitStack() as started:
         # entered one by one: an NF that fails to start still stops the sink
         sink = (
@@ -195,45 +262,9 @@ def measure(
         work_key = work or ("redirect" if (nf, backend) == ("lb", "linux") else WORK.get(nf, nf))
         counted = runner.stop() if runner else {work_key: None, "errors": {}}
         arrived = sink.stop() if sink else None
-    wall = t1 - t0
-    tick = os.sysconf("SC_CLK_TCK")
-    cpu = {k: (cpu1[k] - cpu0[k]) / tick / wall for k in cpu0}
-    secs = sent["seconds"]
-    xmit = sent["xmit"] if sent["xmit"] is not None else sent["sent"]
-    # Frames through an skb path (kernel forwarding, generic XDP) can arrive
-    # with a sequence number already seen: the generator's page was reused
-    # while the frame was in flight. They did arrive: they count as done, and
-    # are reported as duplicates.
-    work = counted[work_key]
-    done = work if arrived is None else arrived["received"]
-    record = {
-        "nf": nf,
-        "backend": backend,
-        "size": size,
-        "flows": flows,
-        "target_pps": rate,
-        "sent": xmit,
-        "seconds": secs,
-        "offered_pps": xmit / secs if secs else 0.0,
-        "counted": work,
-        "done": done,
-        "rate_pps": done / secs if secs else 0.0,
-        "lost": xmit - done,
-        "loss": (xmit - done) / xmit if xmit else None,
-        "rx_missed": counted["errors"].get("rx_missed"),
-        "errors": counted["errors"],
-        "cpu_busy": sum(v for k, v in cpu.items() if k not in ("idle", "iowait")),
-        "cpu_softirq": cpu["softirq"],
-        "cpu_system": cpu["system"],
-        "cpu_user": cpu["user"],
-        "cpu_gen_process": gen_cpu / wall,
-        "cpu_nf_process": nf_cpu / wall,
-        # the DUT's share: the NF's process, and softirq, where the kernel
-        # runs XDP, AF_XDP copy-mode receive and netfilter
-        "cpu_dut": cpu["softirq"] + nf_cpu / wall,
-        # how long the busy-polling workers were kept off their CPUs
-        "worker_wait": workers.waited(sched0, sched1, wall),
-    }
+    record = _record(nf, backend, size, flows, rate, sent=sent, counted=counted,
+                     work_key=work_key, arrived=arrived, wall=t1 - t0, cpu0=cpu0, cpu1=cpu1,
+                     gen_cpu=gen_cpu, nf_cpu=nf_cpu, sched0=sched0, sched1=sched1)  # fmt: skip
     if bpf0 and bpf1 and bpf1[1] > bpf0[1]:
         # the XDP program's own time per frame, as the kernel measured it live
         record["bpf_ns_per_packet"] = (bpf1[0] - bpf0[0]) / (bpf1[1] - bpf0[1])
