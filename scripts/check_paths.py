@@ -54,7 +54,7 @@ class Tree:
     files: frozenset[str]
     dirs: frozenset[str]  # every folder holding a file, without a trailing slash
     tops: frozenset[str]  # top-level entries: files and folders
-    include_dirs: frozenset[str]  # first folders under INCLUDE_ROOTS: veloz, runtime, ...
+    include_dirs: frozenset[str]  # first folders under INCLUDE_ROOTS: veloz, ctl, ...
 
     def has(self, rel: str) -> bool:
         rel = rel.rstrip("/")
