@@ -24,16 +24,17 @@ C_LAYERS = [
     ("include/veloz", 0),
     ("nf", 1),
     ("src/common", 1),
-    ("src/lb", 1),  # jhash for Python (ctypes): include/veloz only
-    ("src/dispatch", 2),  # the policies, Toeplitz, the core allocator: no runtime
-    ("src/runtime", 3),
-    ("src/xdp", 4),
-    ("src/afxdp", 4),
-    ("src/dpdk", 4),
-    ("src/gen", 5),
-    ("src/sock", 5),
-    ("src/tools", 6),
-    ("src/dump", 6),  # vz-dump: the xdp swap, perf buffers, pcapng
+    ("src/maps", 2),  # native maps, LPM, NF loading; the lb hash for Python
+    ("src/dispatch", 2),  # the policies, Toeplitz, the core allocator: no maps
+    ("src/ctl", 3),
+    ("src/runner", 4),
+    ("src/xdp", 5),
+    ("src/afxdp", 5),
+    ("src/dpdk", 5),
+    ("src/gen", 6),
+    ("src/sock", 6),
+    ("src/tools", 7),
+    ("src/dump", 7),  # vz-dump: the xdp swap, perf buffers, pcapng
     ("bench", 9),
     ("tests", 9),
 ]

@@ -8,8 +8,8 @@ spans in backticks, fenced code and link targets (relative to the page); in
 C, Python (comments and docstrings), meson, shell and Makefiles, the
 comments. A path is a token that starts with a top-level entry of the tree
 (src/, nf/, README.md, ...), or an include-relative one with an
-extension (veloz/nf.h is include/veloz/nf.h, runtime/ctl.h is
-src/runtime/ctl.h). `*` is a glob and an ALL-CAPS segment (NAME, NF, N) a
+extension (veloz/nf.h is include/veloz/nf.h, ctl/ctl.h is
+src/ctl/ctl.h). `*` is a glob and an ALL-CAPS segment (NAME, NF, N) a
 placeholder: nf/NAME.c names any NF. Build outputs (build/, anything git
 ignores) and the kernel's include/linux are not the tree's. `make lint` runs
 this; tests/unit/test_check_paths.py checks that it fails a stale path.
@@ -54,7 +54,7 @@ class Tree:
     files: frozenset[str]
     dirs: frozenset[str]  # every folder holding a file, without a trailing slash
     tops: frozenset[str]  # top-level entries: files and folders
-    include_dirs: frozenset[str]  # first folders under INCLUDE_ROOTS: veloz, runtime, ...
+    include_dirs: frozenset[str]  # first folders under INCLUDE_ROOTS: veloz, ctl, ...
 
     def has(self, rel: str) -> bool:
         rel = rel.rstrip("/")

@@ -2,7 +2,7 @@
 /*
  * What a capture carries from where the NF runs to `veloz dump`: the XDP
  * dump build's perf events (nf_dump.h) and the userspace backends' capture
- * records (src/runtime/capture.h). Fixed-width, one definition.
+ * records (src/ctl/capture.h). Fixed-width, one definition.
  */
 #ifndef VELOZ_DUMP_ABI_H
 #define VELOZ_DUMP_ABI_H

@@ -2,7 +2,7 @@
 /*
  * Bob Jenkins' lookup3 hash, as the kernel's jhash2() (include/linux/jhash.h),
  * and the load balancer's flow hash built on it. One copy: nf/lb.c uses it
- * in both builds, and src/lb/flow_hash.c exports it to Python
+ * in both builds, and src/maps/flow_hash.c exports it to Python
  * (python/veloz/control/lb.py calls it through ctypes), so the ring slot the
  * control plane predicts is the one the NF picks.
  */

@@ -3,7 +3,7 @@
  * The longest-prefix-match table behind native LPM maps, reader side: the
  * layout and the lock-free lookup, public so that an NF's lookup on a
  * VZ_LPM map compiles inline into the NF (nf.h, maps.h). The writer side
- * is src/runtime/lpm.h and lpm.c.
+ * is src/maps/lpm.h and lpm.c.
  *
  * The table: a multibit trie in
  * the style of DPDK's rte_lpm (DIR-24-8), mapping an address to the rule that

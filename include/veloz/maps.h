@@ -7,7 +7,7 @@
  *
  * Concurrency rule: per-CPU maps are per worker (vz_worker_id); array maps
  * are plain memory like BPF's; hash and LRU maps take a spinlock per
- * operation; LPM maps are a DIR-24-8 trie (src/runtime/lpm.c) whose lookups
+ * operation; LPM maps are a DIR-24-8 trie (src/maps/lpm.c) whose lookups
  * take no lock and whose updates do. Any number of workers and the control
  * plane may use any of them at once.
  */

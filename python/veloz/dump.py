@@ -7,7 +7,7 @@ over the running NF's own maps and swaps it in for the attached program,
 atomically; at the end it swaps the NF back. The normal build has no hook
 at all, so an NF nobody captures pays nothing. On afxdp and dpdk, vz-dump
 asks the run through that socket to send it each frame and verdict
-(src/runtime/capture.h).
+(src/ctl/capture.h).
 """
 
 from __future__ import annotations

@@ -268,7 +268,7 @@ def _delta(now: dict, then: dict) -> dict:
 
 
 def _record(nf: str, t: float, counts: dict, dt: float, rate: dict, summary: bool) -> dict:
-    """One line in the shape every backend prints (see src/runtime/counters.c).
+    """One line in the shape every backend prints (see src/runner/counters.c).
 
     The kernel's work is not split into veloz workers, so `workers` is empty;
     errors the kernel keeps to itself (per-driver drops) are null.

@@ -5,7 +5,7 @@ at once (`ip netns exec` shares /run):
 
 - each run's control socket, /run/veloz/ctl/net<netns inode>-<IF>.sock: the
   socket's server (SO_PEERCRED) is the run; it answers with its NF, backend,
-  ports and latest counters line (the `counters` request, src/runtime/ctl_session.c);
+  ports and latest counters line (the `counters` request, src/ctl/ctl_session.c);
 - the lock each run takes per interface, /run/veloz/xdp-<netns inode>-<ifindex>.lock:
   the kernel's table of file locks (/proc/locks) names the process that
   holds it, so udpd and the linux baseline, which have no control socket,
@@ -41,7 +41,7 @@ UDPD_DIR = Path("/run/veloz/udpd")  # include/veloz/sock.h: VZ_UDPD_DEFAULT_SOCK
 UDPD_FILES = (".sock", ".stats.json", ".stats.json.tmp")
 NETNS_DIR = Path("/run/netns")
 BPFFS = Path("/sys/fs/bpf")
-PROG_PREFIX = "vz_xdp_"  # src/runtime/xdp_attach.h: VZ_XDP_PROG_PREFIX
+PROG_PREFIX = "vz_xdp_"  # src/runner/xdp_attach.h: VZ_XDP_PROG_PREFIX
 TESTBED_PROG = "vz_tb_rx"  # the testbed's own receive program, not a run's
 RUNNERS = {"vz-xdp", "vz-afxdp", "vz-dpdk"}
 SOCK_NAME = re.compile(r"^net(\d+)-(.+)\.sock$")

@@ -31,7 +31,7 @@
 
 #include "afxdp/afxdp.h"
 #include "dispatch/dispatch.h"
-#include "runtime/xsk_stats.h"
+#include "runner/xsk_stats.h"
 
 /* ---- setup -----------------------------------------------------------------
  */

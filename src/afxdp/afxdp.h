@@ -14,7 +14,7 @@
 
 #include <xdp/xsk.h>
 
-#include "runtime/userspace.h"
+#include "runner/userspace.h"
 
 struct vz_afxdp_dispatch;
 

@@ -20,7 +20,6 @@
 #include "dispatch/report.h"
 #include "dispatch/spsc.h"
 #include "dispatch/toeplitz.h"
-#include "runtime/capture.h"
 
 _Static_assert(VZ_US_BATCH_MAX <= VZ_DISPATCH_BURST, "a burst fits");
 

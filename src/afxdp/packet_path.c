@@ -21,8 +21,7 @@
 #include <xdp/xsk.h>
 
 #include "afxdp/afxdp.h"
-#include "runtime/capture.h"
-#include "runtime/xsk_stats.h"
+#include "runner/xsk_stats.h"
 
 /* ---- frames ----------------------------------------------------------------
  */

@@ -25,7 +25,6 @@
 #include "dispatch/report.h"
 #include "dispatch/toeplitz.h"
 #include "dpdk/dpdk.h"
-#include "runtime/capture.h"
 
 #define TAP_POLL_EVERY 64
 

@@ -64,8 +64,8 @@
 #include "dpdk/eal_args.h"
 #include "dpdk/hugepages.h"
 #include "dpdk/ports.h"
-#include "runtime/userspace.h"
-#include "runtime/xsk_stats.h"
+#include "runner/userspace.h"
+#include "runner/xsk_stats.h"
 
 /* Worker wk serves queues first, first + stride, ... */
 static int plan_worker(struct vz_us_run *run, struct dpdk *d, struct worker *wk,

@@ -18,7 +18,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include "runtime/userspace.h"
+#include "runner/userspace.h"
 
 #define MAX_QUEUES_PER_WORKER 8
 #define MAX_EAL_ARGS 512

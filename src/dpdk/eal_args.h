@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "runtime/userspace.h"
+#include "runner/userspace.h"
 
 struct dpdk;
 

@@ -11,8 +11,7 @@
 #include <rte_prefetch.h>
 
 #include "dpdk/dpdk.h"
-#include "runtime/capture.h"
-#include "runtime/userspace.h"
+#include "runner/userspace.h"
 
 #define TAP_POLL_EVERY 64 /* loop iterations between looks at the TAPs */
 #define TAP_BUDGET 32 /* frames taken from a TAP at a time */

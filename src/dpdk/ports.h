@@ -3,7 +3,7 @@
 #ifndef VZ_DPDK_PORTS_H
 #define VZ_DPDK_PORTS_H
 
-#include "runtime/userspace.h"
+#include "runner/userspace.h"
 
 struct dpdk;
 

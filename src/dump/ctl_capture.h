@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The client side of a userspace run's capture (src/runtime/capture.h):
+ * The client side of a userspace run's capture (src/ctl/capture.h):
  * ask the run, through its control socket, to send its frames to an
  * abstract SOCK_SEQPACKET socket of ours, read them until *stop, switch
  * it off. Only the run may connect (SO_PEERCRED); malformed records are

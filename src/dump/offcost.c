@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "runtime/capture.h"
+#include "runner/userspace.h"
 
 #define BURST 32
 #define MAX_TRIALS 1000

@@ -8,7 +8,7 @@
  * (xdp_swap.h), and the NF swaps back at the end: -c COUNT reached,
  * SIGINT, SIGTERM, SIGHUP. afxdp, dpdk (--ctl SOCKET): the run sends its
  * workers' frames to a socket of ours while the capture is on
- * (ctl_capture.h, src/runtime/capture.h).
+ * (ctl_capture.h, src/ctl/capture.h).
  *
  * Bounded: the kernel's buffers (--ring-size per CPU) or the socket's; a
  * frame that finds them full is dropped and counted, never waited for. At
@@ -33,7 +33,7 @@
 #include "dump/filter.h"
 #include "dump/reader.h"
 #include "dump/xdp_swap.h"
-#include "runtime/xdp_attach.h"
+#include "runner/xdp_attach.h"
 
 #define RING_DEFAULT (1u << 20) /* per CPU */
 

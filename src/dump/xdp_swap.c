@@ -12,7 +12,7 @@
 #include <bpf/bpf.h>
 
 #include "dump/xdp_swap.h"
-#include "runtime/xdp_attach.h"
+#include "runner/xdp_attach.h"
 
 #define MAX_MAPS 64
 

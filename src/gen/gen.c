@@ -47,7 +47,7 @@
 #include "gen/live.h"
 #include "gen/xsk_tx.h"
 #include "common/clock.h"
-#include "runtime/xdp_attach.h"
+#include "runner/xdp_attach.h"
 #include "common/iface.h"
 
 #define GEN_DST_PORT 9 /* discard: the default, and the sink's */

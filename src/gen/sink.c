@@ -31,7 +31,7 @@
 #include "gen/bpf_object.h"
 #include "gen/sink.h"
 #include "common/clock.h"
-#include "runtime/xdp_attach.h"
+#include "runner/xdp_attach.h"
 #include "common/iface.h"
 
 #define SINK_DEFAULT_PORT 9 /* the generator's: discard */

@@ -9,7 +9,7 @@
 
 #include "common/err.h"
 #include "common/options.h"
-#include "runtime/nf.h"
+#include "ctl/nf.h"
 
 static void print_maps(struct vz_nf *nf)
 {

@@ -14,7 +14,7 @@
 
 #include <stdbool.h>
 
-#include "runtime/nf.h"
+#include "ctl/nf.h"
 
 /* Room for any output: a frame may grow by its headroom. */
 #define VZ_OFFLINE_OUT_MAX (VZ_HEADROOM + VZ_FRAME_MAX + 64)

@@ -21,7 +21,7 @@
 #include "common/run_options.h"
 #include "tools/offline.h"
 #include "tools/pcap_io.h"
-#include "runtime/ctl.h"
+#include "ctl/ctl.h"
 
 enum backend { BACKEND_XDP, BACKEND_NATIVE };
 

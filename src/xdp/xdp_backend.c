@@ -2,7 +2,7 @@
 /*
  * The xdp backend: attach the NF (or the dispatch stage in front of its
  * cpumap build) to every port through libxdp, count from the NF's per-CPU
- * maps, detach at the end. The runner (src/runtime/runner.c) does the rest.
+ * maps, detach at the end. The runner (src/runner/runner.c) does the rest.
  *
  * With --dispatch POLICY --workers N the NF runs on CPUs 0..N-1 behind the
  * dispatcher, its maps the ones the counters and the control socket use.
@@ -22,7 +22,7 @@
 
 #include "common/peercred.h"
 #include "common/clock.h"
-#include "runtime/xdp_attach.h"
+#include "runner/xdp_attach.h"
 #include "xdp/xdp_backend.h"
 
 static volatile sig_atomic_t active_delta; /* SIGUSR2 +1, SIGUSR1 -1 */

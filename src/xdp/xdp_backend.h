@@ -2,7 +2,7 @@
 /*
  * The xdp backend (xdp_backend.c): an NF at the XDP hook, native or generic,
  * loaded and attached through libxdp, counted from its own per-CPU maps; a
- * struct vz_backend run by the one runner (src/runtime/runner.c), as afxdp
+ * struct vz_backend run by the one runner (src/runner/runner.c), as afxdp
  * and dpdk are. With --dispatch the interfaces run the dispatch stage
  * (src/dispatch/xdp_stage.h) and the NF's cpumap build runs behind it.
  */
@@ -16,7 +16,7 @@
 
 #include "dispatch/xdp_alloc.h"
 #include "dispatch/xdp_stage.h"
-#include "runtime/userspace.h"
+#include "runner/userspace.h"
 
 /* vz-xdp's options (src/xdp/xdp_run.c fills them) and the backend's state. */
 struct vz_xdp_run {

@@ -3,7 +3,7 @@
  * vz-xdp run: an NF on live interfaces at the XDP hook (native or generic).
  * This file is its command line: the option table, its checks and usage. The
  * backend is src/xdp/xdp_backend.c, run by the one runner
- * (src/runtime/runner.c) as afxdp and dpdk are. Detaches on SIGINT,
+ * (src/runner/runner.c) as afxdp and dpdk are. Detaches on SIGINT,
  * SIGTERM, SIGHUP or after --duration (and when stdout goes away);
  * refuses, or with --replace removes, a program a killed run left behind.
  */
@@ -15,7 +15,7 @@
 #include "common/err.h"
 #include "common/run_options.h"
 #include "dispatch/policy.h"
-#include "runtime/nf.h"
+#include "ctl/nf.h"
 #include "xdp/xdp_backend.h"
 
 static const char xdp_usage[] =

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/nf.h"
+#include "ctl/nf.h"
 
 static struct vz_nf nf;
 

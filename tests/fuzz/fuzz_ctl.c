@@ -20,8 +20,8 @@
 
 #include <bpf/bpf.h>
 
-#include "runtime/nf.h"
-#include "runtime/ctl.h"
+#include "ctl/nf.h"
+#include "ctl/ctl.h"
 
 static struct vz_nf nf;
 static struct vz_ctl ctl;

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "tools/offline.h"
-#include "runtime/ctl.h"
+#include "ctl/ctl.h"
 
 static struct vz_nf nf;
 static struct vz_offline kernel, native;

@@ -4,7 +4,7 @@ xdp and on afxdp, under paced generator traffic, changed by many `veloz ctl`
 clients at once, while one client is SIGKILLed in the middle of its
 transaction.
 
-The NF serves one control session at a time (src/runtime/ctl_server.c), so the
+The NF serves one control session at a time (src/ctl/ctl_server.c), so the
 clients' commands interleave in whatever order their connections are
 accepted, and each command's read-modify-write (next-hop slots, the route
 trie) is one session. Afterwards:

@@ -2,7 +2,7 @@
 
 On xdp the dump build swaps in for the NF and back (src/dump/xdp_swap.c);
 on afxdp and dpdk the run sends its frames while the capture is on
-(src/runtime/capture.c). The tests check the frames and verdicts in the
+(src/ctl/capture.c). The tests check the frames and verdicts in the
 file, that the NF's own program is back afterwards (same id), and that its
 counters counted straight through (the maps are shared).
 """

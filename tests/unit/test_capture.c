@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The userspace backends' capture (src/runtime/capture.c), through the
+ * The userspace backends' capture (src/ctl/capture.c), through the
  * control socket's "capture" request: bad requests refused in one line, a
  * frame's record as it arrived with its action, a full socket counted and
  * never waited for, a reader that hangs up switching it off.
@@ -12,8 +12,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <veloz/abi.h>
+
 #include "check.h"
-#include "runtime/capture.h"
+#include "ctl/capture.h"
+#include "ctl/ctl.h"
 
 static char *ask(struct vz_ctl *ctl, const char *text)
 {

@@ -17,13 +17,13 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_paths.py"
 GOOD = {
     "include/veloz/nf.h": "/* The NF API; nf/NAME.c uses it, tests/unit/test_*.py check it. */\n",
     # a C string and Python code are not comments
-    "nf/drop.c": '/* see veloz/nf.h, src/runtime/ctl.h */\nchar *s = "src/gone.c";\n',
-    "src/runtime/ctl.h": "// src/runtime/ built into build/src/runtime/libctl.a\n",
+    "nf/drop.c": '/* see veloz/nf.h, src/ctl/ctl.h */\nchar *s = "src/gone.c";\n',
+    "src/ctl/ctl.h": "// src/ctl/ built into build/src/ctl/libctl.a\n",
     "tests/unit/test_drop.py": '"""Checks nf/drop.c."""\n\nX = "nf/gone.c"  # nf/drop.c\n',
     "meson.build": "# subdir('nf')  ->  nf/drop.c\nx = '# nf/gone.c'\n",
-    "README.md": "# veloz\n\nThe NFs are in `nf/`, e.g. `nf/drop.c`; [ctl](src/runtime/ctl.h).\n"
+    "README.md": "# veloz\n\nThe NFs are in `nf/`, e.g. `nf/drop.c`; [ctl](src/ctl/ctl.h).\n"
     "\n```\nveloz run drop  # nf/drop.c, built as build/nf/drop.bpf.o\n```\n",
-    "docs/ctl.md": "Back to [the index](../README.md) or [the header](../src/runtime/ctl.h#L1).\n",
+    "docs/ctl.md": "Back to [the index](../README.md) or [the header](../src/ctl/ctl.h#L1).\n",
 }
 
 
@@ -50,7 +50,7 @@ def test_a_tree_naming_only_what_exists_passes(tmp_path):
 
 def test_each_stale_path_is_named_with_its_line(tmp_path):
     stale = {
-        "src/runtime/ctl.h": "// one\n/* the socket:\n * src/runtime/ctl.c, gone */\n",
+        "src/ctl/ctl.h": "// one\n/* the socket:\n * src/ctl/ctl.c, gone */\n",
         "tests/unit/test_drop.py": "# nf/NAME.c\n\n\ndef f():\n    # in nf/drop.py\n    pass\n",
         "README.md": GOOD["README.md"] + "\nThe CLI: `src/cli/main.c`.\n",
         "docs/ctl.md": "Back to [the index](../READ.md).\n",
@@ -63,13 +63,13 @@ def test_each_stale_path_is_named_with_its_line(tmp_path):
         "Makefile:2: names 'scripts/check.py', which does not exist",
         "README.md:9: names 'src/cli/main.c', which does not exist",
         "docs/ctl.md:1: names '../READ.md', which does not exist",
-        "src/runtime/ctl.h:3: names 'src/runtime/ctl.c', which does not exist",
+        "src/ctl/ctl.h:3: names 'src/ctl/ctl.c', which does not exist",
         "tests/unit/test_drop.py:5: names 'nf/drop.py', which does not exist",
     ]
 
 
 def test_an_include_relative_path_resolves_under_include_and_src(tmp_path):
-    make_repo(tmp_path, GOOD | {"src/runtime/ctl.h": "/* veloz/gone.h, runtime/ctl.h */\n"})
+    make_repo(tmp_path, GOOD | {"src/ctl/ctl.h": "/* veloz/gone.h, ctl/ctl.h */\n"})
     done = run(tmp_path)
     assert done.returncode == 1
-    assert done.stderr == "src/runtime/ctl.h:1: names 'veloz/gone.h', which does not exist\n"
+    assert done.stderr == "src/ctl/ctl.h:1: names 'veloz/gone.h', which does not exist\n"

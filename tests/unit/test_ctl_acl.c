@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * Who may use a running NF's control socket (src/runtime/ctl_server.c): root
+ * Who may use a running NF's control socket (src/ctl/ctl_server.c): root
  * only by default, root and one group with --ctl-group. The file's owner
  * and mode say so, and the server checks each peer's credentials too, so a
  * mode loosened by hand lets nobody else in. Clients are forked children
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "runtime/ctl.h"
+#include "ctl/ctl.h"
 #include "common/peercred.h"
 
 #define GROUP 4242

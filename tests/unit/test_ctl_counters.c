@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * The "counters" request of a running NF's control socket
- * (src/runtime/ctl_session.c): the runner's latest counters line, as
+ * (src/ctl/ctl_session.c): the runner's latest counters line, as
  * `veloz status` and `--metrics` read it. Nothing before the first line,
  * the newest line after, nothing kept once the socket is closed.
  */
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "runtime/ctl.h"
+#include "ctl/ctl.h"
 
 static char *ask(struct vz_ctl *ctl, const char *text)
 {

@@ -19,7 +19,7 @@
 
 #include "check.h"
 #include "common/clock.h"
-#include "runtime/ctl.h"
+#include "ctl/ctl.h"
 
 #define IDLE_MS 300
 

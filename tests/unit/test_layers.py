@@ -27,17 +27,36 @@ def write(root: Path, rel: str, text: str) -> None:
 
 def test_a_lower_layer_including_a_higher_one_is_refused(tmp_path):
     write(tmp_path, "src/common/errors.h", "#pragma once\n")
-    write(tmp_path, "src/runtime/maps.c", '#include "common/errors.h"\n#include <stdio.h>\n')
+    write(tmp_path, "src/maps/maps.c", '#include "common/errors.h"\n#include <stdio.h>\n')
+    write(tmp_path, "src/ctl/ctl.h", '#include "maps/lpm.h"\n')
+    write(tmp_path, "src/maps/lpm.h", "#pragma once\n")
+    write(tmp_path, "src/runner/runner.c", '#include "ctl/ctl.h"\n')
     write(tmp_path, "src/xdp/attach.h", "#pragma once\n")
     write(tmp_path, "python/veloz/__init__.py", "")
     write(tmp_path, "python/veloz/errors.py", "")
     write(tmp_path, "python/veloz/cli.py", "from veloz.errors import X\n")
     assert check("check_layers.py", tmp_path).returncode == 0
 
-    write(tmp_path, "src/runtime/ctl.c", '#include "xdp/attach.h"\n')
+    write(tmp_path, "src/ctl/ctl.c", '#include "xdp/attach.h"\n')
     done = check("check_layers.py", tmp_path)
     assert done.returncode == 1
-    assert "src/runtime/ctl.c uses src/xdp/attach.h: src/xdp (rank 4) is above" in done.stderr
+    assert "src/ctl/ctl.c uses src/xdp/attach.h: src/xdp (rank 5) is above" in done.stderr
+
+
+def test_maps_ctl_runner_are_layered_in_that_order(tmp_path):
+    # common < maps < ctl < runner: each of these reaches one step up
+    write(tmp_path, "src/ctl/ctl.h", "#pragma once\n")
+    write(tmp_path, "src/runner/userspace.h", "#pragma once\n")
+    write(tmp_path, "src/maps/maps.c", '#include "ctl/ctl.h"\n')
+    write(tmp_path, "src/ctl/capture.c", '#include "runner/userspace.h"\n')
+    write(tmp_path, "src/common/parse.c", '#include "maps/maps.c"\n')
+    done = check("check_layers.py", tmp_path)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert any("src/maps/maps.c uses src/ctl/ctl.h: src/ctl (rank 3) is above" in x for x in lines)
+    assert any("src/ctl/capture.c uses src/runner/userspace.h" in x for x in lines)
+    assert any("src/common/parse.c uses src/maps/maps.c" in x for x in lines)
+    assert len(lines) == 3
 
 
 def test_siblings_and_python_upward_imports_are_refused(tmp_path):

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The trie behind native LPM maps (src/runtime/lpm.c), step by step where
+ * The trie behind native LPM maps (src/maps/lpm.c), step by step where
  * its layout is the contract: what a reader caught between two loads relies
  * on, and leaves scaled to the value stride. test-lpm checks its answers
  * against a reference and the kernel; this checks the words themselves.
@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "check.h"
-#include "runtime/lpm.h"
+#include "maps/lpm.h"
 
 /*
  * What a reader caught between two loads relies on, step by step (the race

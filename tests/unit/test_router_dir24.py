@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """The router's DIR-24-8 update path without a kernel: `veloz ctl route
 add|del|load` run against a model of the running NF's maps (the control
-socket's verbs, as src/runtime/ctl_session.c answers them), and after every change
+socket's verbs, as src/ctl/ctl_session.c answers them), and after every change
 the DIR-24-8 table must answer every address as the LPM trie does; after a
 random history of adds, replacements and deletes it must equal the table
 built from scratch for the routes that remain, with no group leaked."""

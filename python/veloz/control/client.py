@@ -1,4 +1,4 @@
-"""The client of a running NF's control socket (server: src/runtime/ctl_server.c).
+"""The client of a running NF's control socket (server: src/ctl/ctl_server.c).
 
 Every `veloz run` listens on a Unix socket named after its network namespace
 and first port, so `veloz ctl --iface IF` run in the same namespace finds it:

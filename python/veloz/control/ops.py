@@ -3,7 +3,7 @@
 An NF keeps its state in maps (include/veloz/nf.h), so routes, rules, VIPs and
 backends all become map updates and deletes. They travel as text lines, the
 same in an ops file given to the C tools at start (applied before anything is
-attached) and on a running NF's control socket (src/runtime/ctl_session.c):
+attached) and on a running NF's control socket (src/ctl/ctl_session.c):
 
     update MAP KEYHEX VALUEHEX
     delete MAP KEYHEX

@@ -27,7 +27,7 @@
 
 #include "common/err.h"
 #include "common/iface.h"
-#include "runtime/ports.h"
+#include "runner/ports.h"
 #include "sock/udpd/port.h"
 
 #define FRAME_SIZE 2048u
