@@ -9,8 +9,8 @@
  * Called by the userspace dispatchers (afxdp, dpdk), the XDP stage's
  * runner (src/dispatch/xdp_alloc.c) and the simulator (src/dispatch/sim).
  */
-#ifndef VZ_RUNTIME_CORE_ALLOC_H
-#define VZ_RUNTIME_CORE_ALLOC_H
+#ifndef VZ_DISPATCH_CORE_ALLOC_H
+#define VZ_DISPATCH_CORE_ALLOC_H
 
 #include <linux/types.h>
 

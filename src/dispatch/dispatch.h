@@ -19,8 +19,8 @@
  * completion whether a frame finished behind a later one of its flow
  * (reordered).
  */
-#ifndef VZ_RUNTIME_DISPATCH_H
-#define VZ_RUNTIME_DISPATCH_H
+#ifndef VZ_DISPATCH_DISPATCH_H
+#define VZ_DISPATCH_DISPATCH_H
 
 #include <stdbool.h>
 #include <stddef.h>

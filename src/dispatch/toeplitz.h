@@ -7,8 +7,8 @@
  * src/dispatch/xdp_stage.bpf.c runs too, so a flow lands on the same hash
  * on every backend.
  */
-#ifndef VZ_RUNTIME_TOEPLITZ_H
-#define VZ_RUNTIME_TOEPLITZ_H
+#ifndef VZ_DISPATCH_TOEPLITZ_H
+#define VZ_DISPATCH_TOEPLITZ_H
 
 #include <stddef.h>
 #include <linux/types.h>
