@@ -5,8 +5,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 
-.PHONY: all build build-sanitize build-fuzz test test-unit test-prog test-net test-sanitize fuzz \
-	demo clean lint
+.PHONY: all build build-sanitize build-fuzz test test-unit test-prog test-net test-offline \
+	test-sanitize fuzz demo clean lint
 
 all: build
 
@@ -16,11 +16,17 @@ $(BUILD)/build.ninja:
 build: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
-# Everything: C unit tests, the Python tiers (unit, prog, net; root ones run
-# as root), then the sanitizer build's C tests and native replays.
+# Everything: C unit tests, then two lanes side by side (scripts/test-lanes):
+# the testbed tier (tests/net), and at nice 19 the tiers that need only CPU
+# (test-offline: unit, prog and cli, the sanitizer build's tests, the fuzzers).
 test: build lint
 	meson test -C $(BUILD) --print-errorlogs
-	$(PYTEST) -v --durations=15 tests
+	MAKE=$(MAKE) BUILD=$(BUILD) ./scripts/test-lanes
+
+# Each lane runs pytest with its own temporary directory and no shared cache.
+test-offline: build
+	$(PYTEST) -v -p no:cacheprovider --basetemp=$(abspath $(BUILD))/pytest-offline \
+		--durations=10 tests/unit tests/prog tests/cli
 	$(MAKE) test-sanitize
 	$(MAKE) fuzz
 
@@ -36,7 +42,8 @@ build-sanitize: $(SANITIZE_BUILD)/build.ninja
 # The native NFs under the sanitizers: every vector through every NF.
 test-sanitize: build-sanitize
 	meson test -C $(SANITIZE_BUILD) --print-errorlogs
-	VELOZ_BUILD_DIR=$(abspath $(SANITIZE_BUILD)) $(PYTEST) -v tests/prog -k native
+	VELOZ_BUILD_DIR=$(abspath $(SANITIZE_BUILD)) $(PYTEST) -v -p no:cacheprovider \
+		--basetemp=$(abspath $(SANITIZE_BUILD))/pytest tests/prog -k native
 
 test-unit: build
 	meson test -C $(BUILD) --print-errorlogs
@@ -46,7 +53,7 @@ test-prog: build
 	$(PYTEST) -v tests/prog
 
 test-net: build
-	$(PYTEST) -v tests/net
+	$(PYTEST) -v --durations=15 --basetemp=$(abspath $(BUILD))/pytest-net tests/net
 
 # libFuzzer, clang, ASan + UBSan: each NF differentially (kernel vs native),
 # the config parser, the control protocol on the stateful NFs, the UDP stack
