@@ -26,7 +26,6 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 from veloz.control.cli import ABI  # the verdict names, from the NFs' BTF
@@ -347,6 +346,9 @@ class UdpdCollector:
 
 def serve(sock: socket.socket, collector: object) -> None:
     """Serve GET /metrics on sock until killed."""
+    # here, not at the top: every `veloz` command imports this module
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)

@@ -30,12 +30,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyroute2 import IPRoute, netns
-from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netlink.rtnl.ifaddrmsg import IFA_F_NODAD
-from pyroute2.netlink.rtnl.ndmsg import NUD_PERMANENT
-from rich.console import Console
-from rich.table import Table
+# pyroute2 and rich are imported where they are used: every `veloz`
+# command imports this module for the testbed's plan (endpoint()), and
+# pyroute2 alone would add a tenth of a second to each.
 
 NAMESPACES: tuple[str, ...] = ("vz-gen", "vz-dut", "vz-sink")
 
@@ -169,6 +166,8 @@ def _netns_live(name: str) -> bool:
 @contextlib.contextmanager
 def _step(what: str) -> Iterator[None]:
     """Turn low-level failures into one TestbedError that says what was being done."""
+    from pyroute2.netlink.exceptions import NetlinkError
+
     try:
         yield
     except TestbedError:
@@ -189,6 +188,8 @@ def _lock() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _ipr(ns: str) -> Iterator[Any]:
+    from pyroute2 import IPRoute
+
     # flags=0: never create the namespace as a side effect of opening it.
     with _step(f"{ns}: opening an rtnetlink socket"):
         ipr = IPRoute(netns=ns, flags=0)
@@ -349,6 +350,8 @@ def _sysctls(ns: str) -> list[str]:
 
 
 def _ensure_netns(ns: str) -> None:
+    from pyroute2 import netns
+
     if _netns_live(ns):
         return
     with _step(f"creating network namespace {ns}"):
@@ -398,6 +401,9 @@ def _configure_netns(ns: str) -> None:
 
 
 def _configure_endpoint(ipr: Any, ep: Endpoint) -> None:
+    from pyroute2.netlink.rtnl.ifaddrmsg import IFA_F_NODAD
+    from pyroute2.netlink.rtnl.ndmsg import NUD_PERMANENT
+
     index = ipr.link_lookup(ifname=ep.ifname)[0]
     with _step(f"{ep.netns}: configuring {ep.ifname}"):
         # veth allows MAC and MTU changes while up; setting them
@@ -483,6 +489,9 @@ def down() -> None:
 
 
 def _remove_netns(ns: str) -> None:
+    from pyroute2 import netns
+    from pyroute2.netlink.exceptions import NetlinkError
+
     if _netns_live(ns):
         # Delete the veths explicitly: a process still running inside the
         # namespace keeps it (and its links and XDP programs) alive after
@@ -633,6 +642,8 @@ def ping(ns: str, address: str, timeout: float = 2.0) -> bool:
     A raw socket opened inside the namespace, because this host has no ping
     binary (and ping_group_range forbids unprivileged ICMP sockets).
     """
+    from pyroute2 import netns
+
     _require_root()
     v6 = ipaddress.ip_address(address).version == 6
     family, proto = (
@@ -677,6 +688,9 @@ def _icmp_echo(icmp_type: int, ident: int) -> bytes:
 
 def format_status(st: dict[str, Any]) -> str:
     """A plain-text table of status(); no colours or TTY needed."""
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(box=None, pad_edge=False)
     for column in ("netns", "ifname", "mac", "state", "mtu", "ipv4", "ipv6", "gro", "xdp"):
         table.add_column(column, no_wrap=column != "ipv6")

@@ -34,14 +34,28 @@ import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from veloz.control import abi, dir24
+from veloz.control import abi
 from veloz.control.client import Ctl, CtlError, per_cpu_sums
 from veloz.control.objects import Ports, iface_macs
 from veloz.control.ops import Op, delete, parse_address, parse_mac, update
 from veloz.errors import VelozError
 
+if TYPE_CHECKING:
+    from veloz.control import dir24
+
 KEYS = frozenset({"routes", "route", "neighbour", "local"})
+
+
+def _dir24() -> ModuleType:
+    """dir24 where a DIR-24-8 table is built: it needs numpy, which every
+    `veloz` command would otherwise import (the ctl parser loads this module)."""
+    from veloz.control import dir24
+
+    return dir24
+
 
 ROUTES = {4: "router_routes4", 6: "router_routes6"}
 NEXTHOPS = "router_nexthops"
@@ -311,7 +325,9 @@ def route_ops(
         yield update(ROUTES[route.prefix.family], route.prefix.key(), pack_route(route.kind, slot))
         if fib is not None and route.prefix.family == 4:
             addr = int.from_bytes(route.prefix.addr, "big")
-            fib.add(addr, route.prefix.length, dir24.entry(route.kind, slot, route.prefix.length))
+            fib.add(
+                addr, route.prefix.length, _dir24().entry(route.kind, slot, route.prefix.length)
+            )
 
 
 # ---- what the kernel knows about a live run's ports ------------------------
@@ -399,7 +415,7 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
     routes += [Route(p, ABI.LOCAL) for p in port_addresses(live)]
 
     table = NexthopTable()
-    fib = dir24.Table()
+    fib = _dir24().Table()
     ops = list(route_ops(routes, table, ports, fib))
     ops += fib.ops()
     neighbours = kernel_neighbours(live) if live else {}
@@ -464,7 +480,7 @@ def _covering(ctl: Ctl, prefix: Prefix) -> int:
             assert raw is not None
             route = ABI.ROUTE.unpack(raw)
             kind, slot = route.kind, route.nexthop
-            return dir24.entry(kind, slot, p.length)
+            return _dir24().entry(kind, slot, p.length)
     return 0
 
 
@@ -484,7 +500,7 @@ def ctl_route_add(args: argparse.Namespace, ctl: Ctl) -> int:
     ports = _live_ports(ctl)
     route = _route_from_args(args, ports)
     table = _nexthops(ctl)
-    fib = dir24.Table(_reader(ctl))
+    fib = _dir24().Table(_reader(ctl))
     ops = list(route_ops([route], table, ports, fib))
     ops += fib.ops()
     if route.via is not None:
@@ -503,7 +519,7 @@ def ctl_route_del(args: argparse.Namespace, ctl: Ctl) -> int:
     prefix = parse_prefix(args.prefix)
     ops = [delete(ROUTES[prefix.family], prefix.key())]
     if prefix.family == 4 and _holds(ctl, [prefix])[0]:
-        fib = dir24.Table(_reader(ctl))
+        fib = _dir24().Table(_reader(ctl))
         addr = int.from_bytes(prefix.addr, "big")
         fib.delete(addr, prefix.length, _covering(ctl, prefix))
         ops += fib.ops()
@@ -522,7 +538,7 @@ def ctl_route_load(args: argparse.Namespace, ctl: Ctl) -> int:
     ports = _live_ports(ctl)
     routes = read_route_file(Path(args.file), ports)
     table = _nexthops(ctl)
-    fib = dir24.Table(_reader(ctl))
+    fib = _dir24().Table(_reader(ctl))
     ops = list(route_ops(routes, table, ports, fib))
     ops += fib.ops()
     known = kernel_neighbours(ports.names)
