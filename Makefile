@@ -23,10 +23,10 @@ test: build lint
 	meson test -C $(BUILD) --print-errorlogs
 	MAKE=$(MAKE) BUILD=$(BUILD) ./scripts/test-lanes
 
-# Each lane runs pytest with its own temporary directory and no shared cache.
+# Beside the testbed lane: no pytest cache shared with it (pytest's own
+# temporary directories are per session already).
 test-offline: build
-	$(PYTEST) -v -p no:cacheprovider --basetemp=$(abspath $(BUILD))/pytest-offline \
-		--durations=10 tests/unit tests/prog tests/cli
+	$(PYTEST) -v -p no:cacheprovider --durations=10 tests/unit tests/prog tests/cli
 	$(MAKE) test-sanitize
 	$(MAKE) fuzz
 
@@ -42,8 +42,8 @@ build-sanitize: $(SANITIZE_BUILD)/build.ninja
 # The native NFs under the sanitizers: every vector through every NF.
 test-sanitize: build-sanitize
 	meson test -C $(SANITIZE_BUILD) --print-errorlogs
-	VELOZ_BUILD_DIR=$(abspath $(SANITIZE_BUILD)) $(PYTEST) -v -p no:cacheprovider \
-		--basetemp=$(abspath $(SANITIZE_BUILD))/pytest tests/prog -k native
+	VELOZ_BUILD_DIR=$(abspath $(SANITIZE_BUILD)) $(PYTEST) -v -p no:cacheprovider tests/prog \
+		-k native
 
 test-unit: build
 	meson test -C $(BUILD) --print-errorlogs
@@ -53,7 +53,7 @@ test-prog: build
 	$(PYTEST) -v tests/prog
 
 test-net: build
-	$(PYTEST) -v --durations=15 --basetemp=$(abspath $(BUILD))/pytest-net tests/net
+	$(PYTEST) -v --durations=15 tests/net
 
 # libFuzzer, clang, ASan + UBSan: each NF differentially (kernel vs native),
 # the config parser, the control protocol on the stateful NFs, the UDP stack

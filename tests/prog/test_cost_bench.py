@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """`veloz bench cost` end to end, short: every case of every NF's fixture
 table timed on both builds in every trial, in the results JSON and in the
-report. It measures (run it under the testbed lock); the test checks that
-every case ran and that the figures are where the report says, not how
-fast anything is. It needs root (BPF_PROG_TEST_RUN), not the testbed."""
+report. It measures; the test checks that every case ran and that the
+figures are where the report says, not how fast anything is, so it runs
+with the other BPF_PROG_TEST_RUN tests (root, no testbed)."""
 
 from __future__ import annotations
 
