@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 from pathlib import Path
+from typing import Any, NamedTuple
 
-from veloz import config, linux_backend, metrics, options, paths, sim
+from veloz import config, linux_backend, metrics, options, paths, safeio
 from veloz.control import objects
 from veloz.errors import VelozError
 
 # backend -> the XDP attach mode vz-xdp uses
 XDP_MODES = {"xdp": "native", "xdp-generic": "skb"}
-# backend -> the C tool that runs it in userspace
-USERSPACE = {"afxdp": "vz-afxdp", "dpdk": "vz-dpdk"}
+# backend -> the C tool that runs it; linux is the kernel's own (linux_backend)
+TOOLS = {"xdp": "vz-xdp", "xdp-generic": "vz-xdp", "afxdp": "vz-afxdp", "dpdk": "vz-dpdk"}
+# The tools' options that `veloz run` sets itself from its own arguments (the
+# NF's builds, its config, its ports); vz-xdp's --mode is chosen by --backend.
+SET_BY_RUN = {"bpf", "native", "set", "iface", "ops"}
+# afxdp's --mode (its steering program's) is --xdp-mode here: --backend
+# already says which XDP mode an NF runs in.
+RENAMED = {"mode": "xdp-mode"}
+# What the linux baseline (linux_backend.py) takes of the tools' options.
+LINUX_TAKES = {"json", "interval", "duration", "replace"}
 
 DESCRIPTION = """\
 Load the NF, attach it to each --iface (port 0, 1, ... in the order given) and
@@ -47,6 +57,19 @@ Every backend prints the same counters: packets (frames the NF ran on), the
 count per verdict, rx, errors (rx_invalid, tx_failed, pass_failed, and
 rx_missed: frames the port dropped before a worker saw them, null where only
 the driver knows) and from_kernel (frames the host sent out through the TAP).
+
+--dispatch spreads flows over --workers through a dispatch stage (afxdp: a
+dispatcher thread and rings; dpdk: a dispatcher lcore and rte_rings; xdp,
+xdp-generic: a cpumap redirect to --workers CPUs): rss-mod is hash modulo
+active workers (Shenango), flow-affinity keeps each busy flow on its worker
+(Calisto) and moves idle ones to the least loaded, buckets moves the fewest
+hash buckets to even the load (RSS++), adaptive hashes until queues build
+(src/dispatch/policy.h). --alloc grows and shrinks the active workers with
+queueing delay. --ctl-group lets a group's members use `veloz ctl` on the run
+(the control socket becomes root:GROUP 0660); --ctl-idle-timeout closes a
+session whose client sends nothing for that long, rolling back its open
+transaction. The options below are the backends' tools' own, with their
+help and defaults; each group is titled with the backends that take it.
 """
 
 
@@ -58,115 +81,97 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_run_options(p)
-    _add_ctl_options(p)
-    _add_dispatch_options(p)
-    _add_backend_options(p)
+    try:
+        _add_backend_options(p, offered())
+    except VelozError as e:
+        # a checkout not built yet: `veloz run` says so when it runs
+        p.epilog = f"(the backends' options are read from their tools: {e})"
+    else:
+        p.epilog = "dpdk: EAL arguments go after `--`, e.g. `-- -a 0000:3b:00.0 -l 2-3`."
     # What follows `--` on the command line (cli.parse_args puts it here).
     p.set_defaults(func=run, passthrough=[])
-    p.epilog = "dpdk: EAL arguments go after `--`, e.g. `-- -a 0000:3b:00.0 -l 2-3`."
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    """What runs, on which ports, and what it prints."""
+    """What runs, on which ports, and who may read its counters."""
     p.add_argument("nf", help="NF name (see `veloz nfs`)")
-    p.add_argument(
-        "--backend", required=True, choices=(*XDP_MODES, *USERSPACE, "linux"), help="see above"
-    )
+    p.add_argument("--backend", required=True, choices=(*TOOLS, "linux"), help="see above")
     p.add_argument(
         "--iface", action="append", required=True, metavar="IF", help="a port (repeatable)"
     )
     p.add_argument("--config", metavar="FILE", help="NF config (TOML)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="config override")
-    p.add_argument("--json", action="store_true", help="JSON lines instead of a table")
-    p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
-    p.add_argument(
-        "--interval", type=float, default=1.0, metavar="SECONDS", help="between counter lines"
-    )
-    p.add_argument(
-        "--replace",
-        action="store_true",
-        help="remove a stale veloz program left on an interface by a killed run",
-    )
-
-
-def _add_ctl_options(p: argparse.ArgumentParser) -> None:
-    """Who may reach the run while it runs: veloz ctl, Prometheus."""
-    p.add_argument(
-        "--ctl-group",
-        metavar="GROUP",
-        help="let this group's members use `veloz ctl` on the run (else root only): "
-        "the control socket becomes root:GROUP 0660",
-    )
-    p.add_argument(
-        "--ctl-idle-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="close a `veloz ctl` session whose client sends nothing for this long, rolling "
-        "back its open transaction, so a stopped client cannot hold the NF (default 30)",
-    )
     p.add_argument(
         "--metrics",
         metavar="ADDR:PORT",
         help="serve the counters as Prometheus text on http://ADDR:PORT/metrics "
-        "(loopback or testbed addresses; see veloz/metrics.py)",
+        "(loopback or testbed addresses; see veloz/metrics.py; not on linux)",
     )
 
 
-def _add_dispatch_options(p: argparse.ArgumentParser) -> None:
-    """A dispatch stage in front of the workers."""
-    p.add_argument(
-        "--dispatch",
-        choices=sim.policy_choices(),
-        help="spread flows over --workers through a dispatch stage (afxdp: a dispatcher "
-        "thread and rings; dpdk: a dispatcher lcore and rte_rings; xdp, xdp-generic: a "
-        "cpumap redirect): rss-mod is hash modulo active workers (Shenango), flow-affinity "
-        "keeps each busy flow on its worker (Calisto) and moves idle ones to the least "
-        "loaded, buckets moves the fewest hash buckets to even the load (RSS++), adaptive "
-        "hashes until queues build (src/dispatch/policy.h)",
-    )
-    p.add_argument(
-        "--alloc",
-        action="store_true",
-        help="with --dispatch: grow and shrink the active workers with queueing delay "
-        "(xdp, xdp-generic: the CPUs' cpumap queues, checked every millisecond)",
-    )
+class Offered(NamedTuple):
+    """A tool option as `veloz run` offers it."""
+
+    tool: str  # the first tool whose table has it: its row, its bounds
+    row: dict[str, Any]
+    backends: tuple[str, ...]  # the backends whose tool has it
 
 
-def _add_backend_options(p: argparse.ArgumentParser) -> None:
-    """The options of the userspace backends: afxdp and dpdk."""
-    us = p.add_argument_group("afxdp and dpdk")
-    us.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        metavar="N",
-        help="threads (xdp --dispatch: CPUs) running the NF",
-    )
-    us.add_argument(
-        "--queues", type=int, metavar="N", help="receive queues per port (default: --workers)"
-    )
-    us.add_argument("--batch", type=int, default=64, metavar="N", help="frames per burst (1-256)")
-    xsk = p.add_argument_group("afxdp")
-    copy = xsk.add_mutually_exclusive_group()
-    copy.add_argument("--copy", action="store_true", help="force copy mode")
-    copy.add_argument("--zero-copy", action="store_true", help="require zero-copy")
-    xsk.add_argument("--busy-poll", action="store_true", help="SO_PREFER_BUSY_POLL sockets")
-    xsk.add_argument(
-        "--xdp-mode",
-        choices=("native", "skb"),
-        default="native",
-        help="attach mode of the steering program",
-    )
-    dpdk = p.add_argument_group("dpdk")
-    dpdk.add_argument(
-        "--pmd",
-        choices=("af_xdp", "af_packet", "eal"),
-        default="af_xdp",
-        help="how each --iface becomes a DPDK port: a net_af_xdp or net_af_packet vdev on "
-        "it, or (eal) a port EAL probes from the arguments after `--`, named by its DPDK "
-        "name or PCI address, or by the kernel interface it drives",
-    )
-    dpdk.add_argument("--no-huge", action="store_true", help="ordinary memory, no hugepages")
+# the order in which the tables are read: the userspace runners' rows first
+_READ_ORDER = ("afxdp", "dpdk", "xdp", "xdp-generic")
+
+
+@functools.cache
+def offered() -> dict[str, Offered]:
+    """`veloz run`'s name of each backend option -> where it comes from,
+    read from the tools' option tables (src/common/options.h)."""
+    found: dict[str, tuple[str, dict[str, Any], list[str]]] = {}
+    for backend in _READ_ORDER:
+        tool = TOOLS[backend]
+        for name, row in options.table(tool).items():
+            if name in SET_BY_RUN or (name == "mode" and backend in XDP_MODES):
+                continue
+            found.setdefault(RENAMED.get(name, name), (tool, row, []))[2].append(backend)
+    order = (*TOOLS, "linux")
+    out = {}
+    for name, (tool, row, backends) in found.items():
+        backends += ["linux"] if name in LINUX_TAKES else []
+        out[name] = Offered(tool, row, tuple(sorted(backends, key=order.index)))
+    return out
+
+
+def _title(backends: tuple[str, ...]) -> str:
+    return backends[0] if len(backends) == 1 else f"{', '.join(backends[:-1])} and {backends[-1]}"
+
+
+def _add_backend_options(p: argparse.ArgumentParser, table: dict[str, Offered]) -> None:
+    """Each option as its tool's table declares it: help, type, choices,
+    bounds and default. One that only some backends take sits in a group
+    titled with them, and is absent from the namespace unless given."""
+    groups: dict[tuple[str, ...], argparse._ActionsContainer] = {}
+    for name, o in table.items():
+        everyone = len(o.backends) == len(TOOLS) + 1
+        if everyone:
+            where: argparse._ActionsContainer = p
+        elif o.backends not in groups:
+            where = groups[o.backends] = p.add_argument_group(_title(o.backends))
+        else:
+            where = groups[o.backends]
+        row, kw = o.row, {}
+        default = row["default"] if everyone else argparse.SUPPRESS
+        text = row["help"]
+        if row["default"] not in (None, False):
+            text += f" (default {row['default']})"
+        if row["type"] == "flag":
+            where.add_argument(f"--{name}", action="store_true", default=default, help=text)
+            continue
+        if row["type"] == "u64":
+            kw["type"] = safeio.Bounded(int, o.tool, f"--{row['name']}")
+        elif row["type"] == "seconds":
+            kw["type"] = float  # safeio.bound_numbers bounds it
+        if "choices" in row:
+            kw["choices"] = row["choices"]
+        where.add_argument(f"--{name}", default=default, metavar=row["metavar"], help=text, **kw)
 
 
 def _ports(args: argparse.Namespace, values: dict) -> list[str]:
@@ -179,57 +184,43 @@ def _ports(args: argparse.Namespace, values: dict) -> list[str]:
     return ports
 
 
-def _userspace_options(args: argparse.Namespace) -> list[str]:
-    tool = USERSPACE[args.backend]  # its own limits, checked before it runs
-    options.check(tool, "--workers", args.workers)
-    if args.queues is not None:
-        options.check(tool, "--queues", args.queues)
-    options.check(tool, "--batch", args.batch)
-    opts = ["--workers", str(args.workers), "--batch", str(args.batch)]
-    if args.dispatch:
-        opts += ["--dispatch", args.dispatch] + (["--alloc"] if args.alloc else [])
-    if args.queues is not None:
-        opts += ["--queues", str(args.queues)]
-    if args.backend == "afxdp":
-        opts += ["--mode", args.xdp_mode]
-        opts += ["--copy"] if args.copy else ["--zero-copy"] if args.zero_copy else []
-        opts += ["--busy-poll"] if args.busy_poll else []
-    else:
-        opts += ["--pmd", args.pmd] + (["--no-huge"] if args.no_huge else [])
-    return opts
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The backend options on the command line (and the defaults of those
+    every backend takes), by `veloz run`'s name."""
+    out = {}
+    for name in offered():
+        value = getattr(args, name.replace("-", "_"), None)
+        if value is not None and value is not False:
+            out[name] = value
+    return out
 
 
 def _refuse_foreign_options(args: argparse.Namespace) -> None:
-    """An option of another backend is a mistake worth one line, not silence."""
-    given = {
-        "--workers": args.workers != 1,
-        "--dispatch": args.dispatch is not None,
-        "--alloc": args.alloc,
-        "--queues": args.queues is not None,
-        "--batch": args.batch != 64,
-        "--copy": args.copy,
-        "--zero-copy": args.zero_copy,
-        "--busy-poll": args.busy_poll,
-        "--xdp-mode": args.xdp_mode != "native",
-        "--pmd": args.pmd != "af_xdp",
-        "--no-huge": args.no_huge,
-        "--ctl-group": args.ctl_group is not None,
-        "--ctl-idle-timeout": args.ctl_idle_timeout is not None,
-        "--metrics": args.metrics is not None,
-        "EAL arguments": bool(args.passthrough),
-    }
-    ctl = ("--ctl-group", "--ctl-idle-timeout", "--metrics")  # runs with a control socket
-    accepted = {
-        "afxdp": {"--workers", "--queues", "--batch", "--copy", "--zero-copy", "--busy-poll",
-                  "--xdp-mode", "--dispatch", "--alloc", *ctl},
-        "xdp": {"--dispatch", "--alloc", "--workers", *ctl},
-        "xdp-generic": {"--dispatch", "--alloc", "--workers", *ctl},
-        "dpdk": {"--workers", "--queues", "--batch", "--pmd", "--no-huge", "EAL arguments",
-                 "--dispatch", "--alloc", *ctl},
-    }.get(args.backend, set())  # fmt: skip
-    for option, is_given in given.items():
-        if is_given and option not in accepted:
-            raise VelozError(f"{option} is not an option of the {args.backend} backend")
+    """An option of another backend is a mistake worth one line, not silence:
+    the same line its tool would print."""
+    for name in _given(args):
+        if args.backend not in offered()[name].backends:
+            raise VelozError(f"--{name} is not an option of the {args.backend} backend")
+    if args.backend == "linux" and args.metrics is not None:
+        raise VelozError("--metrics is not an option of the linux backend")
+    if args.backend != "dpdk" and args.passthrough:
+        raise VelozError(f"EAL arguments is not an option of the {args.backend} backend")
+
+
+def _tool_options(args: argparse.Namespace) -> list[str]:
+    """The given options, as the backend's tool names them, each checked
+    against that tool's own limits before it runs."""
+    tool, back = TOOLS[args.backend], {v: k for k, v in RENAMED.items()}
+    out: list[str] = []
+    for name, value in _given(args).items():
+        option = f"--{back.get(name, name)}"
+        if offered()[name].row["type"] == "flag":
+            out.append(option)
+            continue
+        if offered()[name].row["type"] == "u64":
+            options.check(tool, option, value, f"--{name}")
+        out += [option, str(value)]
+    return out
 
 
 def _check_idle(seconds: float) -> None:
@@ -241,8 +232,11 @@ def _check_idle(seconds: float) -> None:
 
 def command(args: argparse.Namespace) -> list[str]:
     _refuse_foreign_options(args)
-    if args.alloc and not args.dispatch:
+    given = _given(args)
+    if "alloc" in given and "dispatch" not in given:
         raise VelozError("--alloc goes with --dispatch")
+    if args.backend in XDP_MODES and "workers" in given and "dispatch" not in given:
+        raise VelozError("--workers on xdp goes with --dispatch (the NIC's RSS spreads otherwise)")
     if args.metrics is not None:
         metrics.parse_listen(args.metrics)  # refused before anything is attached
     nf = paths.nf(args.nf)
@@ -256,38 +250,18 @@ def command(args: argparse.Namespace) -> list[str]:
         raise VelozError("--duration must be positive")
     if args.interval <= 0:
         raise VelozError("--interval must be positive")
-    if args.ctl_idle_timeout is not None:
-        _check_idle(args.ctl_idle_timeout)
-    if args.backend in USERSPACE:
-        cmd = [str(paths.tool(USERSPACE[args.backend])), "run", *_userspace_options(args)]
-    else:
-        cmd = [str(paths.tool("vz-xdp")), "run", "--mode", XDP_MODES[args.backend]]
-        if args.dispatch:
-            # the userspace runner's bound: vz-xdp's own is looser
-            options.check("vz-afxdp", "--workers", args.workers)
-            cmd += ["--dispatch", args.dispatch, "--workers", str(args.workers)]
-            cmd += ["--alloc"] if args.alloc else []
-        elif args.workers != 1:
-            raise VelozError(
-                "--workers on xdp goes with --dispatch (the NIC's RSS spreads otherwise)"
-            )
-    cmd += ["--bpf", str(nf.bpf), "--native", str(nf.native), "--interval", str(args.interval)]
+    if "ctl-idle-timeout" in given:
+        _check_idle(given["ctl-idle-timeout"])
+    cmd = [str(paths.tool(TOOLS[args.backend])), "run"]
+    if args.backend in XDP_MODES:
+        cmd += ["--mode", XDP_MODES[args.backend]]
+    cmd += ["--bpf", str(nf.bpf), "--native", str(nf.native), *_tool_options(args)]
     for port in ports:
         cmd += ["--iface", port]
     for assignment in config.to_assignments(values, ports):
         cmd += ["--set", assignment]
     if ops is not None:
         cmd += ["--ops", f"/proc/self/fd/{ops}"]
-    if args.json:
-        cmd.append("--json")
-    if args.duration is not None:
-        cmd += ["--duration", str(args.duration)]
-    if args.replace:
-        cmd.append("--replace")
-    if args.ctl_group is not None:
-        cmd += ["--ctl-group", args.ctl_group]
-    if args.ctl_idle_timeout is not None:
-        cmd += ["--ctl-idle-timeout", repr(args.ctl_idle_timeout)]
     if args.passthrough:
         cmd += ["--", *args.passthrough]
     return cmd

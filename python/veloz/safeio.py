@@ -157,9 +157,6 @@ BOUNDS: dict[tuple[str, str], tuple[float, float]] = {
 # (command, option) -> the C tool whose option it is: the bounds are that
 # tool's own (its --describe-options), so each limit is written once, in C.
 C_BOUNDS: dict[tuple[str, str], str] = {
-    ("run", "--workers"): "vz-afxdp",  # the userspace backends' runner
-    ("run", "--queues"): "vz-afxdp",
-    ("run", "--batch"): "vz-afxdp",
     ("replay", "--repeat"): "vz-replay",
     ("gen", "--size"): "vz-gen",
     ("gen", "--flows"): "vz-gen",

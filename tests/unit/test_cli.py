@@ -118,7 +118,7 @@ def test_xdp_dispatch_with_the_allocator(backend):
         (["--backend", "xdp", "--alloc"], "--alloc goes with --dispatch"),
         (["--backend", "linux", "--alloc", "--dispatch", "rss-mod"], "is not an option"),
         (["--backend", "afxdp", "--pmd", "af_packet"], "--pmd is not an option of the afxdp"),
-        (["--backend", "dpdk", "--copy"], "--copy is not an option of the dpdk backend"),
+        (["--backend", "dpdk", "--zero-copy"], "--zero-copy is not an option of the dpdk"),
         (["--backend", "xdp", "--", "-l", "0"], "EAL arguments is not an option of the xdp"),
         (["--backend", "linux", "--ctl-group", "0"], "--ctl-group is not an option of the linux"),
     ],
