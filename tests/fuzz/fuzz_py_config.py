@@ -1,6 +1,6 @@
 """Fuzz the Python config checks: the stateful NFs' TOML configs
-(python/veloz/config.py, python/veloz/control/{router,ddos,lb}.py) and the
-UDP poller's TOML or INI config (python/veloz/udpd.py).
+(python/veloz/core/config.py, python/veloz/control/{router,ddos,lb}.py) and the
+UDP poller's TOML or INI config (python/veloz/control/udpd.py).
 
 An input's first byte picks the reader (router, ddos, lb, udpd TOML, udpd
 INI); the rest is the file, read from disk as `veloz replay --config` and
@@ -41,10 +41,10 @@ with atheris.instrument_imports(
 ):
     import ops as fuzz_ops  # tests/fuzz/ops.py: the configs the C fuzzers start from
 
-    from veloz import config, options, udpd
-    from veloz.control import ddos, dir24, lb, maglev, objects, router
+    from veloz.control import ddos, dir24, lb, maglev, objects, router, udpd
     from veloz.control.ops import Op
-    from veloz.errors import VelozError
+    from veloz.core import config, options
+    from veloz.core.errors import VelozError
 
 
 def _memo_table(table: Callable[[Sequence[tuple[bytes, int]], int], list[int]]):

@@ -22,7 +22,7 @@ from wire import run_nf, send_from_gen
 
 from veloz.control.cli import stats
 from veloz.control.client import CTL_DIR, Ctl
-from veloz.proc import in_netns, veloz_argv
+from veloz.core.proc import in_netns, veloz_argv
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

@@ -15,7 +15,7 @@ from scapy.all import rdpcap
 
 from veloz.control.cli import stats
 from veloz.control.client import CTL_DIR, Ctl
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
 from waits import settle
 
 # Every backend that runs an NF (linux is a baseline, tested on its own).

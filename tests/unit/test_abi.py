@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from veloz import paths
 from veloz.control import abi, cli, ddos, dir24, lb, ops, router
-from veloz.errors import VelozError
+from veloz.core import paths
+from veloz.core.errors import VelozError
 
 NFS = paths.available_nfs()
 ABI_H = Path(__file__).resolve().parents[2] / "include" / "veloz" / "abi.h"

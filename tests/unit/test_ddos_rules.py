@@ -18,7 +18,7 @@ from veloz.control import abi, ddos
 from veloz.control.client import MapInfo
 from veloz.control.objects import Ports
 from veloz.control.ops import Op
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 REPO = Path(__file__).resolve().parents[2]
 ABI = REPO / "include" / "veloz" / "abi.h"

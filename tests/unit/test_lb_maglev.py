@@ -22,7 +22,7 @@ from veloz.control import lb
 from veloz.control.client import MapInfo
 from veloz.control.objects import Ports
 from veloz.control.ops import Op
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 M = lb.RING_SIZE
 

@@ -12,7 +12,7 @@ import json
 
 from veloz.control import abi, checks, objects
 from veloz.control.client import Ctl, per_cpu_sums
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 
 class _Abi(abi.View):

@@ -39,7 +39,7 @@ from veloz.control import abi
 from veloz.control.client import Ctl, per_cpu_sums
 from veloz.control.objects import Ports
 from veloz.control.ops import Network, Op, delete, lpm_key, parse_prefix, parse_u32, update
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 KEYS = frozenset({"allow", "rule"})
 

@@ -45,12 +45,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from veloz import paths
 from veloz.control import abi, maglev
 from veloz.control.client import Ctl, MapInfo, per_cpu_sums
 from veloz.control.objects import Ports
 from veloz.control.ops import Address, Op, delete, parse_address, parse_mac, parse_u32, update
-from veloz.errors import VelozError
+from veloz.core import paths
+from veloz.core.errors import VelozError
 
 KEYS = frozenset({"lb", "vip"})
 

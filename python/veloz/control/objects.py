@@ -29,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 
 from veloz.control import abi
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 # NF name -> module under veloz.control
 MODULES = {"router": "router", "ddos": "ddos", "lb": "lb"}
@@ -45,7 +45,7 @@ class Ports:
     def number(self, text: str | int) -> int:
         """A port given as a number or as one of the run's interface names."""
         from veloz.control.ops import parse_u32
-        from veloz.errors import VelozError
+        from veloz.core.errors import VelozError
 
         if isinstance(text, str) and text in self.names:
             return self.names.index(text)

@@ -41,7 +41,7 @@ from veloz.control import abi
 from veloz.control.client import Ctl, CtlError, per_cpu_sums
 from veloz.control.objects import Ports, iface_macs
 from veloz.control.ops import Op, delete, parse_address, parse_mac, update
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 if TYPE_CHECKING:
     from veloz.control import dir24
@@ -222,7 +222,7 @@ def parse_route_line(line: str, ports: Ports) -> Route | None:
 
 
 def read_route_file(path: Path, ports: Ports) -> list[Route]:
-    from veloz import safeio
+    from veloz.core import safeio
 
     text = safeio.read_text(path, "route file")  # bounded: not /dev/zero whole
     routes = []

@@ -26,10 +26,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from veloz import safeio, testbed
-from veloz.errors import VelozError
-from veloz.gen import parse_rate
+from veloz import testbed
+from veloz.core import safeio
+from veloz.core.errors import VelozError
 from veloz.lab import bpf_stats
+from veloz.lab.gen import parse_rate
 
 # Names only: `veloz gen` and `veloz run` build the same parser, and must not
 # pay for importing scipy and matplotlib (the experiments) each time.

@@ -19,8 +19,8 @@ import io
 import json
 from pathlib import Path
 
-from veloz import safeio
-from veloz.errors import VelozError
+from veloz.core import safeio
+from veloz.core.errors import VelozError
 
 TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">

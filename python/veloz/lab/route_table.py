@@ -26,8 +26,8 @@ import ipaddress
 import random
 import sys
 
-from veloz import safeio
-from veloz.errors import VelozError
+from veloz.core import safeio
+from veloz.core.errors import VelozError
 
 PAPER_ROUTES = 752_138
 BENCH_RANGE = ipaddress.ip_network("198.18.128.0/17")

@@ -31,8 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from veloz import dump
-from veloz.control import objects
+from veloz.control import dump, objects
 from veloz.control.cli import ABI  # the verdict names, from the NFs' BTF
 from veloz.control.client import CTL_DIR, Ctl, CtlError
 
@@ -488,7 +487,7 @@ def _add_stale_pins(stale: list[Stale]) -> None:
 
 
 def _add_stale_dumps(ns_names: dict[int, str], stale: list[Stale]) -> None:
-    """A dump killed before it swapped the NF back (veloz/dump.py)."""
+    """A dump killed before it swapped the NF back (veloz/control/dump.py)."""
     for path, pid, iface in dump.stale_dumps():
         ino = dump.netns_inode_of(path)
         where = f"{iface} in {ns_label(ns_names, ino)}"

@@ -20,10 +20,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
-# python/veloz/paths.py -> the repository root (meaningful in a checkout only)
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# python/veloz/core/paths.py -> the repository root (meaningful in a checkout only)
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 # The build's folders that hold tools, as meson lays them out.
 _BUILD_TOOL_DIRS = (
@@ -43,8 +43,8 @@ def prefixes() -> list[Path]:
     if os.environ.get("VELOZ_PREFIX"):
         found.append(Path(os.environ["VELOZ_PREFIX"]))
     if not in_checkout():
-        # P/lib/pythonX.Y/site-packages/veloz/paths.py -> P
-        found.append(Path(__file__).resolve().parents[4])
+        # P/lib/pythonX.Y/site-packages/veloz/core/paths.py -> P
+        found.append(Path(__file__).resolve().parents[5])
         found.append(Path(sys.prefix))
         found += [Path("/usr/local"), Path("/usr")]
     return list(dict.fromkeys(found))

@@ -16,8 +16,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from veloz import paths
-from veloz.errors import VelozError
+from veloz.core import paths
+from veloz.core.errors import VelozError
 
 
 def _parse(text: str, source: str) -> dict[str, dict[str, Any]]:

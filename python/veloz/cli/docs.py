@@ -1,7 +1,7 @@
 """The bash completion and the man page, both generated from the argparse parser.
 
 meson builds and installs them (install/meson.build runs
-`python -m veloz.docs`), so they can never disagree with `--help`:
+`python -m veloz.cli.docs`), so they can never disagree with `--help`:
 shtab writes the completion, argparse-manpage the man page.
 """
 
@@ -21,7 +21,7 @@ def completion(parser: argparse.ArgumentParser) -> str:
 def manpage(parser: argparse.ArgumentParser) -> str:
     from argparse_manpage.manpage import Manpage
 
-    from veloz import version
+    from veloz.core import version
 
     return str(
         Manpage(
@@ -37,7 +37,7 @@ def manpage(parser: argparse.ArgumentParser) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m veloz.docs", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m veloz.cli.docs", description=__doc__)
     p.add_argument("--completion", metavar="FILE", help="write the bash completion here")
     p.add_argument("--man", metavar="FILE", help="write the man page (section 1) here")
     args = p.parse_args(argv)

@@ -6,8 +6,8 @@ import argparse
 import subprocess
 from pathlib import Path
 
-from veloz import config, paths, safeio
 from veloz.control import objects
+from veloz.core import config, paths, safeio
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

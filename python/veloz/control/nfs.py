@@ -9,8 +9,8 @@ import subprocess
 from rich.console import Console
 from rich.table import Table
 
-from veloz import paths
-from veloz.errors import VelozError
+from veloz.core import paths
+from veloz.core.errors import VelozError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from veloz import config, linux_backend, metrics, options, paths, safeio
-from veloz.control import objects
-from veloz.errors import VelozError
+from veloz.control import linux_backend, metrics, objects
+from veloz.core import config, options, paths, safeio
+from veloz.core.errors import VelozError
 
 # backend -> the XDP attach mode vz-xdp uses
 XDP_MODES = {"xdp": "native", "xdp-generic": "skb"}
@@ -105,7 +105,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--metrics",
         metavar="ADDR:PORT",
         help="serve the counters as Prometheus text on http://ADDR:PORT/metrics "
-        "(loopback or testbed addresses; see veloz/metrics.py; not on linux)",
+        "(loopback or testbed addresses; see veloz/control/metrics.py; not on linux)",
     )
 
 

@@ -48,7 +48,7 @@ def commit() -> str:
         return str(_build.COMMIT)
     except ImportError:
         pass
-    from veloz import paths
+    from veloz.core import paths
 
     if paths.in_checkout():
         return git_commit(paths.REPO_ROOT) or UNKNOWN

@@ -32,8 +32,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from veloz import options, paths
-from veloz.errors import VelozError
+from veloz.core import options, paths
+from veloz.core.errors import VelozError
 
 DESCRIPTION = """\
 Simulate the dispatch stage with the runtime's own policy code (not a model of it).

@@ -8,8 +8,8 @@ import os
 import sys
 from typing import NoReturn
 
-from veloz import safeio
-from veloz.errors import VelozError
+from veloz.core import safeio
+from veloz.core.errors import VelozError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -20,22 +20,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from veloz import (
-        build_nf,
-        demo,
-        dump,
-        gen,
-        nfs,
-        replay,
-        run,
-        sim,
-        status,
-        testbed_cli,
-        udpd,
-        version,
-    )
+    from veloz.cli import testbed as testbed_cli
+    from veloz.control import build_nf, dump, nfs, run, status, udpd
     from veloz.control import cli as ctl
-    from veloz.lab import bench, report, route_table
+    from veloz.core import version
+    from veloz.lab import bench, demo, gen, replay, report, route_table, sim
 
     parser = OneLineParser(
         prog="veloz",
@@ -138,7 +127,3 @@ def _quiet_broken_pipe() -> int:
     SIGPIPE, with no traceback and no message (Python's documented way)."""
     _discard_stdout()
     return 128 + 13  # the shell's status for a death by SIGPIPE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,10 +28,11 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from veloz import paths, testbed
-from veloz.errors import VelozError
-from veloz.gen import parse_rate
+from veloz import testbed
+from veloz.core import paths
+from veloz.core.errors import VelozError
 from veloz.lab import bench
+from veloz.lab.gen import parse_rate
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")
 

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 RUN_DIR = Path("/run/veloz")
 BASELINES = {"drop", "tx", "redirect", "router", "lb"}

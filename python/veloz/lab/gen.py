@@ -7,8 +7,9 @@ import os
 import re
 from pathlib import Path
 
-from veloz import options, paths, testbed
-from veloz.errors import VelozError
+from veloz import testbed
+from veloz.core import options, paths
+from veloz.core.errors import VelozError
 
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)\s*(pps|bps|bit/s|b/s)?\s*$")
 _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}

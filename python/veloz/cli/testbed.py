@@ -6,7 +6,7 @@ import argparse
 import json
 
 from veloz import testbed
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

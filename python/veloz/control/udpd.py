@@ -19,8 +19,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from veloz import metrics, options, paths, safeio
-from veloz.errors import VelozError
+from veloz.control import metrics
+from veloz.core import options, paths, safeio
+from veloz.core.errors import VelozError
 
 DEFAULT_SOCKET = "/run/veloz/udpd/udpd.sock"  # include/veloz/sock.h
 
@@ -63,7 +64,7 @@ Config (TOML; INI: the same keys under [udpd], neighbours as
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 # the whole-number keys: each is vz-udpd's --KEY-WITH-DASHES, whose limits
-# are vz-udpd's own (its option table, read by veloz.options)
+# are vz-udpd's own (its option table, read by veloz.core.options)
 _INTS = ("mtu", "cpu", "busy_poll_us", "rcvbuf", "sndbuf", "max_apps", "max_sockets",
          "arp_timeout_ms", "reasm_timeout_ms", "reasm_max_bytes")  # fmt: skip
 _BOOLS = {"skb_mode": "--skb-mode", "copy": "--copy"}

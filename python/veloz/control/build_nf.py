@@ -18,8 +18,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from veloz import paths
-from veloz.errors import VelozError
+from veloz.core import paths
+from veloz.core.errors import VelozError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -17,9 +17,9 @@ import os
 import sys
 from pathlib import Path
 
-from veloz import options, paths, safeio
 from veloz.control.client import CTL_DIR, Ctl, CtlError, running_ifaces, socket_path
-from veloz.errors import VelozError
+from veloz.core import options, paths, safeio
+from veloz.core.errors import VelozError
 
 STATE_DIR = Path("/run/veloz/dump")  # src/dump/xdp_swap.h: VZ_DUMP_STATE_DIR
 XDP_BACKENDS = ("xdp", "xdp-generic")

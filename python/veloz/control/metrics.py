@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from veloz.control.cli import ABI  # the verdict names, from the NFs' BTF
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 # Where --metrics may listen: this machine, or the testbed's own networks.
 ALLOWED = [ipaddress.ip_network(n) for n in

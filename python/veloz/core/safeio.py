@@ -15,8 +15,8 @@ import os
 import stat
 from pathlib import Path
 
-from veloz import options
-from veloz.errors import VelozError
+from veloz.core import options
+from veloz.core.errors import VelozError
 
 # The largest text file veloz reads whole (configs, route tables, results):
 # the paper's 752,138-route table is about 30 MiB as text.

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 if TYPE_CHECKING:
     from veloz.lab.hosts import Host

@@ -16,8 +16,8 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Sequence
 
-from veloz import safeio
-from veloz.errors import VelozError
+from veloz.core import safeio
+from veloz.core.errors import VelozError
 
 # Fields whose value may be an interface name, translated to its port number.
 PORT_FIELDS = frozenset({"port"})
