@@ -41,6 +41,7 @@ with atheris.instrument_imports(
 ):
     import ops as fuzz_ops  # tests/fuzz/ops.py: the configs the C fuzzers start from
 
+    from veloz.cli.udpd import DESCRIPTION as UDPD_DESCRIPTION  # its config's keys, documented
     from veloz.control import ddos, dir24, lb, maglev, objects, router, udpd
     from veloz.control.ops import Op
     from veloz.core import config, options
@@ -138,7 +139,7 @@ def seeds() -> list[bytes]:
         mod = objects.module(nf)
         assert mod is not None and mod.__doc__ is not None
         texts += [(nf, _doc_block(mod.__doc__, "Config file (TOML")), (nf, fuzz_ops.CONFIGS[nf])]
-    texts.append(("udpd.toml", _doc_block(udpd.DESCRIPTION, '"neighbours = IP=MAC, IP=MAC"):')))
+    texts.append(("udpd.toml", _doc_block(UDPD_DESCRIPTION, '"neighbours = IP=MAC, IP=MAC"):')))
     texts += MORE.items()
     return [bytes([READERS.index(reader)]) + text.encode() for reader, text in texts]
 

@@ -207,7 +207,7 @@ def test_usage_errors_are_one_line(argv):
 def test_an_error_quoting_a_newline_is_still_one_line(monkeypatch, capsys):
     # a message that quotes input holding a newline (a route file's name
     # from a TOML string, say) still prints as one line
-    from veloz.control import udpd
+    from veloz.cli import udpd  # the parser's binding of the command's work
 
     def fail(args):
         raise VelozError("route file a\nb.txt: No such file or directory", code=2)

@@ -20,11 +20,24 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from veloz.cli import testbed as testbed_cli
-    from veloz.control import build_nf, dump, nfs, run, status, udpd
-    from veloz.control import cli as ctl
+    from veloz.cli import (
+        bench,
+        build,
+        ctl,
+        demo,
+        dump,
+        gen,
+        nfs,
+        replay,
+        report,
+        route_table,
+        run,
+        sim,
+        status,
+        testbed,
+        udpd,
+    )
     from veloz.core import version
-    from veloz.lab import bench, demo, gen, replay, report, route_table, sim
 
     parser = OneLineParser(
         prog="veloz",
@@ -33,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=version.VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    testbed_cli.add_parser(sub)
+    testbed.add_parser(sub)
     run.add_parser(sub)
     replay.add_parser(sub)
     gen.add_parser(sub)
@@ -41,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     report.add_parser(sub)
     nfs.add_parser(sub)
-    build_nf.add_parser(sub)
+    build.add_parser(sub)
     route_table.add_parser(sub)
     ctl.add_parser(sub)
     sim.add_parser(sub)
@@ -75,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         try:
             if getattr(args, "needs_ctl", False):
-                from veloz.control import cli as ctl
+                from veloz.control import ctl
 
                 code = ctl.run(args)
             else:

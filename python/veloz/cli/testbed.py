@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from veloz import testbed
-from veloz.core.errors import VelozError
+from veloz.testbed import run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,22 +21,3 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", choices=("up", "down", "status"))
     p.add_argument("--json", action="store_true", help="machine-readable status")
     p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        if args.action == "up":
-            testbed.up()
-        elif args.action == "down":
-            testbed.down()
-            if not args.json:
-                print("testbed removed")
-            return 0
-        st = testbed.status()
-    except testbed.TestbedError as e:
-        raise VelozError(str(e), code=1) from None
-    if args.json:
-        print(json.dumps(st, indent=2))
-    else:
-        print(testbed.format_status(st))
-    return 0

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from veloz.control.cli import ABI  # the verdict names, from the NFs' BTF
+from veloz.control.ctl import ABI  # the verdict names, from the NFs' BTF
 from veloz.core.errors import VelozError
 
 # Where --metrics may listen: this machine, or the testbed's own networks.

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from veloz.control import dump, objects
-from veloz.control.cli import ABI  # the verdict names, from the NFs' BTF
 from veloz.control.client import CTL_DIR, Ctl, CtlError
+from veloz.control.ctl import ABI  # the verdict names, from the NFs' BTF
 
 RUN_DIR = Path(os.environ.get("VELOZ_RUN_DIR", "/run/veloz"))
 UDPD_DIR = Path("/run/veloz/udpd")  # include/veloz/sock.h: VZ_UDPD_DEFAULT_SOCKET's
@@ -634,17 +634,6 @@ def _nf_lines(r: dict) -> list[str]:
             text += f"; grows {alloc.get('grows')} shrinks {alloc.get('shrinks')}"
         lines.append(text)
     return lines
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "status",
-        help="what veloz runs on this machine, and what killed runs left",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--json", action="store_true", help="one JSON object")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

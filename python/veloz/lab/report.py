@@ -91,13 +91,6 @@ MAX_RECORD_ROWS = 500
 HIDDEN_FIELDS = {"histogram", "errors", "latency_ns"}
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write an HTML report of a results directory",
-                       description=__doc__)  # fmt: skip
-    p.add_argument("directory", metavar="DIR", help="a `veloz bench` results directory")
-    p.set_defaults(func=run)
-
-
 def run(args: argparse.Namespace) -> int:
     print(write_report(Path(args.directory)))
     return 0

@@ -100,21 +100,6 @@ def write(routes: list[tuple[int, int]], via: str, port: int, out) -> None:
         out.write(f"{ipaddress.IPv4Address(value)}/{length} {via} {port}\n")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "route-table",
-        help="write a synthetic internet-sized IPv4 routing table",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--count", type=int, default=PAPER_ROUTES, help="routes (default: the paper's)")
-    p.add_argument("--seed", type=int, default=1, help="the same seed gives the same table")
-    p.add_argument("--via", default="198.18.1.2", help="next hop of every route")
-    p.add_argument("--port", type=int, default=1, help="egress port of every route")
-    p.add_argument("--out", metavar="FILE", help="default: stdout")
-    p.set_defaults(func=run)
-
-
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.count <= 2_000_000:
         raise VelozError("--count must be between 1 and 2000000")

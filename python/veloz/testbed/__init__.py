@@ -14,6 +14,7 @@ whatever state it starts from, and `down()` removes it.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import fcntl
@@ -29,6 +30,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from veloz.core.errors import VelozError
 
 # pyroute2 and rich are imported where they are used: every `veloz`
 # command imports this module for the testbed's plan (endpoint()), and
@@ -717,3 +720,23 @@ def _format_xdp(xdp: dict[str, Any] | None) -> str:
         return "-"
     name = xdp.get("prog_name")
     return f"{xdp['mode']} id {xdp['prog_id']}" + (f" ({name})" if name else "")
+
+
+def run(args: argparse.Namespace) -> int:
+    """`veloz testbed up|down|status` (its parser: veloz/cli/testbed.py)."""
+    try:
+        if args.action == "up":
+            up()
+        elif args.action == "down":
+            down()
+            if not args.json:
+                print("testbed removed")
+            return 0
+        st = status()
+    except TestbedError as e:
+        raise VelozError(str(e), code=1) from None
+    if args.json:
+        print(json.dumps(st, indent=2))
+    else:
+        print(format_status(st))
+    return 0
