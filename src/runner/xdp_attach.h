@@ -16,7 +16,7 @@
 #define VZ_XDP_PROG_PREFIX "vz_xdp_"
 /*
  * The testbed's XDP_PASS program on its far ends
- * (python/veloz/testbed/__init__.py): a placeholder, which `veloz run`
+ * (python/veloz/testbed/receivers.py): a placeholder, which `veloz run`
  * replaces without asking.
  */
 #define VZ_TESTBED_RX_PROG "vz_tb_rx"
