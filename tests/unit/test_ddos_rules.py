@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from veloz.cli import ctl_ddos
 from veloz.control import abi, ddos
 from veloz.control.client import MapInfo
 from veloz.control.objects import Ports
@@ -93,7 +94,7 @@ class FakeCtl:
 
 def ctl_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="veloz ctl")
-    ddos.add_ctl_commands(parser.add_subparsers(dest="cmd", required=True))
+    ctl_ddos.add_ctl_commands(parser.add_subparsers(dest="cmd", required=True))
     return parser
 
 

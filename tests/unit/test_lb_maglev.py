@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from veloz.cli import ctl_lb
 from veloz.control import lb
 from veloz.control.client import MapInfo
 from veloz.control.objects import Ports
@@ -399,7 +400,7 @@ class FakeCtl:
 
 def ctl_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="veloz ctl")
-    lb.add_ctl_commands(parser.add_subparsers(dest="command", required=True))
+    ctl_lb.add_ctl_commands(parser.add_subparsers(dest="command", required=True))
     return parser
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from veloz.cli import ctl_ddos, ctl_lb, ctl_router
 from veloz.control import ctl, objects
 from veloz.control.ctl import cmd_dump, cmd_maps, cmd_stats
+
+# NF (objects.MODULES) -> its `veloz ctl` commands' parser
+NF_COMMANDS = {"router": ctl_router, "ddos": ctl_ddos, "lb": ctl_lb}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,12 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = cmds.add_parser("dump", help="every entry of one map, as hex")
     d.add_argument("map")
     d.set_defaults(func=cmd_dump, owner=None)
-    for nf in objects.MODULES:
-        mod = objects.module(nf)
-        if mod is None:
-            continue
+    for nf in objects.MODULES:  # each NF with objects has its commands' parser
         before = set(cmds.choices)
-        mod.add_ctl_commands(cmds)
+        NF_COMMANDS[nf].add_ctl_commands(cmds)
         for name in set(cmds.choices) - before:
             cmds.choices[name].set_defaults(owner=nf)
     # cli.main hands these to run(), which connects and calls func(args, ctl)

@@ -16,8 +16,9 @@ A module defines:
         top-level config keys that hold objects, not config fields
     def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]
         the objects of a config file (relative file names are relative to base)
-    def add_ctl_commands(sub: argparse._SubParsersAction) -> None
-        its `veloz ctl` subcommands; each sets func=f(args, ctl: Ctl) -> int
+    ctl_VERB(args, ctl: Ctl) -> int
+        the work of its `veloz ctl` subcommands, whose parser is
+        veloz/cli/ctl_NF.py's add_ctl_commands (func=ctl_VERB)
 """
 
 from __future__ import annotations
