@@ -118,6 +118,7 @@ def test_xdp_dispatch_with_the_allocator(backend):
             "--dispatch is not an option of the linux",
         ),
         (["--backend", "afxdp", "--alloc"], "--alloc goes with --dispatch"),
+        (["--backend", "afxdp", "--copy", "--zero-copy"], "--copy and --zero-copy exclude"),
         (["--backend", "xdp", "--alloc"], "--alloc goes with --dispatch"),
         (["--backend", "linux", "--alloc", "--dispatch", "rss-mod"], "is not an option"),
         (["--backend", "afxdp", "--pmd", "af_packet"], "--pmd is not an option of the afxdp"),

@@ -117,6 +117,8 @@ def _check_idle(seconds: float) -> None:
 def command(args: argparse.Namespace) -> list[str]:
     _refuse_foreign_options(args)
     given = _given(args)
+    if {"copy", "zero-copy"} <= given.keys():  # the tools take the last one given
+        raise VelozError("--copy and --zero-copy exclude each other")
     if "alloc" in given and "dispatch" not in given:
         raise VelozError("--alloc goes with --dispatch")
     if args.backend in XDP_MODES and "workers" in given and "dispatch" not in given:
