@@ -20,8 +20,10 @@ HERE = Path(__file__).resolve().parent
 def _commit() -> str:
     if os.environ.get("VELOZ_COMMIT"):
         return os.environ["VELOZ_COMMIT"]
-    # one definition of how a commit is named: veloz/version.py's
-    spec = importlib.util.spec_from_file_location("_vz_version", HERE / "python/veloz/version.py")
+    # one definition of how a commit is named: veloz/core/version.py's
+    spec = importlib.util.spec_from_file_location(
+        "_vz_version", HERE / "python/veloz/core/version.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.git_commit(HERE) or mod.UNKNOWN

@@ -39,35 +39,31 @@ C_LAYERS = [
     ("tests", 9),
 ]
 
-# Python modules of the veloz package, by the same rule: the shared base, then
-# the pieces that drive one C tool or one mechanism, then the commands that
-# combine them, then the command line.
+# Python packages of veloz, by the same rule: the core every layer shares
+# (ranked within), then the testbed and the control plane, then the lab, then
+# the command line (argparse) over all of them. Within control, the modules
+# that drive a running NF sit above the control socket's.
 PY_LAYERS = [
-    ("veloz.errors", 0),
-    ("veloz.paths", 1),
-    ("veloz.options", 2),  # the C tools' option tables
-    ("veloz.safeio", 3),  # argparse types and checks, bounded by those tables
-    ("veloz.version", 3),
-    ("veloz.proc", 4),
-    ("veloz.config", 4),
-    ("veloz.control", 4),
-    ("veloz.linux_backend", 4),
-    ("veloz.nfs", 4),
-    ("veloz.build_nf", 4),
-    ("veloz.sim", 4),
-    ("veloz.testbed", 4),
-    ("veloz.metrics", 5),
-    ("veloz.gen", 5),
-    ("veloz.replay", 5),
-    ("veloz.run", 6),
-    ("veloz.udpd", 6),
-    ("veloz.status", 6),
-    ("veloz.dump", 5),  # status shows what a killed dump left
-    ("veloz.lab", 6),
-    ("veloz.demo", 7),
-    ("veloz.testbed_cli", 8),
+    ("veloz.core", 0),  # the package's __init__: a docstring
+    ("veloz.core.errors", 0),
+    ("veloz.core.paths", 1),
+    ("veloz.core.options", 2),  # the C tools' option tables
+    ("veloz.core.safeio", 3),  # argparse types and checks, bounded by those tables
+    ("veloz.core.version", 3),
+    ("veloz.core.proc", 4),
+    ("veloz.core.config", 4),
+    ("veloz.testbed", 5),
+    ("veloz.control", 5),  # NF objects as map operations, the control socket
+    ("veloz.control.linux_backend", 6),
+    ("veloz.control.nfs", 6),
+    ("veloz.control.build_nf", 6),
+    ("veloz.control.metrics", 6),
+    ("veloz.control.dump", 6),
+    ("veloz.control.status", 7),  # status shows what a killed dump left
+    ("veloz.control.run", 7),
+    ("veloz.control.udpd", 7),
+    ("veloz.lab", 8),
     ("veloz.cli", 9),
-    ("veloz.docs", 10),
     ("veloz", 0),  # the package's __init__: a docstring
 ]
 

@@ -21,7 +21,7 @@
 #define OPT_DESCRIBE 0x10001
 #define OPT_BASE 0x10100 /* + row index */
 
-/* As --describe-options names them (python/veloz/options.py reads them). */
+/* As --describe-options names them (python/veloz/core/options.py reads). */
 static const char *const type_names[] = {
 	[VZ_OPT_FLAG] = "flag",	    [VZ_OPT_U64] = "u64",
 	[VZ_OPT_DOUBLE] = "double", [VZ_OPT_SECONDS] = "seconds",

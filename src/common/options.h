@@ -4,7 +4,7 @@
  * (lib/util/params.h): each option is one row saying its name, type, where
  * it is stored, its limits and its help. One parser walks the table, so a
  * limit is written once, and `--describe-options --json` prints the same
- * rows for Python (python/veloz/options.py) to build its checks from.
+ * rows for Python (python/veloz/core/options.py) to build its checks from.
  *
  * The defaults are what the caller's struct holds before vz_opts_parse():
  * --describe-options reads them from there, so they too are written once.

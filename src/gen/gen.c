@@ -303,7 +303,7 @@ static int opt_dst_range(const struct vz_option *opt, const char *text,
 #define GEN_OPT(name, type, member, ...) \
 	VZ_OPTION(name, type, struct gen, member, __VA_ARGS__)
 
-/* python/veloz/gen.py checks `veloz gen`'s options by these rows. */
+/* python/veloz/lab/gen.py checks `veloz gen`'s options by these rows. */
 static struct vz_option gen_options[] = {
 	GEN_OPT("iface", VZ_OPT_IFNAME, ifname, .required = true,
 		.metavar = "IF", .help = "send out of this interface"),

@@ -15,8 +15,9 @@
 /* Programs veloz attaches are named vz_xdp_<nf>. */
 #define VZ_XDP_PROG_PREFIX "vz_xdp_"
 /*
- * The testbed's XDP_PASS program on its far ends (python/veloz/testbed.py):
- * a placeholder, which `veloz run` replaces without asking.
+ * The testbed's XDP_PASS program on its far ends
+ * (python/veloz/testbed/receivers.py): a placeholder, which `veloz run`
+ * replaces without asking.
  */
 #define VZ_TESTBED_RX_PROG "vz_tb_rx"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from veloz import version
+from veloz.core import version
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("VELOZ_BUILD_DIR", REPO / "build"))
@@ -144,7 +144,7 @@ def test_version_names_the_commit_it_was_built_from(inst: dict) -> None:
 def test_tools_and_nfs_are_found_in_the_prefix(inst: dict) -> None:
     prefix = inst["prefix"]
     for exe in ("veloz", "veloz_elsewhere"):
-        code = "from veloz import paths; print(paths.tool('vz-replay'), paths.nf('drop').bpf)"
+        code = "from veloz.core import paths; print(paths.tool('vz-replay'), paths.nf('drop').bpf)"
         python = inst[exe].parent / "python"
         env = dict(inst["env"]) | ({"VELOZ_PREFIX": str(prefix)} if exe != "veloz" else {})
         tool, nf = _ok(_run([str(python), "-c", code], cwd=inst["cwd"], env=env)).split()

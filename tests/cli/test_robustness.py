@@ -48,8 +48,9 @@ from pathlib import Path
 import pytest
 
 import veloz.lab.hosts  # noqa: F401  before _in_process patches Popen: it subclasses it
-from veloz import cli, paths
+from veloz import cli
 from veloz.control.client import Ctl
+from veloz.core import paths
 
 REPO = Path(__file__).resolve().parents[2]
 PCAP = REPO / "tests" / "vectors" / "l3l4.pcap"

@@ -1,6 +1,6 @@
 """Fuzz the Python config checks: the stateful NFs' TOML configs
-(python/veloz/config.py, python/veloz/control/{router,ddos,lb}.py) and the
-UDP poller's TOML or INI config (python/veloz/udpd.py).
+(python/veloz/core/config.py, python/veloz/control/{router,ddos,lb}.py) and the
+UDP poller's TOML or INI config (python/veloz/control/udpd.py).
 
 An input's first byte picks the reader (router, ddos, lb, udpd TOML, udpd
 INI); the rest is the file, read from disk as `veloz replay --config` and
@@ -41,10 +41,11 @@ with atheris.instrument_imports(
 ):
     import ops as fuzz_ops  # tests/fuzz/ops.py: the configs the C fuzzers start from
 
-    from veloz import config, options, udpd
-    from veloz.control import ddos, dir24, lb, maglev, objects, router
+    from veloz.cli.udpd import DESCRIPTION as UDPD_DESCRIPTION  # its config's keys, documented
+    from veloz.control import ddos, dir24, lb, maglev, objects, router, udpd
     from veloz.control.ops import Op
-    from veloz.errors import VelozError
+    from veloz.core import config, options
+    from veloz.core.errors import VelozError
 
 
 def _memo_table(table: Callable[[Sequence[tuple[bytes, int]], int], list[int]]):
@@ -138,7 +139,7 @@ def seeds() -> list[bytes]:
         mod = objects.module(nf)
         assert mod is not None and mod.__doc__ is not None
         texts += [(nf, _doc_block(mod.__doc__, "Config file (TOML")), (nf, fuzz_ops.CONFIGS[nf])]
-    texts.append(("udpd.toml", _doc_block(udpd.DESCRIPTION, '"neighbours = IP=MAC, IP=MAC"):')))
+    texts.append(("udpd.toml", _doc_block(UDPD_DESCRIPTION, '"neighbours = IP=MAC, IP=MAC"):')))
     texts += MORE.items()
     return [bytes([READERS.index(reader)]) + text.encode() for reader, text in texts]
 

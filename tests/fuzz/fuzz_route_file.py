@@ -25,7 +25,7 @@ import pyfuzz
 with atheris.instrument_imports(include=["veloz", "ipaddress"]):
     from veloz.control import router
     from veloz.control.objects import Ports
-    from veloz.errors import VelozError
+    from veloz.core.errors import VelozError
     from veloz.lab import route_table
 
 PORTS = Ports(["eth0", "eth1", "dut-gen"], [bytes([2, 0, 0, 0, 0, i]) for i in (1, 2, 3)])

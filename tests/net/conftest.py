@@ -27,7 +27,7 @@ def testbed():
 def far_ends_receive(request):
     """Each testbed test starts with the far ends' receive programs in place.
 
-    Without one, XDP_TX into gen-dut is lost (testbed._ensure_receiver), so
+    Without one, XDP_TX into gen-dut is lost (testbed.receivers._ensure_receiver), so
     every later tx capture there came back empty: once in CI, after a run of
     udpd tests, not reproduced since. A test that removed it (a kill -9's
     clean-up, a --replace) must not fail the tests after it."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from veloz.control.client import Ctl
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
 from waits import wait_until
 
 SINK_MAC = "02:00:c6:12:01:02"  # vz-sink's sink-dut

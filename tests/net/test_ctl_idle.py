@@ -23,7 +23,7 @@ from test_ctl import CONFIG, ok
 from test_ctl_load import TRAFFIC, held_fds, killed_writes
 
 from veloz.control.client import Ctl
-from veloz.proc import Runner, in_netns, veloz_argv
+from veloz.core.proc import Runner, in_netns, veloz_argv
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

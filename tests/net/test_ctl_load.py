@@ -36,7 +36,7 @@ from test_ctl import CONFIG  # the router's config, as test_ctl runs it
 
 from veloz.control import dir24, router
 from veloz.control.client import Ctl
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
 from waits import wait_until
 
 CLIENTS = 4

@@ -27,7 +27,7 @@ from test_metrics import LB_CONFIG, LB_VIP
 
 from veloz.control import ddos, lb
 from veloz.control.client import Ctl
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
 from waits import wait_until
 
 CLIENTS = 4

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from veloz.proc import veloz_argv
+from veloz.core.proc import veloz_argv
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 

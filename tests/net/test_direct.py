@@ -13,8 +13,8 @@ import os
 import signal
 import subprocess
 
-from veloz import paths
-from veloz.proc import in_netns
+from veloz.core import paths
+from veloz.core.proc import in_netns
 from waits import wait_until
 
 SERVER_IP, CLIENT_IP = "198.18.0.3", "198.18.0.4"

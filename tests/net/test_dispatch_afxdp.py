@@ -18,7 +18,7 @@ import subprocess
 import pytest
 from wire import run_nf
 
-from veloz.proc import in_netns, veloz_argv
+from veloz.core.proc import in_netns, veloz_argv
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 

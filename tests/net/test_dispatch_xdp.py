@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 from wire import run_nf, xdp_attached
 
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

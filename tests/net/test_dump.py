@@ -20,9 +20,9 @@ import pytest
 from scapy.all import IP, UDP, Ether, rdpcap, wrpcap
 from wire import run_nf, send_from_gen
 
-from veloz.control.cli import stats
 from veloz.control.client import CTL_DIR, Ctl
-from veloz.proc import in_netns, veloz_argv
+from veloz.control.ctl import stats
+from veloz.core.proc import in_netns, veloz_argv
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

@@ -34,7 +34,7 @@ from test_udpd import (
 from wire import drop_counts_every_frame, run_nf
 
 from veloz import testbed as tb
-from veloz.proc import Runner, in_netns, veloz_argv
+from veloz.core.proc import Runner, in_netns, veloz_argv
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

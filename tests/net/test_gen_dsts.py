@@ -13,7 +13,7 @@ import pytest
 from scapy.layers.inet import IP, TCP, UDP
 from wire import Capture
 
-from veloz.proc import in_netns, run_json, veloz_argv
+from veloz.core.proc import in_netns, run_json, veloz_argv
 
 RANGE = ipaddress.ip_network("198.18.128.0/17")
 

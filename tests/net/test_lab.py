@@ -11,9 +11,9 @@ import pytest
 from scapy.all import IP, TCP, UDP, IPv6
 from wire import Capture
 
-from veloz import paths
+from veloz.core import paths
+from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
 from veloz.lab import trial
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
 from veloz.testbed import status
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")

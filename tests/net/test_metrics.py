@@ -20,7 +20,7 @@ from wire import run_nf, send_from_gen, xdp_attached
 
 from veloz import testbed as tb
 from veloz.control import lb
-from veloz.proc import in_netns, veloz_argv
+from veloz.core.proc import in_netns, veloz_argv
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

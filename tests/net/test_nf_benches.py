@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from veloz.proc import veloz_argv
+from veloz.core.proc import veloz_argv
 
 
 def bench(tmp_path, *args: str) -> dict:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from veloz.core.proc import Runner, in_netns, veloz_argv
 from veloz.lab.experiments import ddos_attack
-from veloz.proc import Runner, in_netns, veloz_argv
 
 
 @pytest.mark.parametrize("backend", ["xdp", "xdp-generic", "afxdp", "dpdk"])

@@ -31,7 +31,7 @@ from wire import (
 )
 
 from veloz import testbed as tb
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

@@ -20,7 +20,7 @@ from test_metrics import LB_CONFIG, LB_VIP, lb_expected
 from wire import run_nf, send_from_gen, xdp_attached
 
 from veloz import testbed as tb
-from veloz.proc import veloz_argv
+from veloz.core.proc import veloz_argv
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from test_topology_ssh import MGMT_DUT_IP, _xdp_on, sshd  # noqa: F401  (the fixture)
 
+from veloz.core.proc import veloz_argv
 from veloz.lab import route_table, topology
 from veloz.lab.experiments import Context, router
-from veloz.proc import veloz_argv
 
 # Each beside its testbed value (198.18.0.3, .0.4, .0.100, .1.3, .0.200)
 MOVED = {"udpd": "198.18.0.13", "udpd_generator": "198.18.0.14", "vip": "198.18.0.110",

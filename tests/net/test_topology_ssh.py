@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from veloz.core.proc import veloz_argv
 from veloz.lab import topology, trial
-from veloz.proc import veloz_argv
 from veloz.testbed import status
 from waits import wait_until
 

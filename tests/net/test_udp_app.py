@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_udpd import UDPD_IP, xdp_attached
 
+from veloz.core.proc import Runner, in_netns, veloz_argv
 from veloz.lab import dnsapp
-from veloz.proc import Runner, in_netns, veloz_argv
 
 SOCKET = "/run/veloz/udpd/test-udp-app.sock"
 

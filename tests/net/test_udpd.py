@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from veloz import paths
-from veloz.proc import Runner, in_netns, veloz_argv
+from veloz.core import paths
+from veloz.core.proc import Runner, in_netns, veloz_argv
 from waits import wait_until
 
 UDPD_IP = "198.18.0.3"

@@ -16,7 +16,7 @@ from test_status import ours, status
 from test_udpd import CONFIG, SOCKET, echo_from_gen, start_veloz_echo, stop
 from wire import xdp_attached
 
-from veloz.proc import Runner, in_netns, veloz_argv
+from veloz.core.proc import Runner, in_netns, veloz_argv
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

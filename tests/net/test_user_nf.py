@@ -20,7 +20,7 @@ from test_dump import dump_argv, start_dump, verdicts
 from test_run import GEN_SIDE, PROBE_PORT, probe_frames, probe_through
 from wire import replay_prediction, run_nf, send_from_gen
 
-from veloz.proc import veloz_argv
+from veloz.core.proc import veloz_argv
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 

@@ -19,7 +19,7 @@ import pytest
 from wire import link_packets, nf_packets, run_nf, settle_nf, xdp_attached
 
 from veloz import testbed as tb
-from veloz.proc import in_netns, veloz_argv
+from veloz.core.proc import in_netns, veloz_argv
 from waits import wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

@@ -37,7 +37,7 @@ from wire import (
     xdp_attached,
 )
 
-from veloz.proc import veloz_argv
+from veloz.core.proc import veloz_argv
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 

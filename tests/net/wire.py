@@ -13,9 +13,9 @@ from pathlib import Path
 
 from scapy.all import rdpcap
 
-from veloz.control.cli import stats
 from veloz.control.client import CTL_DIR, Ctl
-from veloz.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.control.ctl import stats
+from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
 from waits import settle
 
 # Every backend that runs an NF (linux is a baseline, tested on its own).

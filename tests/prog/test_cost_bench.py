@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
+from veloz.core.proc import veloz_argv
 from veloz.lab import fixtures
-from veloz.proc import veloz_argv
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="BPF_PROG_TEST_RUN needs root")
 TRIALS = 2

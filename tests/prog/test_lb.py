@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from scapy.packet import Packet
 
-from veloz import paths
 from veloz.control import lb, ops
 from veloz.control.objects import Ports
+from veloz.core import paths
 from veloz.lab import fixtures
 
 from .conftest import (

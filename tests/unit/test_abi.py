@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from veloz import paths
-from veloz.control import abi, cli, ddos, dir24, lb, ops, router
-from veloz.errors import VelozError
+from veloz.control import abi, ctl, ddos, dir24, lb, ops, router
+from veloz.core import paths
+from veloz.core.errors import VelozError
 
 NFS = paths.available_nfs()
 ABI_H = Path(__file__).resolve().parents[2] / "include" / "veloz" / "abi.h"
@@ -119,7 +119,7 @@ VIEWS: dict = {
     ("ddos", ddos.ALLOW[4]): (LPM, lambda: ddos.ABI.ALLOW_VALUE),
     ("ddos", ddos.ALLOW[6]): (LPM, lambda: ddos.ABI.ALLOW_VALUE),
     ("router", router.COUNTERS): (None, lambda: router.ABI.COUNTER),
-    ("drop", "vz_stats"): (None, lambda: cli.ABI.STAT),
+    ("drop", "vz_stats"): (None, lambda: ctl.ABI.STAT),
 }
 
 
@@ -162,7 +162,7 @@ def test_map_sizes_and_names_come_from_the_objects():
     assert len(router.COUNTER_NAMES) == abi.nf_abi("router").map(router.COUNTERS).max_entries
     assert len(ddos.TOTAL_NAMES) == abi.nf_abi("ddos").map(ddos.TOTALS).max_entries
     assert dir24.GROUPS * 256 == abi.nf_abi("router").map(dir24.TBL8).max_entries
-    assert cli.VERDICTS == ["aborted", "drop", "pass", "tx", "redirect"]
+    assert ctl.VERDICTS == ["aborted", "drop", "pass", "tx", "redirect"]
     assert router.NAMED_FIELDS == {"table": {"trie": 0, "dir24": 1}}
     assert ddos.ACTIONS == {"drop": 1, "limit": 2, "allow": 3}
     assert lb.MAX_WEIGHT == 0xFFFF and ddos.RATE_MAX == 0xFFFF_FFFF

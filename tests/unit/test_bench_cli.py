@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from veloz.cli import build_parser
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 from veloz.lab import bench
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scapy.utils import PcapNgReader, PcapReader
 
-from veloz import paths
+from veloz.core import paths
 
 WRITER = paths.build_dir() / "tests/unit/capfile-write"
 TS = 1700000000123456789

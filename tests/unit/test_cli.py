@@ -8,9 +8,12 @@ import sys
 
 import pytest
 
-from veloz import cli, config, gen, paths, run
-from veloz.errors import VelozError
-from veloz.proc import veloz_argv
+from veloz import cli
+from veloz.control import run
+from veloz.core import config, paths
+from veloz.core.errors import VelozError
+from veloz.core.proc import veloz_argv
+from veloz.lab import gen
 
 
 def test_config_file_and_sets_become_assignments(tmp_path):
@@ -115,10 +118,11 @@ def test_xdp_dispatch_with_the_allocator(backend):
             "--dispatch is not an option of the linux",
         ),
         (["--backend", "afxdp", "--alloc"], "--alloc goes with --dispatch"),
+        (["--backend", "afxdp", "--copy", "--zero-copy"], "--copy and --zero-copy exclude"),
         (["--backend", "xdp", "--alloc"], "--alloc goes with --dispatch"),
         (["--backend", "linux", "--alloc", "--dispatch", "rss-mod"], "is not an option"),
         (["--backend", "afxdp", "--pmd", "af_packet"], "--pmd is not an option of the afxdp"),
-        (["--backend", "dpdk", "--copy"], "--copy is not an option of the dpdk backend"),
+        (["--backend", "dpdk", "--zero-copy"], "--zero-copy is not an option of the dpdk"),
         (["--backend", "xdp", "--", "-l", "0"], "EAL arguments is not an option of the xdp"),
         (["--backend", "linux", "--ctl-group", "0"], "--ctl-group is not an option of the linux"),
     ],
@@ -204,7 +208,7 @@ def test_usage_errors_are_one_line(argv):
 def test_an_error_quoting_a_newline_is_still_one_line(monkeypatch, capsys):
     # a message that quotes input holding a newline (a route file's name
     # from a TOML string, say) still prints as one line
-    from veloz import udpd
+    from veloz.cli import udpd  # the parser's binding of the command's work
 
     def fail(args):
         raise VelozError("route file a\nb.txt: No such file or directory", code=2)
@@ -242,7 +246,7 @@ def test_nfs_describes_config_from_btf():
 
 
 def test_runner_reports_a_run_that_fails_to_start():
-    from veloz.proc import Runner
+    from veloz.core.proc import Runner
 
     failing = [sys.executable, "-c", "import sys; sys.stderr.write('veloz: boom\\n'); sys.exit(2)"]
     with pytest.raises(VelozError, match="^boom$"):
@@ -250,7 +254,7 @@ def test_runner_reports_a_run_that_fails_to_start():
 
 
 def test_runner_stops_a_run_that_hangs():
-    from veloz.proc import Runner
+    from veloz.core.proc import Runner
 
     with pytest.raises(VelozError, match="did not start in time"):
         Runner([sys.executable, "-c", "import time; time.sleep(60)"], attach_timeout=0.5)

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from veloz.cli import ctl_ddos
 from veloz.control import abi, ddos
 from veloz.control.client import MapInfo
 from veloz.control.objects import Ports
 from veloz.control.ops import Op
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 REPO = Path(__file__).resolve().parents[2]
 ABI = REPO / "include" / "veloz" / "abi.h"
@@ -93,7 +94,7 @@ class FakeCtl:
 
 def ctl_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="veloz ctl")
-    ddos.add_ctl_commands(parser.add_subparsers(dest="cmd", required=True))
+    ctl_ddos.add_ctl_commands(parser.add_subparsers(dest="cmd", required=True))
     return parser
 
 

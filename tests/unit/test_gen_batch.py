@@ -8,8 +8,10 @@ import subprocess
 
 import pytest
 
-from veloz import cli, gen, paths
-from veloz.errors import VelozError
+from veloz import cli
+from veloz.core import paths
+from veloz.core.errors import VelozError
+from veloz.lab import gen
 
 
 def command(*argv: str) -> list[str]:

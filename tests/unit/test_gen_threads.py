@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 from veloz.lab import gen_ceiling, trial
 
 

@@ -176,7 +176,7 @@ def test_plots_with_trial_points_draw_boxes_and_dots():
 
 
 def test_demo_prints_the_cost_and_the_peak_beside_it(capsys):
-    from veloz import demo
+    from veloz.lab import demo
 
     recs = records(afxdp_lost=100_000)
     cost = headline_cost.table(recs)

@@ -33,8 +33,8 @@ def test_a_lower_layer_including_a_higher_one_is_refused(tmp_path):
     write(tmp_path, "src/runner/runner.c", '#include "ctl/ctl.h"\n')
     write(tmp_path, "src/xdp/attach.h", "#pragma once\n")
     write(tmp_path, "python/veloz/__init__.py", "")
-    write(tmp_path, "python/veloz/errors.py", "")
-    write(tmp_path, "python/veloz/cli.py", "from veloz.errors import X\n")
+    write(tmp_path, "python/veloz/core/errors.py", "")
+    write(tmp_path, "python/veloz/cli/__init__.py", "from veloz.core.errors import X\n")
     assert check("check_layers.py", tmp_path).returncode == 0
 
     write(tmp_path, "src/ctl/ctl.c", '#include "xdp/attach.h"\n')
@@ -63,17 +63,17 @@ def test_siblings_and_python_upward_imports_are_refused(tmp_path):
     write(tmp_path, "src/afxdp/afxdp.h", "#pragma once\n")
     write(tmp_path, "src/dpdk/dpdk.c", '#include "afxdp/afxdp.h"\n')
     write(tmp_path, "python/veloz/__init__.py", "")
-    write(tmp_path, "python/veloz/cli.py", "")
-    write(tmp_path, "python/veloz/errors.py", "from veloz import cli\n")
+    write(tmp_path, "python/veloz/cli/__init__.py", "")
+    write(tmp_path, "python/veloz/core/errors.py", "from veloz import cli\n")
     annotation_only = "import typing\nif typing.TYPE_CHECKING:\n    from veloz.cli import H\n"
-    write(tmp_path, "python/veloz/proc.py", annotation_only)
+    write(tmp_path, "python/veloz/core/proc.py", annotation_only)
     done = check("check_layers.py", tmp_path)
     assert done.returncode == 1
     lines = done.stderr.splitlines()
     assert any("src/dpdk/dpdk.c uses src/afxdp/afxdp.h" in x and "sibling" in x for x in lines)
-    assert any("veloz.errors uses veloz.cli" in x for x in lines)
+    assert any("veloz.core.errors uses veloz.cli" in x for x in lines)
     # an annotation-only import is not a dependency
-    assert not any("veloz.proc" in x for x in lines) and len(lines) == 2
+    assert not any("veloz.core.proc" in x for x in lines) and len(lines) == 2
 
 
 def test_a_file_outside_every_layer_is_named(tmp_path):

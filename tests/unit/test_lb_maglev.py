@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from veloz.cli import ctl_lb
 from veloz.control import lb
 from veloz.control.client import MapInfo
 from veloz.control.objects import Ports
 from veloz.control.ops import Op
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 M = lb.RING_SIZE
 
@@ -399,7 +400,7 @@ class FakeCtl:
 
 def ctl_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="veloz ctl")
-    lb.add_ctl_commands(parser.add_subparsers(dest="command", required=True))
+    ctl_lb.add_ctl_commands(parser.add_subparsers(dest="command", required=True))
     return parser
 
 

@@ -9,8 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from veloz import metrics
-from veloz.errors import VelozError
+from veloz.control import metrics
+from veloz.core.errors import VelozError
 
 USERSPACE_LINE = {
     "t": 3.0, "nf": "ddos", "packets": 12, "bytes": 900, "aborted": 0, "drop": 5, "pass": 4,

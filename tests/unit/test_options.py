@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from veloz import options, paths
-from veloz.errors import VelozError
+from veloz.core import options, paths
+from veloz.core.errors import VelozError
 
 # tool -> the subcommand its options follow
 TOOLS = {

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 from veloz.lab import report
 
 RESULT = {

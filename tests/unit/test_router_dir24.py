@@ -18,7 +18,7 @@ import pytest
 from veloz.control import dir24, router
 from veloz.control.client import CtlError
 from veloz.control.ops import Op
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 VIAS = ["10.255.0.1", "10.255.0.2", "10.255.0.3"]
 

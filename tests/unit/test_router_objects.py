@@ -11,7 +11,7 @@ import pytest
 
 from veloz.control import router
 from veloz.control.objects import Ports
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 PORTS = Ports(["eth0", "eth1"], [bytes.fromhex("020000000001"), bytes.fromhex("020000000002")])
 

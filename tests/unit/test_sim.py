@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from veloz import sim
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
+from veloz.lab import sim
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VELOZ = REPO_ROOT / ".venv" / "bin" / "veloz"

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from veloz.cli import bench as bench_cli
 from veloz.lab import bench
 from veloz.lab.experiments import EXPERIMENTS, soak
 
@@ -70,7 +71,7 @@ def test_memory_of_this_process_and_of_none():
 
 def settings(*argv: str) -> dict:
     p = argparse.ArgumentParser()
-    bench.add_parser(p.add_subparsers())
+    bench_cli.add_parser(p.add_subparsers())
     return bench.settings_from(p.parse_args(["bench", *argv]))
 
 

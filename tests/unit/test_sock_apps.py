@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from veloz import paths
+from veloz.core import paths
 from waits import wait_until
 
 APPS = paths.build_dir() / "src/sock/apps"

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from veloz import paths
+from veloz.core import paths
 
 HEADER = paths.REPO_ROOT / "include/veloz/sock.h"
 MAP = paths.REPO_ROOT / "src/sock/lib/libveloz-sock.map"

@@ -1,10 +1,12 @@
 """The testbed plan's invariants and the pure parts of veloz.testbed; no root needed."""
 
 import ipaddress
+import os
 
 import pytest
 
 from veloz import testbed
+from veloz.testbed.reachability import _icmp_echo
 
 IPV4_RANGE = ipaddress.ip_network("198.18.0.0/15")
 IPV6_RANGE = ipaddress.ip_network("fd00:198:18::/48")
@@ -130,13 +132,13 @@ def test_endpoint_is_frozen():
 
 @pytest.mark.parametrize("func", [testbed.up, testbed.down, testbed.status])
 def test_needs_root(monkeypatch, func):
-    monkeypatch.setattr(testbed.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(testbed.TestbedError, match="needs root"):
         func()
 
 
 def test_icmp_echo_checksum_verifies():
-    packet = testbed._icmp_echo(8, 0x1234)
+    packet = _icmp_echo(8, 0x1234)
     padded = packet + b"\0" * (len(packet) % 2)
     total = sum(int.from_bytes(padded[i : i + 2], "big") for i in range(0, len(padded), 2))
     while total >> 16:

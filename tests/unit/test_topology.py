@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 from veloz.lab import topology, trial
 from veloz.lab.hosts import Host, LocalHost, NetnsHost, SshHost
 

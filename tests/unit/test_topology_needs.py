@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 from veloz.lab import bench, topology
 from veloz.lab.experiments import EXPERIMENTS, ddos_attack, lb_bench, throughput, udp
 from veloz.lab.hosts import LocalHost, SshHost, _schedstat_s, env_argv

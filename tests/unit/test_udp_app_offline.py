@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 from veloz.lab import dnsapp
 from veloz.lab.experiments import EXPERIMENTS, Context, udp_app
 

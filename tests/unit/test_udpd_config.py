@@ -9,8 +9,8 @@ import tomllib
 
 import pytest
 
-from veloz import udpd
-from veloz.errors import VelozError
+from veloz.control import udpd
+from veloz.core.errors import VelozError
 
 GOOD = """
 interface = "dut-gen"

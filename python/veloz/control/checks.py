@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Callable
 
 from veloz.control import abi
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 # The kernel's IFNAMSIZ less the NUL.
 IFNAME_MAX = 15

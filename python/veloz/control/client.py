@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from veloz.control.ops import Op
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 CTL_DIR = Path(os.environ.get("VELOZ_CTL_DIR", "/run/veloz/ctl"))
 # Requests in flight before reading replies: bounds what either side buffers.

@@ -24,7 +24,7 @@ import numpy as np
 
 from veloz.control import abi
 from veloz.control.ops import Op, update
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 TBL24, TBL8, OWNER = "router_tbl24", "router_tbl8", "router_tbl8_owner"
 CHUNK = 1 << 16  # entries per read request

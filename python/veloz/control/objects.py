@@ -16,8 +16,9 @@ A module defines:
         top-level config keys that hold objects, not config fields
     def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]
         the objects of a config file (relative file names are relative to base)
-    def add_ctl_commands(sub: argparse._SubParsersAction) -> None
-        its `veloz ctl` subcommands; each sets func=f(args, ctl: Ctl) -> int
+    ctl_VERB(args, ctl: Ctl) -> int
+        the work of its `veloz ctl` subcommands, whose parser is
+        veloz/cli/ctl_NF.py's add_ctl_commands (func=ctl_VERB)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 
 from veloz.control import abi
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 # NF name -> module under veloz.control
 MODULES = {"router": "router", "ddos": "ddos", "lb": "lb"}
@@ -45,7 +46,7 @@ class Ports:
     def number(self, text: str | int) -> int:
         """A port given as a number or as one of the run's interface names."""
         from veloz.control.ops import parse_u32
-        from veloz.errors import VelozError
+        from veloz.core.errors import VelozError
 
         if isinstance(text, str) and text in self.names:
             return self.names.index(text)

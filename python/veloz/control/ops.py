@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from veloz.control import abi
 from veloz.control.client import Ctl, CtlError, per_cpu_sums
 from veloz.control.objects import Ports, iface_macs
 from veloz.control.ops import Op, delete, parse_address, parse_mac, update
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 
 if TYPE_CHECKING:
     from veloz.control import dir24
@@ -222,7 +222,7 @@ def parse_route_line(line: str, ports: Ports) -> Route | None:
 
 
 def read_route_file(path: Path, ports: Ports) -> list[Route]:
-    from veloz import safeio
+    from veloz.core import safeio
 
     text = safeio.read_text(path, "route file")  # bounded: not /dev/zero whole
     routes = []
@@ -642,46 +642,6 @@ def ctl_stats(args: argparse.Namespace, ctl: Ctl) -> int:
         for name, value in stats.items():
             print(f"{name:12} {value}")
     return 0
-
-
-def add_ctl_commands(sub: argparse._SubParsersAction) -> None:
-    route = sub.add_parser("route", help="router: add, delete, load and list routes")
-    verbs = route.add_subparsers(dest="verb", metavar="VERB", required=True)
-    add = verbs.add_parser(
-        "add", help="PREFIX via ADDRESS [--port P] | PREFIX local|blackhole|kernel"
-    )
-    add.add_argument("prefix")
-    add.add_argument("kind", nargs="?", choices=("local", "blackhole", "kernel", "via"))
-    add.add_argument("via", nargs="?", metavar="ADDRESS")
-    add.add_argument("--port", "-p", help="egress port: number or interface (default 0)")
-    add.set_defaults(func=_route_add_dispatch)
-    d = verbs.add_parser("del", help="delete the route of exactly PREFIX")
-    d.add_argument("prefix")
-    d.set_defaults(func=ctl_route_del)
-    load = verbs.add_parser("load", help="add every route of a route file, all or none")
-    load.add_argument("file")
-    load.set_defaults(func=ctl_route_load)
-    lst = verbs.add_parser("list", help="the routes in the running NF")
-    lst.add_argument("--limit", type=int, default=50, help="rows to print (0: all)")
-    lst.add_argument("--json", action="store_true")
-    lst.set_defaults(func=ctl_route_list)
-
-    neigh = sub.add_parser("neigh", help="router: the MAC of a next hop")
-    verbs = neigh.add_subparsers(dest="verb", metavar="VERB", required=True)
-    add = verbs.add_parser("add", help="ADDRESS MAC")
-    add.add_argument("address")
-    add.add_argument("mac")
-    add.set_defaults(func=ctl_neigh_add)
-    d = verbs.add_parser("del", help="forget a next hop's MAC (its routes PASS)")
-    d.add_argument("address")
-    d.set_defaults(func=ctl_neigh_del)
-    lst = verbs.add_parser("list", help="next hops and their MACs")
-    lst.add_argument("--json", action="store_true")
-    lst.set_defaults(func=ctl_neigh_list)
-
-    stats = sub.add_parser("router-stats", help="router: why packets went where they went")
-    stats.add_argument("--json", action="store_true")
-    stats.set_defaults(func=ctl_stats)
 
 
 def _route_add_dispatch(args: argparse.Namespace, ctl: Ctl) -> int:

@@ -26,10 +26,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from veloz import safeio, testbed
-from veloz.errors import VelozError
-from veloz.gen import parse_rate
+from veloz import testbed
+from veloz.core import safeio
+from veloz.core.errors import VelozError
 from veloz.lab import bpf_stats
+from veloz.lab.gen import parse_rate
 
 # Names only: `veloz gen` and `veloz run` build the same parser, and must not
 # pay for importing scipy and matplotlib (the experiments) each time.
@@ -39,11 +40,9 @@ EXPERIMENTS = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "noi
 NOISES = ("none", "cpu", "disk", "net")
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")
-NFS = ("drop", "tx", "redirect")
 MAX_SIZE = 3520  # the generator's single-buffer live frames
 # 400 Gbit/s of 64-byte frames (84 bytes on the wire with preamble and gap)
 MAX_PPS = 595_238_095
-ACCESSES = (0, 25, 50, 100, 200, 400, 800, 1600, 3200)
 # Per experiment, what differs from the common defaults.
 DEFAULTS: dict[str, dict] = {
     "headline": {"sizes": "64,1500", "seconds": 2.0},
@@ -56,32 +55,6 @@ DEFAULTS: dict[str, dict] = {
     "soak": {"backends": "xdp,xdp-generic,afxdp,dpdk", "seconds": 600.0},
     "udp-soak": {"seconds": 600.0},
 }
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="run a lab experiment, write results and a report",
-                       description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("experiment", metavar="EXPERIMENT", help=", ".join(EXPERIMENTS))
-    p.add_argument("--backends",
-                   help="comma-separated (default: all five; soak: all but linux)")  # fmt: skip
-    p.add_argument("--sizes", help="frame sizes in bytes (default 64; headline 64,1500; "
-                   "sizes 64..1500)")  # fmt: skip
-    p.add_argument("--trials", type=int, default=5, help="repetitions, interleaved (default 5)")
-    p.add_argument("--seconds", type=float, help="length of one run (default 2)")
-    p.add_argument("--nf", choices=NFS, help="NF for sizes, noisy, cpu (drop) and latency (tx)")
-    p.add_argument("--rates", help="offered rates for latency and cpu (100k, 1M, 2Mpps, 1Gbps)")
-    p.add_argument("--steps", type=int, default=5, help="halvings per binary search")
-    p.add_argument("--loss", type=float, default=0.005, help="loss of the lossy search")
-    p.add_argument("--noises", default=",".join(NOISES), help="neighbours for noisy")
-    p.add_argument("--accesses", default=",".join(map(str, ACCESSES)), help="for cost")
-    p.add_argument("--repeat", type=int, default=200_000, help="runs per cost trial")
-    p.add_argument("--out", metavar="DIR", help="results directory (default ./veloz-results/…)")
-    p.add_argument("--no-report", action="store_true", help="write only the JSON")
-    p.add_argument("--topology", metavar="FILE",
-                   help="hosts and ports of the generator, DUT and sink (TOML; default: "
-                   "the namespace testbed)")  # fmt: skip
-    p.set_defaults(func=run)
 
 
 def _list(text: str, what: str) -> list[str]:

@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 from veloz.lab import topology
 from veloz.lab.hosts import env_argv, stop
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from veloz import paths
+from veloz.core import paths
 
 
 def _read(path: str) -> str | None:

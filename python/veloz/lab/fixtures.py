@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from veloz import paths
-from veloz.errors import VelozError
+from veloz.core import paths
+from veloz.core.errors import VelozError
 
 # Where the tables are: beside the NFs' sources (a checkout only).
 FIXTURE_DIR = paths.REPO_ROOT / "nf" / "fixtures"

@@ -32,7 +32,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 from veloz.lab import stats, topology, trial
 
 DEFAULT_VARIANTS = ["base", "threads=2", "threads=2,rxq=2"]

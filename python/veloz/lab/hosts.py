@@ -33,8 +33,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from veloz import paths
-from veloz.errors import VelozError
+from veloz.core import paths
+from veloz.core.errors import VelozError
 
 # How long an SSH session may take to start (connect, authenticate, exec).
 SSH_START_S = 20.0
@@ -62,7 +62,9 @@ _THREADS_SCHED = (
     ' $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" "$t/status")"; done 2>/dev/null'
 )
 # Where veloz's own Python finds a built or installed tool or library
-_LOOKUP = "import sys\nfrom veloz import paths\nprint(getattr(paths, sys.argv[1])(sys.argv[2]))"
+_LOOKUP = (
+    "import sys\nfrom veloz.core import paths\nprint(getattr(paths, sys.argv[1])(sys.argv[2]))"
+)
 
 
 Env = Mapping[str, str | None]
@@ -362,7 +364,8 @@ class SshHost(Host):
             path = done.stdout.strip()
             if done.returncode != 0 or not path.startswith("/"):
                 why = (done.stderr.strip().splitlines() or ["not found"])[-1]
-                why = why.removeprefix("veloz.errors.VelozError: ")  # the traceback's last line
+                # the traceback's last line
+                why = why.removeprefix("veloz.core.errors.VelozError: ")
                 raise VelozError(f"{self.name}: no {name} there: {why}", code=1)
             self._found[kind, name] = path
         return self._found[kind, name]

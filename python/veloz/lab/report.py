@@ -19,8 +19,8 @@ import io
 import json
 from pathlib import Path
 
-from veloz import safeio
-from veloz.errors import VelozError
+from veloz.core import safeio
+from veloz.core.errors import VelozError
 
 TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -89,13 +89,6 @@ window.addEventListener("load", function () {
 MAX_RECORD_ROWS = 500
 # Raw record fields too bulky or nested for the table.
 HIDDEN_FIELDS = {"histogram", "errors", "latency_ns"}
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write an HTML report of a results directory",
-                       description=__doc__)  # fmt: skip
-    p.add_argument("directory", metavar="DIR", help="a `veloz bench` results directory")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

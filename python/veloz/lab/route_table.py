@@ -26,8 +26,8 @@ import ipaddress
 import random
 import sys
 
-from veloz import safeio
-from veloz.errors import VelozError
+from veloz.core import safeio
+from veloz.core.errors import VelozError
 
 PAPER_ROUTES = 752_138
 BENCH_RANGE = ipaddress.ip_network("198.18.128.0/17")
@@ -98,21 +98,6 @@ def generate(count: int, seed: int) -> list[tuple[int, int]]:
 def write(routes: list[tuple[int, int]], via: str, port: int, out) -> None:
     for value, length in routes:
         out.write(f"{ipaddress.IPv4Address(value)}/{length} {via} {port}\n")
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "route-table",
-        help="write a synthetic internet-sized IPv4 routing table",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--count", type=int, default=PAPER_ROUTES, help="routes (default: the paper's)")
-    p.add_argument("--seed", type=int, default=1, help="the same seed gives the same table")
-    p.add_argument("--via", default="198.18.1.2", help="next hop of every route")
-    p.add_argument("--port", type=int, default=1, help="egress port of every route")
-    p.add_argument("--out", metavar="FILE", help="default: stdout")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -63,7 +63,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
 from veloz.lab.hosts import Host, LocalHost, NetnsHost, SshHost
 
 ROLES = ("generator", "dut", "sink")

@@ -25,9 +25,9 @@ import os
 import time
 from contextlib import ExitStack
 
+from veloz.core.proc import Runner, json_result
 from veloz.lab import topology, workers
 from veloz.lab.hosts import Host
-from veloz.proc import Runner, json_result
 
 # Where each NF's frames arrive, if anywhere: the role whose (first) port gets them.
 ARRIVE = {"tx": "generator", "redirect": "sink", "router": "sink"}

@@ -192,7 +192,7 @@ static struct vz_option sim_options[] = {
 		.help = "the simulator's own speed, on stderr"),
 	SIM_OPT("progress", VZ_OPT_FLAG, progress,
 		.help = "lines 'progress DONE TOTAL' (simulated us) on stderr"),
-	/* for python/veloz/sim.py, not a person: not in --help */
+	/* for python/veloz/lab/sim.py, not a person: not in --help */
 	SIM_OPT("policies", VZ_OPT_FLAG, alloc, .parse = print_policies,
 		.hidden = true),
 	VZ_OPTION_END,

@@ -247,7 +247,7 @@ static int opt_gateway(const struct vz_option *opt, const char *text, void *dst,
 	VZ_OPTION(name, type, struct opts, member, __VA_ARGS__)
 
 /* The limits here are the only ones: `veloz udpd` reads them from
- * --describe-options (python/veloz/udpd.py). */
+ * --describe-options (python/veloz/control/udpd.py). */
 static struct vz_option udpd_options[] = {
 	UDPD_OPT("iface", VZ_OPT_IFNAME, ifname, .required = true,
 		 .metavar = "IF", .help = "the interface to serve"),

@@ -30,10 +30,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from veloz import replay
-from veloz.errors import VelozError
-from veloz.lab import fixtures, summary
-from veloz.proc import veloz_argv
+from veloz.core.errors import VelozError
+from veloz.core.proc import veloz_argv
+from veloz.lab import fixtures, replay, summary
 
 BUILDS = ("xdp", "native")
 

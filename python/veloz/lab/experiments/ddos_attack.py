@@ -29,9 +29,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
+from veloz.core.proc import Runner, json_result
 from veloz.lab import legit, summary, topology
-from veloz.proc import Runner, json_result
 
 SECONDS = 3.0  # of legitimate traffic (and attack) per trial
 

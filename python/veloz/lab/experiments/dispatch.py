@@ -68,7 +68,7 @@ SIM_COSTS: dict[str, dict[str, float]] = {
 
 def policies() -> tuple[str, ...]:
     """The build's policies, rss-mod (the baseline) first."""
-    from veloz import sim
+    from veloz.lab import sim
 
     return sim.policies()
 
@@ -82,7 +82,7 @@ class Dispatch:
         return s["trials"] * len(policies()) * (len(s["rates"]) + len(SIM_CORES) * len(SIM_COSTS))
 
     def run(self, ctx) -> None:
-        from veloz.sim import run_sim
+        from veloz.lab.sim import run_sim
 
         s = ctx.settings
         for t in range(s["trials"]):

@@ -24,11 +24,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from veloz import config, paths
 from veloz.control import objects
 from veloz.control import router as router_ctl
 from veloz.control.ops import write_file
-from veloz.errors import VelozError
+from veloz.core import config, paths
+from veloz.core.errors import VelozError
 from veloz.lab import route_table, stats, summary, topology, trial
 from veloz.lab.experiments import throughput
 

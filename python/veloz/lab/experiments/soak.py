@@ -30,10 +30,10 @@ from contextlib import ExitStack
 
 from scipy import stats as sps
 
+from veloz.core.proc import Runner, run_json
 from veloz.lab import topology, trial
 from veloz.lab.experiments import udp
 from veloz.lab.hosts import Host, LocalHost
-from veloz.proc import Runner, run_json
 
 PROBE_RATES = (2_000_000, 1_000_000, 500_000, 250_000, 100_000)
 PROBE_S = 3.0

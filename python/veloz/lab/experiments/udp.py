@@ -53,10 +53,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from veloz.errors import VelozError
+from veloz.core.errors import VelozError
+from veloz.core.proc import Runner
 from veloz.lab import summary, topology
 from veloz.lab.hosts import Host, stop
-from veloz.proc import Runner
 
 PAYLOADS = (18, 64, 512, 1472)  # UDPDK's range
 LATENCY_ARMS = ("kernel", "kernel-busy", "veloz", "veloz-busy", "veloz-direct")

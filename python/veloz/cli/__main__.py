@@ -1,0 +1,7 @@
+"""`python -m veloz.cli`: the `veloz` command, run by this interpreter."""
+
+import sys
+
+from veloz.cli import main
+
+sys.exit(main())
