@@ -267,7 +267,7 @@ enum vz_ddos_total {
 #define VZ_LB_RING_SIZE 65537 /* Maglev's M: a prime */
 #define VZ_LB_RING_ENTRIES (VZ_LB_MAX_VIPS * VZ_LB_RING_SIZE)
 #define VZ_LB_MAX_BACKENDS 4096 /* ids 1..4095; id 0 is "none" */
-#define VZ_LB_MAX_CONNS 262144 /* loads in ~40 ms on xdp; 1M: ~400 ms */
+#define VZ_LB_MAX_CONNS 262144 /* loads in tens of ms on xdp; 1M: 4x that */
 /* The flow hash's jhash seed (include/veloz/jhash.h). */
 #define VZ_LB_HASH_SEED 0x5a17b00cu
 

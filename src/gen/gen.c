@@ -7,8 +7,9 @@
  * then we sleep until the schedule says the next one is due.
  *
  * Each BPF_PROG_RUN with repeat > 1 adds the program to the kernel's XDP
- * BPF dispatcher and removes it afterwards, a text patch that costs ~25 ms
- * on this kind of VM and would cap a paced run at 40 calls a second. So for
+ * BPF dispatcher and removes it afterwards, a text patch that costs tens
+ * of milliseconds on a VM and would cap a paced run at a few dozen calls a
+ * second. So for
  * the run the program is also attached to lo in generic mode, which keeps it
  * in the dispatcher; there it passes every frame (it acts only on frames of
  * the generator's interface). lo is claimed with the same per-namespace lock

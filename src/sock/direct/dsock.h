@@ -33,10 +33,10 @@
 #define EPH_LO 32768u
 #define EPH_HI 60999u
 /* A blocking call's spin unless $VZ_BUSY_POLL_US says otherwise. Waking
- * from poll() on an AF_XDP socket took ~50 us here (veth, copy mode): with
+ * from poll() on an AF_XDP socket (veth, copy mode) takes tens of us: with
  * a spin shorter than that, two ping-ponging ends fall into sleeping on
- * every round trip and stay there (~100 us RTT, seen in the lab); 200 us
- * keeps them spinning. */
+ * every round trip and stay there, each round trip paying two wake-ups;
+ * 200 us keeps them spinning. */
 #define DEFAULT_BUSY_US 200
 #define IDLE_NS 1000000 /* the background thread runs the engine after */
 

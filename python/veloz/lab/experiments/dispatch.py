@@ -54,7 +54,7 @@ from veloz.lab import stats, summary, trial
 
 WORKERS = 2
 FLOWS = 256
-ACCESSES = 16000  # per frame: one worker saturates near 70k pps on this machine
+ACCESSES = 16000  # per frame: a worker saturates far below the generator's rate
 SIM_CORES = (2, 16, 64)
 SIM_FLOWS = {2: FLOWS}  # the testbed's flows at its 2 cores; else 1000
 SIM_QUEUE = 4096  # frames a worker's queue holds: the dispatcher's JOB_RING
