@@ -331,7 +331,7 @@ static struct vz_option gen_options[] = {
 		.required = true, .type_name = "ip", .metavar = "A",
 		.help = "IPv4 or IPv6 destination (the source's family)"),
 	GEN_OPT("json", VZ_OPT_FLAG, json, .help = "the result as JSON"),
-	GEN_OPT("tcp", VZ_OPT_FLAG, tcp, .help = "TCP SYNs, not UDP"),
+	GEN_OPT("tcp", VZ_OPT_FLAG, tcp, .help = "TCP segments (ACK), not UDP"),
 	GEN_OPT("afxdp", VZ_OPT_FLAG, afxdp,
 		.help = "through an AF_XDP socket, not live frames"),
 	GEN_OPT("queue", VZ_OPT_U64, queue, .min = 0, .max = 4095,
@@ -339,7 +339,9 @@ static struct vz_option gen_options[] = {
 	GEN_OPT("bpf", VZ_OPT_STRING, bpf_path, .metavar = "PATH",
 		.help = "gen.bpf.o (default: beside this program)"),
 	GEN_OPT("dsts", VZ_OPT_U64, dsts, .min = 1, .max = 65536,
-		.metavar = "N", .help = "destinations spread over --dst-range"),
+		.metavar = "N",
+		.help = "destinations spread over --dst-range (IPv4 live "
+			"frames; frame k goes to destination k mod N)"),
 	GEN_OPT("dst-range", VZ_OPT_CUSTOM, dst_range, .parse = opt_dst_range,
 		.type_name = "ipv4-prefix", .metavar = "CIDR",
 		.help = "where --dsts come from"),
@@ -349,7 +351,8 @@ static struct vz_option gen_options[] = {
 		.metavar = "N", .help = "live frames per kernel batch"),
 	GEN_OPT("threads", VZ_OPT_U64, threads, .min = 1,
 		.max = VZ_GEN_MAX_THREADS, .metavar = "N",
-		.help = "live-frames transmit threads, one per CPU"),
+		.help = "live-frames transmit threads, one per CPU (frames "
+			"numbered 0, 1, 2, ... across all of them)"),
 	GEN_OPT("batch-stamp", VZ_OPT_FLAG, batch_stamp,
 		.help = "one clock read per kernel batch, its frames' "
 			"transmit time (they leave together)"),

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from veloz.cli import tool_options
 from veloz.control.dump import run
+from veloz.core import options
+from veloz.core.errors import VelozError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,20 +34,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "once per burst), through a socket buffer: a full one drops and counts."
         ),
     )
-    p.add_argument("--iface", required=True, metavar="IF", help="an interface the NF runs on")
+    try:
+        _add_options(p)
+    except VelozError as e:
+        # a checkout not built yet: `veloz dump` says so when it runs
+        p.epilog = f"(the options are read from vz-dump: {e})"
+    p.set_defaults(func=run)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """vz-dump's options from its table (help, type, bounds, default): absent
+    (None) unless given, so vz-dump's own default applies."""
+    table = options.table("vz-dump")
+    tool_options.add(p, "vz-dump", table["iface"])
     p.add_argument("filter", nargs="*", default=[], metavar="FILTER",
                    help="tcpdump filter expression")  # fmt: skip
-    p.add_argument("-w", dest="write", metavar="FILE",
-                   help="pcapng (FILE.pcap: pcap, verdicts lost; '-': stdout)")  # fmt: skip
-    p.add_argument("-c", dest="count", type=int, metavar="COUNT", help="stop after COUNT frames")
-    p.add_argument("-s", "--snaplen", type=int, metavar="BYTES",
-                   help="bytes kept of each frame (default and most: 9216)")  # fmt: skip
-    p.add_argument("--ring-size", type=int, metavar="BYTES",
-                   help="kernel buffer per CPU, a power of two (default 1 MiB)")  # fmt: skip
-    p.add_argument("--json", action="store_true", help="JSON lines: capturing, frames, summary")
-    p.add_argument("--object", metavar="NAME.dump.bpf.o",
-                   help="xdp: the dump build of an NF of your own (`veloz build` makes it "
-                        "beside NAME.bpf.o); veloz's own NFs are found without it")  # fmt: skip
-    p.add_argument("--restore", action="store_true",
-                   help="put back the NF that a killed dump left swapped out on IF")  # fmt: skip
-    p.set_defaults(func=run)
+    for name, flags in (("write", ("-w",)), ("count", ("-c",)), ("snaplen", ("-s", "--snaplen")),
+                        ("ring-size", ("--ring-size",))):  # fmt: skip
+        tool_options.add(p, "vz-dump", table[name], flags=flags, default=None)
+    tool_options.add(p, "vz-dump", table["json"])
+    # where veloz finds a dump build by itself: its own NFs
+    text = (f"{table['object']['help']}; found by itself for veloz's own NFs "
+            "(`veloz build` makes one beside NAME.bpf.o)")  # fmt: skip
+    tool_options.add(p, "vz-dump", table["object"], text=text)
+    tool_options.add(p, "vz-dump", table["restore"])

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
-from veloz.lab.gen import BATCH, run
+from veloz.cli import tool_options
+from veloz.core import options
+from veloz.core.errors import VelozError
+from veloz.lab.gen import run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,51 +30,53 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "until Ctrl-C or --duration. Needs root."
         ),
     )
-    p.add_argument("--iface", required=True, metavar="IF")
-    p.add_argument("--size", type=int, default=64, help="frame size in bytes (60-3520)")
-    p.add_argument("--rate", default="100k", help="pps (100k, 2M) or bit/s (1Gbps); 0 = max")
-    p.add_argument("--flows", type=int, default=1, help="distinct source ports")
-    p.add_argument(
-        "--dsts",
-        type=int,
-        default=1,
-        help="distinct destination addresses, spread over --dst-range (IPv4 live frames; "
-        "frame k goes to destination k mod N and source port k mod --flows)",
-    )
-    p.add_argument("--dst-range", metavar="CIDR", help="where --dsts come from")
-    p.add_argument(
-        "--dst-port", type=int, default=9, help="UDP/TCP destination port (9, discard; the sink's)"
-    )
-    p.add_argument("--tcp", action="store_true", help="TCP segments (ACK) instead of UDP")
-    p.add_argument("--ipv6", action="store_true", help="IPv6 (testbed addresses; else give them)")
-    p.add_argument(
-        "--afxdp", action="store_true", help="send through an AF_XDP socket, not live frames"
-    )
-    p.add_argument("--queue", type=int, default=0, help="the AF_XDP socket's queue")
-    p.add_argument("--batch", type=int, default=BATCH,
-                   help=f"live frames per kernel batch, 1-256 (default {BATCH})")  # fmt: skip
-    p.add_argument("--threads", type=int, default=1,
-                   help="live-frames transmit threads, each pinned to a CPU of its own "
-                        "(frames numbered 0, 1, 2, ... across all of them)")  # fmt: skip
-    p.add_argument("--batch-stamp", action="store_true",
-                   help="one clock read per kernel batch: a batch's frames carry the time "
-                        "its first was made (they leave together, at its flush)")  # fmt: skip
-    p.add_argument("--static", action="store_true",
-                   help="every frame the same, built once: no sequence number, timestamp or "
-                        "flows (for receivers that only count: the cheapest frame)")  # fmt: skip
-    stop = p.add_mutually_exclusive_group()
-    stop.add_argument("--count", type=int, help="packets to send")
-    stop.add_argument("--duration", type=float, default=None, help="seconds to send")
-    p.add_argument("--src-mac")
-    p.add_argument("--dst-mac")
-    p.add_argument("--src-ip")
-    p.add_argument("--dst-ip")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    sink = p.add_argument_group("sink mode")
-    sink.add_argument("--sink", action="store_true", help="count arriving frames, send nothing")
-    sink.add_argument("--generic", action="store_true", help="sink in generic XDP mode")
-    sink.add_argument("--replace", action="store_true", help="remove a killed run's program")
-    sink.add_argument(
-        "--count-only", action="store_true", help="count every frame, unread: the cheapest sink"
-    )
+    try:
+        _add_options(p)
+    except VelozError as e:
+        # a checkout not built yet: `veloz gen` says so when it runs
+        p.epilog = f"(the options are read from vz-gen and vz-sink: {e})"
+        p.set_defaults(func=_unbuilt(e))
+        return
     p.set_defaults(func=run)
+
+
+def _unbuilt(error: VelozError) -> Callable[[argparse.Namespace], int]:
+    def refuse(args: argparse.Namespace) -> int:
+        raise error
+
+    return refuse
+
+
+def _both(gen: dict, sink: dict, name: str) -> str:
+    """The help of an option vz-gen and vz-sink share."""
+    return f"{gen[name]['help']}; with --sink: {sink[name]['help']}"
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """vz-gen's and vz-sink's options from their tables (help, type, bounds,
+    default); what veloz itself decides (rate units, testbed addresses,
+    IPv6, JSON, sink or generator) here. --batch, --threads and --count
+    stay plain ints to argparse: veloz.lab.gen.command checks them against
+    the same table, beside the rules that tie them to other options."""
+    gen, sink = options.table("vz-gen"), options.table("vz-sink")
+    tool_options.add(p, "vz-gen", gen["iface"], text=_both(gen, sink, "iface"))
+    tool_options.add_from(p, "vz-gen", ("size",))
+    p.add_argument("--rate", metavar="RATE",
+                   help="pps (100k, 2M) or bit/s (1Gbps); 0: flat out "
+                        f"(default {gen['rate']['default']} pps)")  # fmt: skip
+    tool_options.add_from(p, "vz-gen", ("flows", "dsts", "dst-range", "dst-port", "tcp"))
+    p.add_argument("--ipv6", action="store_true", help="IPv6 (testbed addresses; else give them)")
+    tool_options.add_from(p, "vz-gen", ("afxdp", "queue"))
+    tool_options.add_from(p, "vz-gen", ("batch", "threads"), bounded=False)
+    tool_options.add_from(p, "vz-gen", ("batch-stamp", "static"))
+    stop = p.add_mutually_exclusive_group()
+    tool_options.add(stop, "vz-gen", gen["count"], bounded=False)
+    tool_options.add(stop, "vz-gen", gen["duration"], text=_both(gen, sink, "duration"))
+    # vz-gen's own help for the addresses, and where veloz finds them
+    for name in ("src-mac", "dst-mac", "src-ip", "dst-ip"):
+        text = f"{gen[name]['help']}; on a testbed interface, the testbed's by default"
+        p.add_argument(f"--{name}", metavar=gen[name]["metavar"], help=text)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    group = p.add_argument_group("sink mode")
+    group.add_argument("--sink", action="store_true", help="count arriving frames, send nothing")
+    tool_options.add_from(group, "vz-sink", ("generic", "replace", "count-only"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from veloz.cli import tool_options
 from veloz.control.run import TOOLS, Offered, offered, run
-from veloz.core import safeio
 from veloz.core.errors import VelozError
 
 DESCRIPTION = """\
@@ -108,18 +108,5 @@ def _add_backend_options(p: argparse.ArgumentParser, table: dict[str, Offered]) 
             where = groups[o.backends] = p.add_argument_group(_title(o.backends))
         else:
             where = groups[o.backends]
-        row, kw = o.row, {}
-        default = row["default"] if everyone else argparse.SUPPRESS
-        text = row["help"]
-        if row["default"] not in (None, False):
-            text += f" (default {row['default']})"
-        if row["type"] == "flag":
-            where.add_argument(f"--{name}", action="store_true", default=default, help=text)
-            continue
-        if row["type"] == "u64":
-            kw["type"] = safeio.Bounded(int, o.tool, f"--{row['name']}")
-        elif row["type"] == "seconds":
-            kw["type"] = float  # safeio.bound_numbers bounds it
-        if "choices" in row:
-            kw["choices"] = row["choices"]
-        where.add_argument(f"--{name}", default=default, metavar=row["metavar"], help=text, **kw)
+        default = o.row["default"] if everyone else argparse.SUPPRESS
+        tool_options.add(where, o.tool, o.row, flags=(f"--{name}",), default=default)

@@ -138,7 +138,6 @@ DEFAULT_FLOAT = (0.0, 1e9)
 BOUNDS: dict[tuple[str, str], tuple[float, float]] = {
     ("run", "--duration"): (1e-3, 1e9),
     ("run", "--interval"): (1e-3, 86400),
-    ("gen", "--count"): (1, (1 << 63) - 1),
     ("gen", "--duration"): (1e-3, 1e9),
     ("route-table", "--count"): (1, 2_000_000),
     ("route-table", "--port"): (0, 63),
@@ -158,11 +157,6 @@ BOUNDS: dict[tuple[str, str], tuple[float, float]] = {
 # tool's own (its --describe-options), so each limit is written once, in C.
 C_BOUNDS: dict[tuple[str, str], str] = {
     ("replay", "--repeat"): "vz-replay",
-    ("gen", "--size"): "vz-gen",
-    ("gen", "--flows"): "vz-gen",
-    ("gen", "--dsts"): "vz-gen",
-    ("gen", "--dst-port"): "vz-gen",
-    ("gen", "--queue"): "vz-gen",
     ("udpd", "--interval-ms"): "vz-udpd",
     ("sim", "--cores"): "vz-sim",
     ("sim", "--load"): "vz-sim",

@@ -18,8 +18,9 @@ _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
 # Past any link (a 1.6 Tbit/s port carries 2.4 G minimum-size frames per
 # second): a typo, and beyond it float digits overflow to infinity.
 MAX_RATE = 10**10
-# live frames per kernel batch (vz-gen --batch); the kernel's own default
-BATCH = 64
+# vz-gen's length of a run given neither --count nor --duration (its help
+# says so); said on its command line, so the argv tells how long it sends
+DURATION = 10.0
 
 
 def parse_rate(text: str, size: int, option: str = "--rate") -> int:
@@ -44,25 +45,29 @@ def _iface_mac(iface: str) -> str | None:
         return None
 
 
+def _changed(args: argparse.Namespace, option: str) -> bool:
+    """OPTION (vz-gen's) holds other than vz-gen's default: worth passing."""
+    value = getattr(args, option.removeprefix("--").replace("-", "_"))
+    return value not in (None, options.row("vz-gen", option)["default"])
+
+
 def command(args: argparse.Namespace) -> list[str]:
     if any(getattr(args, a, False) for a in ("generic", "replace", "count_only")):
         raise VelozError("--generic, --replace and --count-only go with --sink")
-    if args.queue != 0 and not args.afxdp:
+    if _changed(args, "--queue") and not args.afxdp:
         raise VelozError("--queue goes with --afxdp (live frames have no queue to choose)")
     # vz-gen's own limits (its option table), checked before anything runs
     for option in ("--batch", "--threads", "--size", "--flows", "--dsts", "--dst-port", "--queue"):
         options.check("vz-gen", option, getattr(args, option[2:].replace("-", "_")))
-    if args.batch != BATCH and args.afxdp:
-        raise VelozError("--batch is for live frames, not --afxdp")
-    if args.threads != 1 and args.afxdp:
-        raise VelozError("--threads is for live frames, not --afxdp")
-    if args.batch_stamp and args.afxdp:
-        raise VelozError("--batch-stamp is for live frames, not --afxdp")
-    if args.count is not None and args.count < 1:
-        raise VelozError("--count must be positive")
+    for option in ("--batch", "--threads", "--batch-stamp"):
+        if _changed(args, option) and args.afxdp:
+            raise VelozError(f"{option} is for live frames, not --afxdp")
     if args.duration is not None and args.duration <= 0:
         raise VelozError("--duration must be positive")
-    rate = 0 if args.rate.strip() == "0" else parse_rate(args.rate, args.size)
+    if args.rate is None:
+        rate = options.row("vz-gen", "--rate")["default"]
+    else:
+        rate = 0 if args.rate.strip() == "0" else parse_rate(args.rate, args.size)
     src_mac, dst_mac, src_ip, dst_ip = args.src_mac, args.dst_mac, args.src_ip, args.dst_ip
     try:
         ep = testbed.endpoint(args.iface)
@@ -94,47 +99,38 @@ def command(args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
     if args.tcp:
         cmd.append("--tcp")
-    if args.dst_port != 9:
+    if _changed(args, "--dst-port"):
         cmd += ["--dst-port", str(args.dst_port)]
-    if args.dsts != 1 or args.dst_range:
+    if _changed(args, "--dsts") or args.dst_range:
         cmd += ["--dsts", str(args.dsts)]
         cmd += ["--dst-range", args.dst_range] if args.dst_range else []
     if args.afxdp:
         cmd += ["--afxdp", "--queue", str(args.queue)]
-    if args.batch != BATCH:
-        cmd += ["--batch", str(args.batch)]
-    if args.threads != 1:
-        cmd += ["--threads", str(args.threads)]
+    for option in ("--batch", "--threads"):
+        if _changed(args, option):
+            cmd += [option, str(getattr(args, option[2:]))]
     if args.static:
         cmd.append("--static")
     if args.batch_stamp:
         cmd.append("--batch-stamp")
-    if args.count is not None:
+    if args.count:  # vz-gen's --count 0: for --duration
         cmd += ["--count", str(args.count)]
     else:
-        cmd += ["--duration", str(args.duration if args.duration is not None else 10.0)]
+        cmd += ["--duration", str(args.duration if args.duration is not None else DURATION)]
     if args.json:
         cmd.append("--json")
     return cmd
 
 
 def sink_command(args: argparse.Namespace) -> list[str]:
-    sending = ("count", "src_mac", "dst_mac", "src_ip", "dst_ip", "dst_range")
     # a sink sends nothing: every option that shapes frames is a mistake here
-    for option, given in (("--dst-port", args.dst_port != 9), ("--size", args.size != 64),
-                          ("--rate", args.rate != "100k"), ("--flows", args.flows != 1),
-                          ("--dsts", args.dsts != 1), ("--tcp", args.tcp),
-                          ("--ipv6", args.ipv6), ("--afxdp", args.afxdp),
-                          ("--queue", args.queue != 0),
-                          ("--batch", args.batch != BATCH),
-                          ("--threads", args.threads != 1),
-                          ("--static", args.static),
-                          ("--batch-stamp", args.batch_stamp)):  # fmt: skip
-        if given:
-            raise VelozError(f"{option}: a sending option, not one of --sink")
-    given = [f"--{a.replace('_', '-')}" for a in sending if getattr(args, a) is not None]
+    sink = options.table("vz-sink")
+    given = [f"--{name}" for name in options.table("vz-gen")
+             if name not in sink and _changed(args, f"--{name}")]  # fmt: skip
+    given += ["--ipv6"] if args.ipv6 else []
     if given:
-        raise VelozError(f"{', '.join(given)}: a sending option, not one of --sink")
+        what = "a sending option" if len(given) == 1 else "sending options"
+        raise VelozError(f"{', '.join(given)}: {what}, not one of --sink")
     if args.duration is not None and args.duration <= 0:
         raise VelozError("--duration must be positive")
     cmd = [str(paths.tool("vz-sink")), "--iface", args.iface]
