@@ -47,9 +47,15 @@ def add(where: argparse._ActionsContainer, tool: str, row: dict[str, Any], *,
     flags = flags or (f"--{row['name']}",)
     text = text if text is not None else help_text(row)
     value = row["default"] if default is TABLE else default
+    # a long flag names the attribute, as argparse does; a short one alone
+    # would name it "c": then the row does (-c is the row "count": args.count)
+    long = [f for f in flags if f.startswith("--")]
+    dest = long[0][2:] if long else row["name"]
+    dest = dest.replace("-", "_")
     if row["type"] == "flag":
-        return where.add_argument(*flags, action="store_true", default=value, help=text)
-    kw: dict[str, Any] = {}
+        return where.add_argument(*flags, action="store_true", default=value, help=text,
+                                  dest=dest)  # fmt: skip
+    kw: dict[str, Any] = {"dest": dest}
     if row["type"] == "u64":
         kw["type"] = safeio.Bounded(int, tool, f"--{row['name']}") if bounded else int
     elif row["type"] == "seconds":
