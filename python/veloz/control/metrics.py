@@ -19,15 +19,12 @@ dimensions (worker, verdict, error, port, cpu, outcome, vip, backend).
 
 from __future__ import annotations
 
-import ctypes
 import ipaddress
-import os
-import signal
 import socket
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from veloz.control import companion
 from veloz.control.ctl import ABI  # the verdict names, from the NFs' BTF
 from veloz.core.errors import VelozError
 
@@ -35,7 +32,6 @@ from veloz.core.errors import VelozError
 ALLOWED = [ipaddress.ip_network(n) for n in
            ("127.0.0.0/8", "::1/128", "198.18.0.0/15", "fd00:198:18::/48")]  # fmt: skip
 ERRORS = ("rx_invalid", "tx_failed", "pass_failed")
-PR_SET_PDEATHSIG = 1
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -378,22 +374,6 @@ def serve(sock: socket.socket, collector: object) -> None:
 
 
 def fork_server(sock: socket.socket, collector_for: Callable[[int], object]) -> None:
-    """Fork the metrics process; return in the parent, which goes on to exec
-    the runner. The child serves until the parent (the runner) exits."""
-    parent = os.getpid()
-    if os.fork() != 0:
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the runner died before prctl took effect
-            os._exit(0)
-        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner stops, then we do
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)  # a reader of the run's stdout sees it end with the run
-        serve(sock, collector_for(parent))
-    except BaseException as e:  # noqa: BLE001 (the child never returns into the CLI)
-        print(f"veloz: metrics server: {e}", file=sys.stderr)
-    os._exit(1)
+    """Fork the metrics process (a companion); return in the parent, which
+    goes on to exec the runner. The child serves until the runner exits."""
+    companion.fork("metrics server", lambda parent: serve(sock, collector_for(parent)))
