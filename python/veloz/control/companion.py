@@ -30,9 +30,10 @@ from veloz.control.client import CTL_DIR
 PR_SET_PDEATHSIG = 1
 
 
-def fork(name: str, body: Callable[[int], None]) -> int:
+def fork(name: str, body: Callable[[int], None], status: Path | None = None) -> int:
     """Fork a companion; return its pid in the parent, which goes on to exec
-    the runner. The child runs body(runner_pid) until the parent exits."""
+    the runner. The child runs body(runner_pid) until the parent exits; its
+    status file, if it has one, goes with it."""
     parent = os.getpid()
     child = os.fork()
     if child != 0:
@@ -42,7 +43,7 @@ def fork(name: str, body: Callable[[int], None]) -> int:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent:  # the runner died before prctl took effect
             os._exit(0)
-        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+        signal.signal(signal.SIGTERM, lambda *_: _exit(0, status))
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner stops, then we do
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
@@ -50,7 +51,13 @@ def fork(name: str, body: Callable[[int], None]) -> int:
         body(parent)
     except BaseException as e:  # noqa: BLE001 (the child never returns into the CLI)
         print(f"veloz: {name}: {e}", file=sys.stderr)
-    os._exit(1)
+    _exit(1, status)
+
+
+def _exit(code: int, status: Path | None) -> None:
+    if status is not None:
+        remove_status(status)
+    os._exit(code)
 
 
 def status_path(iface: str, name: str, directory: Path | None = None) -> Path:

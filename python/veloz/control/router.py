@@ -3,6 +3,7 @@
 Config file (TOML), next to the NF's own fields (fib):
 
     routes = "table.txt"             # or a list of files
+    sync = "kernel"                  # or: follow the kernel's table (route_sync.py)
     local = ["198.18.0.1"]           # addresses of this host: PASS
     [[route]]
     prefix = "198.18.64.0/18"
@@ -46,7 +47,7 @@ from veloz.core.errors import VelozError
 if TYPE_CHECKING:
     from veloz.control import dir24
 
-KEYS = frozenset({"routes", "route", "neighbour", "local"})
+KEYS = frozenset({"routes", "route", "neighbour", "local", "sync", "sync_table"})
 
 
 def _dir24() -> ModuleType:
@@ -391,7 +392,12 @@ def _require(item: dict, field: str, where: str) -> str:
 
 
 def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
+    from veloz.control import route_sync
+
     routes: list[Route] = []
+    source = route_sync.parse_source(values)
+    if source is not None:  # the kernel's table now; the sync companion follows it
+        routes += route_sync.startup_routes(source, ports)
     files = values.get("routes", [])
     names = [files] if isinstance(files, str) else files
     if not isinstance(names, list) or not all(isinstance(n, str) and "\0" not in n for n in names):

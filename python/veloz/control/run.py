@@ -180,6 +180,19 @@ def _start_metrics(args: argparse.Namespace) -> None:
     sock.close()
 
 
+def _start_companions(args: argparse.Namespace) -> None:
+    """The companions the NF's config asks for (companion.py), forked now to
+    start once the runner's control socket appears."""
+    if args.nf != "router":
+        return
+    from veloz.control import route_sync
+
+    values = config.load(args.config) | config.parse_sets(args.set)
+    source = route_sync.parse_source(objects.split_config(args.nf, values)[1])
+    if source is not None:
+        route_sync.start(source, args.iface[0])
+
+
 def run(args: argparse.Namespace) -> int:
     if args.backend == "linux":
         _refuse_foreign_options(args)
@@ -195,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
     cmd = command(args)
     if args.metrics is not None:
         _start_metrics(args)
+    _start_companions(args)
     # exec: SIGINT and SIGTERM reach the tool that must detach, not a wrapper.
     os.execv(cmd[0], cmd)
     return 1  # not reached
