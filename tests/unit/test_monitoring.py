@@ -11,9 +11,12 @@ import re
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from test_metrics_text import USERSPACE_LINE, XDP_LINE
 
 from promql import (
     PROMTOOL,
+    REPO,
     RULES,
     all_names,
     check_exprs,
@@ -25,6 +28,7 @@ from promql import (
     rule_exprs,
     substitute,
 )
+from veloz.control import metrics
 
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool is missing: ./scripts/bootstrap installs prometheus"
@@ -165,3 +169,43 @@ def test_metric_names_are_read_from_promql():
     names = all_names()
     assert "up" in names and "veloz_frames_total" in names
     assert all(n.startswith("veloz_") for n in names if n != "up"), sorted(names)
+
+
+def udpd_line() -> dict:
+    """A stats line with every key vz-udpd writes (src/sock/udpd/stats.c)."""
+    text = (REPO / "src/sock/udpd/stats.c").read_text()
+    line: dict[str, dict[str, int]] = {}
+    section = None
+    for m in re.finditer(r'\\"(\w+)\\": (\{|%llu)', text):
+        if m.group(2) == "{":
+            section = line.setdefault(m.group(1), {})
+        elif section is not None:
+            section[m.group(1)] = 1
+    return line
+
+
+@needs_promtool
+def test_every_exported_name_passes_promtool_lint():
+    """Each shape a run or udpd exports, with every key, through promtool's
+    lint: the names a scrape may show (tests/net/test_dashboard.py lints
+    live ones)."""
+    line = udpd_line()
+    assert {"stack", "stack6", "sockets", "poller", "port"} <= set(line)
+    assert len(line["stack"]) > 20 and "rx_not_for_us" in line["stack"]
+    vips = [{"vip": "198.18.0.100:9/udp", "packets": 1, "bytes": 64,
+             "backends": [{"address": "198.18.1.2", "packets": 1, "bytes": 64}]}]  # fmt: skip
+    shapes = [metrics.udpd_families(line),
+              metrics.families(USERSPACE_LINE, "ddos", "afxdp", {"passed": 1}),
+              metrics.families(XDP_LINE, "lb", "xdp", {"ring": 1}, vips)]  # fmt: skip
+    for families in shapes:
+        families = list(families)
+
+        class Fixed:
+            def collect(self, families=families):
+                yield from families
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(Fixed())  # type: ignore[arg-type]
+        text = generate_latest(registry).decode()
+        lint = promtool("check", "metrics", stdin=text)
+        assert lint.returncode == 0, lint.stderr + text
