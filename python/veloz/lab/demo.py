@@ -37,14 +37,44 @@ from veloz.lab.gen import parse_rate
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")
 
 
+# Frames each userspace backend's rx ring holds (src/afxdp, src/dpdk): a
+# worker kept off its CPU for longer than they last at the offered rate
+# loses the rest to the port.
+RX_RING = {"afxdp": 4096, "dpdk": 2048}
+# Runs of a backend whose losses other work on the machine explains.
+ATTEMPTS = 3
+
+
+def starved(r: dict, rate: int) -> bool:
+    """Whether every frame the run lost was missed by the port while its
+    worker waited for a CPU longer than its ring lasts: the machine's other
+    work, not the NF, took those frames."""
+    lost, missed, wait = (
+        r["sent"] - r["counted"],
+        r["errors"].get("rx_missed"),
+        r.get("worker_wait"),
+    )
+    ring = RX_RING.get(r["backend"])
+    return bool(lost and missed == lost and wait and ring
+                and wait["max_ms"] >= 1e3 * ring / rate)  # fmt: skip
+
+
 def exact_phase(count: int, rate: int) -> list[dict]:
-    """Every backend must count every frame of a paced run."""
+    """Every backend must count every frame of a paced run. A run whose
+    losses the machine's other work explains (starved) is made again, up to
+    ATTEMPTS runs; each earlier run is kept in the record ("starved_runs")."""
     from veloz.lab import trial
 
-    return [
-        trial.measure("drop", backend, size=64, rate=rate, seconds=None, count=count)
-        for backend in BACKENDS
-    ]
+    out = []
+    for backend in BACKENDS:
+        earlier: list[dict] = []
+        while True:
+            r = trial.measure("drop", backend, size=64, rate=rate, seconds=None, count=count)
+            if len(earlier) + 1 == ATTEMPTS or not starved(r, rate):
+                break
+            earlier.append(r)
+        out.append(r | {"starved_runs": [explain_loss(e) for e in earlier]})
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
                           "results": str(path), "report": str(report)}, indent=1))  # fmt: skip
     else:
         print_exact(exact)
+        for r in exact:
+            for why in r["starved_runs"]:
+                print(f"made again: {why}")
         print_headline(result["records"], settings)
         print_cost(cost, settings)
         print_side_by_side(result["records"], cost, settings)
@@ -136,7 +169,8 @@ def print_exact(rows: list[dict]) -> None:
     print(
         "missed: frames the port's rx ring had no room for. worker off CPU: how long the\n"
         "busy-polling worker waited while other work held its CPU; its ring holds 8 ms (afxdp)\n"
-        "or 4 ms (dpdk) of frames at 500 kpps, so a wait longer than that loses frames."
+        "or 4 ms (dpdk) of frames at 500 kpps, so a wait longer than that loses frames; a run\n"
+        "that lost frames only so is made again (up to 3 runs), and the earlier one shown."
     )
 
 
