@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from scapy.all import IP, UDP, Ether, Raw, wrpcap
-from test_ctl import CONFIG as ROUTER_CONFIG
 from test_ctl import send
 from test_metrics import LB_CONFIG, LB_VIP, scrape
 from test_udpd import echo_from_gen, start_veloz_echo, stop
@@ -39,7 +39,7 @@ ADDR = "127.0.0.1:9468"
 
 # The runs, and what each is.
 RUNS = {
-    "router": "router on afxdp, dut-gen to dut-sink, test_ctl's routes",
+    "router": "router on afxdp, dut-gen to dut-sink, following vz-dut's kernel table",
     "ddos": "ddos on xdp with the XDP dispatch stage: --workers 2 --dispatch rss-mod --alloc",
     "lb": "lb on afxdp, test_metrics' VIP and its two backends",
     "dispatch": "drop on afxdp, --workers 2 --dispatch flow-affinity --alloc",
@@ -63,16 +63,14 @@ PENDING = {
     "veloz_lb_backend_up": ("lb", "lb health checks, a VIP with backends"),
     "veloz_lb_vip_healthy_backends": ("lb", "lb health checks, a VIP with backends"),
     "veloz_lb_health_checks_total": ("lb", "lb health checks, a VIP with backends"),
-    "veloz_router_sync_lag_seconds": ("router", "router following the kernel FIB"),
-    "veloz_router_sync_routes": ("router", "router following the kernel FIB"),
-    "veloz_router_sync_transactions_total": ("router", "router following the kernel FIB"),
-    "veloz_router_sync_errors_total": ("router", "router following the kernel FIB"),
 }
 # Metric name -> the run whose scrape must show it ("up" is Prometheus' own).
 NAMES: dict[str, str | None] = {
     "up": None,
     **dict.fromkeys(COMMON, "router"),
     "veloz_router_frames_total": "router",
+    **{f"veloz_router_sync_{n}": "router" for n in ("lag_seconds", "routes", "transactions_total",
+                                                     "errors_total")},
     "veloz_ddos_frames_total": "ddos",
     "veloz_dispatch_no_cpu_frames_total": "ddos",
     "veloz_dispatch_written_off_frames_total": "ddos",
@@ -157,9 +155,14 @@ def live_scrape(run: str, tmp: Path, request) -> str:
     wants = {n for n, r in NAMES.items() if r == run and n not in PENDING}
     if run == "router":
         cfg = tmp / "router.toml"
-        cfg.write_text(ROUTER_CONFIG)
-        return nf_scrape("router", "afxdp", ("--iface", "dut-sink", "--config", str(cfg)),
-                         lambda: send("198.18.128.1", 200), wants)  # fmt: skip
+        cfg.write_text('sync = "kernel"\n')
+        route = ["ip", "-n", "vz-dut", "route", "add", "198.18.128.0/17", "via", "198.18.1.2"]
+        subprocess.run(route, check=True)
+        try:
+            return nf_scrape("router", "afxdp", ("--iface", "dut-sink", "--config", str(cfg)),
+                             lambda: send("198.18.128.1", 200), wants)  # fmt: skip
+        finally:
+            subprocess.run(["ip", "-n", "vz-dut", "route", "del", "198.18.128.0/17"], check=False)
     if run == "ddos":
         return nf_scrape("ddos", "xdp", ("--workers", "2", "--dispatch", "rss-mod", "--alloc"),
                          lambda: send("198.18.0.2", 200), wants)  # fmt: skip

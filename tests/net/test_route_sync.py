@@ -108,6 +108,11 @@ def test_bgp_drives_the_router(testbed, tmp_path, backend, table):
                           until=lambda n: got["received"] + n >= 200_000, interval=0.2,
                           what=f"losses beside {got['received']} frames received")  # fmt: skip
         assert got["received"] + lost == 200_000, (got, lost)
+        # veloz status shows the sync, in step, with the kernel's prefixes
+        text = subprocess.run(veloz_argv("status"), capture_output=True, text=True, timeout=60,
+                              check=True).stdout  # fmt: skip
+        line = next(x for x in text.splitlines() if "route sync:" in x)
+        assert "kernel table main" in line and "in step" in line and " 0 errors" in line, line
         print(f"{backend} {table}: withdraw {took[0] * 1e3:.0f} ms, announce "
               f"{took[1] * 1e3:.0f} ms, {got['received']} of 200000 forwarded during churn, "
               f"{lost} counted as missed")  # fmt: skip

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from veloz.control.client import CTL_DIR
+from veloz.control.client import socket_path
 
 PR_SET_PDEATHSIG = 1
 
@@ -60,11 +60,15 @@ def _exit(code: int, status: Path | None) -> None:
     os._exit(code)
 
 
-def status_path(iface: str, name: str, directory: Path | None = None) -> Path:
+def status_path(iface: str, name: str) -> Path:
     """The status file of companion NAME of the run whose first port is iface,
     in this network namespace."""
-    ns = os.stat("/proc/self/ns/net").st_ino
-    return (directory or CTL_DIR) / f"net{ns}-{iface}.{name}.json"
+    return beside(socket_path(iface), name)
+
+
+def beside(ctl_path: Path, name: str) -> Path:
+    """The status file of companion NAME of the run listening on ctl_path."""
+    return ctl_path.with_suffix(f".{name}.json")
 
 
 def write_status(path: Path, status: dict) -> None:
@@ -74,11 +78,11 @@ def write_status(path: Path, status: dict) -> None:
     os.replace(tmp, path)
 
 
-def read_status(iface: str, name: str) -> dict | None:
+def read_status(path: Path) -> dict | None:
     """A companion's latest status, or None without one (not configured, or
     not written yet)."""
     try:
-        return json.loads(status_path(iface, name).read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
 

@@ -275,8 +275,9 @@ class RunCollector:
         from veloz.control.client import Ctl, CtlError
 
         counters = nf = backend = nf_counters = lb_vips = None
+        path = self.ctl_path()
         try:
-            with Ctl(self.ctl_path()) as ctl:
+            with Ctl(path) as ctl:
                 if ctl.peer_pid() == self.owner:
                     nf, backend = ctl.info()
                     counters = ctl.counters()
@@ -285,6 +286,40 @@ class RunCollector:
         except (CtlError, OSError, ValueError, KeyError):
             counters = None  # not listening yet, or stopping: veloz_up 0
         yield from families(counters, nf, backend, nf_counters, lb_vips)
+        if counters is not None and nf == "router":
+            from veloz.control import route_sync
+
+            yield from route_sync_families(
+                companion.read_status(companion.beside(path, route_sync.STATUS))
+            )
+
+
+def route_sync_families(status: dict | None, now: float | None = None) -> Iterator:
+    """The router's sync with the kernel's table (route_sync.py's status file);
+    nothing when the router does not sync."""
+    import time
+
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    if status is None:
+        return
+    pending = status.get("pending_since")
+    lag = GaugeMetricFamily(
+        "veloz_router_sync_lag_seconds",
+        "How long the oldest kernel change not yet in the router has waited",
+    )
+    lag.add_metric([], max(0.0, (now or time.time()) - pending) if pending else 0.0)
+    routes = GaugeMetricFamily("veloz_router_sync_routes", "Prefixes in the followed kernel table")
+    routes.add_metric([], status.get("routes", 0))
+    done = CounterMetricFamily(
+        "veloz_router_sync_transactions", "Batches of kernel changes applied, one transaction each"
+    )
+    done.add_metric([], status.get("transactions", 0))
+    errors = CounterMetricFamily(
+        "veloz_router_sync_errors", "Failed batches; the sync then reads the whole table again"
+    )
+    errors.add_metric([], status.get("errors", 0))
+    yield from (lag, routes, done, errors)
 
 
 def udpd_families(line: dict | None) -> Iterator:

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from veloz.control import dump, objects
+from veloz.control import companion, dump, objects
 from veloz.control.client import CTL_DIR, Ctl, CtlError
 from veloz.control.ctl import ABI  # the verdict names, from the NFs' BTF
 
@@ -44,6 +44,8 @@ PROG_PREFIX = "vz_xdp_"  # src/runner/xdp_attach.h: VZ_XDP_PROG_PREFIX
 TESTBED_PROG = "vz_tb_rx"  # the testbed's own receive program, not a run's
 RUNNERS = {"vz-xdp", "vz-afxdp", "vz-dpdk"}
 SOCK_NAME = re.compile(r"^net(\d+)-(.+)\.sock$")
+# the companions whose status a run shows (companion.py)
+COMPANIONS = ("route-sync",)
 LOCK_NAME = re.compile(r"^xdp-(\d+)-(\d+)\.lock$")
 LINUX_RECORD = re.compile(r"^linux-(\d+)-(\d+)\.sysctl\.json$")
 
@@ -63,6 +65,7 @@ class Run:
     counters: dict | None = None
     nf_counters: dict | None = None  # router, ddos, lb: frames per outcome
     lb_vips: list | None = None  # lb: frames and bytes per VIP and backend
+    companions: dict = field(default_factory=dict)  # name -> its status file (companion.py)
     note: str | None = None
 
 
@@ -295,6 +298,10 @@ def _ctl_run(path: Path, ino: int, ns_names: dict[int, str]) -> Run | Stale | No
         run.workers = len(run.counters["workers"])
     if run.pid:
         run.uptime_s = uptime_of(run.pid)
+    for name in COMPANIONS:
+        status = companion.read_status(companion.beside(path, name))
+        if status is not None:
+            run.companions[name] = status
     return run
 
 
@@ -549,6 +556,8 @@ def _as_dict(run: Run) -> dict:
         out["lb"] = run.lb_vips
     if run.counters is not None and isinstance(run.counters.get("dispatch"), dict):
         out["dispatch"] = run.counters["dispatch"]  # since the start, per worker or CPU
+    if run.companions:
+        out["companions"] = run.companions
     if run.note:
         out["note"] = run.note
     return out
@@ -618,6 +627,9 @@ def _nf_lines(r: dict) -> list[str]:
     for vip in r.get("lb") or []:
         per = ", ".join(f"{b['address']} {b['packets']}" for b in vip["backends"]) or "none"
         lines.append(f"    vip {vip['vip']}: {vip['packets']} frames; backends: {per}")
+    sync = (r.get("companions") or {}).get("route-sync")
+    if sync:
+        lines.append(_sync_line(sync))
     d = r.get("dispatch")
     if d:
         active = len(d["active"]) if isinstance(d.get("active"), list) else d.get("active")
@@ -634,6 +646,16 @@ def _nf_lines(r: dict) -> list[str]:
             text += f"; grows {alloc.get('grows')} shrinks {alloc.get('shrinks')}"
         lines.append(text)
     return lines
+
+
+def _sync_line(s: dict) -> str:
+    pending = s.get("pending_since")
+    lag = f"behind by {max(0.0, time.time() - pending):.1f} s" if pending else "in step"
+    text = (f"    route sync: kernel table {s.get('table')}, {s.get('routes')} prefixes, "
+            f"{lag}; {s.get('transactions')} transactions, {s.get('errors')} errors")  # fmt: skip
+    if s.get("last_error"):
+        text += f" (last: {s['last_error']})"
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
