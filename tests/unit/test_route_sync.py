@@ -13,7 +13,7 @@ import random
 import pytest
 from test_router_dir24 import FakeCtl, check_same_answers, text
 
-from veloz.control import route_sync, router
+from veloz.control import dir24, route_sync, router
 from veloz.control.objects import Ports
 from veloz.core.errors import VelozError
 
@@ -108,6 +108,7 @@ def test_batches_keep_the_router_equal_to_the_kernel(seed: int):
     rng = random.Random(seed)
     ctl, k = FakeCtl(), kernel()
     table = router.NexthopTable()
+    fib = dir24.Table(_reader(ctl))  # one model for every batch, as the companion keeps
     held: dict = {}
     installed: dict[tuple[int, int], str] = {}  # (addr, len) -> the line that added it
     for _batch in range(60):
@@ -127,8 +128,8 @@ def test_batches_keep_the_router_equal_to_the_kernel(seed: int):
             assert prefix is not None
             touched.add(prefix)
         changed = {p: k.effective(p) for p in touched if k.effective(p) != held.get(p)}
-        ops = route_sync.change_ops(changed, held, table, PORTS, _reader(ctl))
-        ctl.apply(ops)
+        ctl.apply(route_sync.change_ops(changed, held, table, PORTS, fib))
+        fib.committed()
         assert _held(ctl, table) == _effective(k)
         check_same_answers(ctl, rng, [a for a, _ in installed])
 

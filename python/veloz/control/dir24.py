@@ -197,6 +197,21 @@ class Table:
         self.old_groups[g] = np.full(256, 0xFFFFFFFF, np.uint32)  # write all of it
         return g
 
+    def committed(self) -> None:
+        """The ops were applied: the live maps are now what the model says, and
+        the next changes start from it (a long-lived model reads each part of
+        the live maps once, not once per transaction)."""
+        assert self.reader is not None, "a model of live maps: a new table has no ops applied"
+        for c in self.old24:
+            self.old24[c] = self.tbl24[c * CHUNK : (c + 1) * CHUNK].copy()
+        for g in self.freed:
+            self.groups.pop(g, None)
+            self.old_groups.pop(g, None)
+        self.old_groups = {g: group.copy() for g, group in self.groups.items()}
+        if self.owner is not None:
+            self.old_owner = self.owner.copy()
+        self.freed = set()
+
     # ---- the ops that make the live maps the model ----
 
     def _build(self) -> None:

@@ -34,9 +34,10 @@ import selectors
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from veloz.control import companion, router
 from veloz.control.client import Ctl, CtlError, socket_path
@@ -44,6 +45,9 @@ from veloz.control.objects import Ports
 from veloz.control.ops import Op, delete, parse_address, parse_mac, update
 from veloz.control.router import ABI, Prefix, Route
 from veloz.core.errors import VelozError
+
+if TYPE_CHECKING:
+    from veloz.control import dir24
 
 SOURCES = ("kernel",)
 KEYS = frozenset({"sync", "sync_table"})
@@ -201,11 +205,10 @@ def change_ops(
     held: dict[Prefix, Route],
     table: router.NexthopTable,
     ports: Ports,
-    read: Callable | None,
+    fib: dir24.Table,
 ) -> list[Op]:
-    """One transaction: routes added or replaced, then deleted; held becomes
-    the router's table after it (the caller keeps the old one until commit)."""
-    fib = router._dir24().Table(read)
+    """One transaction: routes added or replaced, then deleted. held, table
+    and fib become the router's after it: if it fails, read them again."""
     adds = [r for r in changed.values() if r is not None]
     ops = list(router.route_ops(adds, table, ports, fib))
     for prefix, route in changed.items():
@@ -324,7 +327,12 @@ class Sync:
                              "last_batch": None, "last_error": None}  # fmt: skip
 
     def connect(self) -> Ctl:
-        return Ctl(socket_path(self.iface))
+        self.ctl = Ctl(socket_path(self.iface))
+        return self.ctl
+
+    def _read(self, name: str, first: int, count: int) -> bytes:
+        """Live DIR-24-8 entries, for self.fib, on this batch's session."""
+        return router._reader(self.ctl)(name, first, count)
 
     def reload(self) -> set[Prefix]:
         """Read the router and the kernel whole again; every prefix either has."""
@@ -334,6 +342,8 @@ class Sync:
             self.table = router._nexthops(ctl)
             self.held = held_routes(ctl, self.table)
         self.ports = ports
+        # read from the live maps where changes land, then kept (committed)
+        self.fib = router._dir24().Table(self._read)
         self.protected = {p for p, r in self.held.items() if r.kind == ABI.LOCAL}
         self.kernel = KernelTable(self.source, ports)
         self.neighbours = router.kernel_neighbours(ports.names)
@@ -373,8 +383,9 @@ class Sync:
             return
         with self.connect() as ctl:
             ops += self._resolve_new(r for r in changed.values() if r is not None)
-            ops += change_ops(changed, self.held, self.table, self.ports, router._reader(ctl))
+            ops += change_ops(changed, self.held, self.table, self.ports, self.fib)
             ctl.apply(ops)
+        self.fib.committed()
         done = time.time()
         self.status["transactions"] += 1
         self.status["last_applied"] = done
