@@ -394,6 +394,7 @@ class Sync:
 
     def write_status(self) -> None:
         self.status["routes"] = len(self.kernel.routes)
+        self.status["in_router"] = len(self.held) - len(self.protected)
         companion.write_status(self.status_file, self.status)
 
     def follow(self, watch: _Watch) -> None:

@@ -54,6 +54,7 @@ DEFAULTS: dict[str, dict] = {
     # ten minutes per backend; rates: found by probing unless given
     "soak": {"backends": "xdp,xdp-generic,afxdp,dpdk", "seconds": 600.0},
     "udp-soak": {"seconds": 600.0},
+    "bgp": {"backends": "xdp,afxdp,dpdk"},
 }
 
 

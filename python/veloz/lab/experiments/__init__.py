@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from veloz.lab.experiments import (
+    bgp,
     cost,
     cpu,
     ddos_attack,
@@ -37,6 +38,7 @@ EXPERIMENTS: dict[str, object] = {
     "noisy": throughput.NOISY,
     "headline": throughput.HEADLINE,
     "router": router.ROUTER,
+    "bgp": bgp.BGP,
     "lb": lb_bench.LB,
     "ddos": ddos_attack.DDOS,
     "dispatch": dispatch.DISPATCH,

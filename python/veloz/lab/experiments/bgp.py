@@ -1,0 +1,220 @@
+"""A full BGP table drives the router: bird2 in vz-gen announces 752,138
+routes (route_table's synthetic internet table) to bird2 in vz-dut, which
+installs them in vz-dut's kernel table; the router there follows it
+(`sync = "kernel"`, route_sync.py). Each trial, on each backend, measures:
+
+  - convergence: from the BGP session coming up to the router holding the
+    whole table (and, beside it, to the kernel's FIB holding it);
+  - withdrawal and announcement latency: from `birdc disable` (`enable`) of
+    one prefix's static protocol to the router's table obeying it, for each
+    of CHURN prefixes, polled every POLL_S through the control socket;
+  - loss during churn: a paced flow to prefixes that do not change, while
+    the churn prefixes come and go; every frame sent must reach the sink or
+    be counted as missed by the port.
+
+It runs on the built-in testbed (vz-gen, vz-dut, vz-sink).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from veloz.control import companion, route_sync
+from veloz.control.client import Ctl
+from veloz.control.router import parse_prefix
+from veloz.core.errors import VelozError
+from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
+from veloz.lab import route_table, stats
+from veloz.testbed import bgp
+
+CHURN = [f"198.19.{i}.0/24" for i in range(20)]  # outside the table: only BGP has them
+POLL_S = 0.002
+CONVERGE_TIMEOUT_S = 900.0
+LATENCY_TIMEOUT_S = 30.0
+CHURN_RATE = 100_000  # pps to unchanged prefixes while the churn prefixes flap
+CHURN_S = 10.0
+STABLE_DSTS = ("--dsts", "1000", "--dst-range", str(route_table.BENCH_RANGE))
+
+
+def _holds(ctl_path: str, prefix: str) -> bool:
+    """Whether the router holds exactly prefix: a session of its own each
+    time, as the NF serves one session at a time and the sync needs one."""
+    p = parse_prefix(prefix)
+    with Ctl(Path(ctl_path)) as c:
+        key = p.length.to_bytes(4, "little").hex() + p.addr.hex()
+        return c.requests([f"holds router_routes4 {key}"])[0] == "ok 1"
+
+
+def _wait(value, timeout: float, interval: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (got := value()):
+        if time.monotonic() > deadline:
+            raise VelozError(f"bgp experiment: {what} not within {timeout:g} s")
+        time.sleep(interval)
+    return got
+
+
+def _kernel_routes() -> int:
+    done = subprocess.run(["ip", "-n", "vz-dut", "-4", "route", "show", "proto", "bird"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    return done.stdout.count("\n")
+
+
+def _convergence(announcer: bgp.Bird, ctl: str, expected: int) -> dict:
+    """Seconds from the session's coming up to the kernel's, then the
+    router's, holding every route."""
+    _wait(lambda: announcer.established("receiver"), 60, 0.02, "the BGP session")
+    up = time.monotonic()
+    status_file = companion.beside(Path(ctl), route_sync.STATUS)
+    kernel_s = router_s = None
+    while router_s is None:
+        now = time.monotonic() - up
+        if now > CONVERGE_TIMEOUT_S:
+            raise VelozError(f"bgp experiment: no convergence within {CONVERGE_TIMEOUT_S:g} s")
+        if kernel_s is None and _kernel_routes() >= expected:
+            kernel_s = now
+        st = companion.read_status(status_file) or {}
+        if st.get("in_router", 0) >= expected and not st.get("pending_since"):
+            router_s = now
+        time.sleep(0.2)
+    return {"kernel_s": kernel_s if kernel_s is not None else router_s, "converge_s": router_s}
+
+
+def _latencies(announcer: bgp.Bird, ctl: str) -> dict:
+    withdraw, announce = [], []
+    for i, prefix in enumerate(CHURN):
+        for change, present, out in ((announcer.withdraw, False, withdraw),
+                                     (announcer.announce, True, announce)):  # fmt: skip
+            start = time.monotonic()
+            change(i)
+            _wait(lambda p=prefix, want=present: _holds(ctl, p) == want, LATENCY_TIMEOUT_S,
+                  POLL_S, f"{prefix} {'in' if present else 'out of'} the router")  # fmt: skip
+            out.append(time.monotonic() - start)
+    return {"withdraw_s": withdraw, "announce_s": announce}
+
+
+def _churn_loss(announcer: bgp.Bird, ctl: str) -> dict:
+    """A paced flow to unchanged prefixes while every churn prefix flaps."""
+    count = int(CHURN_RATE * CHURN_S)
+    gen = in_netns("vz-gen", veloz_argv("gen", "--iface", "gen-dut", "--json", "--count",
+                                        str(count), "--rate", str(CHURN_RATE),
+                                        *STABLE_DSTS))  # fmt: skip
+    sink = in_netns("vz-sink", veloz_argv("gen", "--sink", "--replace", "--iface", "sink-dut",
+                                          "--json"))  # fmt: skip
+    missed0 = _missed(ctl)
+    sent: list[dict] = []
+    flaps = 0
+    with Runner(sink, what="the sink") as s:
+        flow = threading.Thread(target=lambda: sent.append(run_json(gen, timeout=CHURN_S + 60)))
+        flow.start()
+        while flow.is_alive():
+            i = flaps % len(CHURN)
+            (announcer.withdraw if flaps // len(CHURN) % 2 == 0 else announcer.announce)(i)
+            flaps += 1
+            time.sleep(0.02)
+        flow.join()
+        got = s.stop()
+    time.sleep(1.5)  # the runner publishes its counters each second
+    missed = _missed(ctl) - missed0
+    return {"churn_sent": sent[0]["sent"], "churn_received": got["received"],
+            "churn_missed": missed, "churn_lost": sent[0]["sent"] - got["received"] - missed,
+            "churn_changes": flaps}  # fmt: skip
+
+
+def _missed(ctl: str) -> int:
+    with Ctl(Path(ctl)) as c:
+        errors = (c.counters() or {}).get("errors") or {}
+    return sum(errors.get(k) or 0 for k in ("rx_missed", "tx_failed"))
+
+
+def one_trial(backend: str, feed: Path, expected: int, tmp: Path) -> dict:
+    cfg = tmp / "router.toml"
+    cfg.write_text('sync = "kernel"\n')
+    argv = veloz_argv("run", "router", "--backend", backend, "--iface", "dut-gen", "--iface",
+                      "dut-sink", "--config", str(cfg), "--json")  # fmt: skip
+    with (
+        bgp.Bird("vz-dut", tmp, bgp.receiver_config()),
+        Runner(in_netns("vz-dut", argv), attach_timeout=120) as nf,
+        bgp.Bird("vz-gen", tmp, bgp.announcer_config(feed, CHURN)) as announcer,
+    ):
+        ctl = nf.attached["ctl"]
+        rec = _convergence(announcer, ctl, expected)
+        rec |= _latencies(announcer, ctl)
+        rec |= _churn_loss(announcer, ctl)
+    return rec
+
+
+class Bgp:
+    name = "bgp"
+    title = "A full BGP table drives the router: convergence, withdrawal latency, churn"
+    doc = __doc__
+
+    def count(self, s: dict) -> int:
+        return s["trials"] * len(self._backends(s))
+
+    @staticmethod
+    def _backends(s: dict) -> list[str]:
+        return [b for b in s["backends"] if b != "linux"]
+
+    def run(self, ctx) -> None:
+        routes = route_table.generate(route_table.PAPER_ROUTES, seed=1)
+        with tempfile.TemporaryDirectory(prefix="veloz-bgp-") as tmp:
+            prefixes = [f"{ipaddress.IPv4Address(a)}/{n}" for a, n in routes]
+            feed = bgp.feed_file(Path(tmp) / "feed.routes", prefixes)
+            expected = len(routes) + len(CHURN)
+            for t in range(ctx.settings["trials"]):
+                for backend in self._backends(ctx.settings):
+                    rec = one_trial(backend, feed, expected, Path(tmp))
+                    ctx.record(f"bgp {backend}", rec | {"backend": backend, "routes": expected},
+                               trial=t, experiment=self.name)  # fmt: skip
+
+    def sections(self, records: list[dict], s: dict) -> list[dict]:
+        rows = []
+        for backend in dict.fromkeys(r["backend"] for r in records):
+            mine = [r for r in records if r["backend"] == backend]
+            conv = stats.summarize([r["converge_s"] for r in mine])
+            kern = stats.summarize([r["kernel_s"] for r in mine])
+            wd = [x for r in mine for x in r["withdraw_s"]]
+            an = [x for r in mine for x in r["announce_s"]]
+            rows.append([
+                backend, len(mine), _ci(conv, 1), _ci(kern, 1),
+                *_pcts(wd), *_pcts(an),
+                sum(r["churn_lost"] for r in mine), sum(r["churn_missed"] for r in mine),
+                sum(r["churn_sent"] for r in mine),
+            ])  # fmt: skip
+        return [{
+            "title": self.title,
+            "text": (f"{records[0]['routes'] if records else 0:,} routes over BGP. Convergence: "
+                     "session up to the whole table in the router (and in the kernel's FIB), "
+                     "median over trials with a 95% bootstrap CI. Latency: birdc disable/enable "
+                     f"of one prefix to the router's table obeying it, {len(CHURN)} prefixes per "
+                     f"trial, p50 and p99 over all of them (ms). Churn: {CHURN_RATE:,} pps to "
+                     f"unchanged prefixes for {CHURN_S:g} s while the churn prefixes flap; lost "
+                     "= sent - received - counted as missed by the port."),
+            "table": {"columns": ["backend", "trials", "converge s (CI)", "kernel FIB s (CI)",
+                                  "withdraw p50 ms", "withdraw p99 ms", "announce p50 ms",
+                                  "announce p99 ms", "churn lost", "churn missed", "churn sent"],
+                      "rows": rows},
+        }]  # fmt: skip
+
+
+def _ci(s: dict, digits: int) -> str:
+    if s["median"] is None:
+        return "-"
+    return f"{s['median']:.{digits}f} ({s['low']:.{digits}f}–{s['high']:.{digits}f})"
+
+
+def _pcts(values: list[float]) -> list[float | None]:
+    if not values:
+        return [None, None]
+    import numpy as np
+
+    return [round(float(np.percentile(values, q)) * 1e3, 1) for q in (50, 99)]
+
+
+BGP = Bgp()
