@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 import random
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from scapy.layers.inet import ICMP, IP, TCP, UDP
@@ -92,8 +91,10 @@ def flows(rng: random.Random, dsts: list[str], count: int) -> list[Packet]:
         src = "198.18.0.9" if net.version == 4 else "fd00:198:18::9"
         sport, dport = rng.randrange(1024, 65536), rng.choice([53, 80, 443, 9])
         ip = IP(src=src, dst=dst) if net.version == 4 else IPv6(src=src, dst=dst)
-        l4 = TCP(sport=sport, dport=dport, flags="S") if rng.random() < 0.5 else UDP(
-            sport=sport, dport=dport
+        l4 = (
+            TCP(sport=sport, dport=dport, flags="S")
+            if rng.random() < 0.5
+            else UDP(sport=sport, dport=dport)
         )
         out.append(ETH / ip / l4 / Raw(b"z" * 8))
     return out
@@ -105,8 +106,8 @@ def odd_ones() -> list[Packet]:
     first = ETH / IP(src=src, dst=dst, id=7, flags="MF") / UDP(sport=5, dport=6) / Raw(b"a" * 16)
     later = ETH / IP(src=src, dst=dst, id=7, frag=3, proto=17) / Raw(b"b" * 16)
     v6 = IPv6(src="fd00:198:18::9", dst="fd00:198:18:100::7")
-    return [ETH / IP(src=src, dst=dst) / ICMP(), first, later,
-            ETH / v6 / IPv6ExtHdrFragment(m=1) / UDP(sport=5, dport=6) / Raw(b"c" * 16)]  # fmt: skip
+    v6_fragment = ETH / v6 / IPv6ExtHdrFragment(m=1) / UDP(sport=5, dport=6) / Raw(b"c" * 16)
+    return [ETH / IP(src=src, dst=dst) / ICMP(), first, later, v6_fragment]
 
 
 def route_for(frame: Packet, table: list[rf.Route]) -> rf.Route:
