@@ -10,10 +10,17 @@
  * time exceeded), no route (ICMP unreachable), a next hop whose MAC is not
  * known yet (ARP or NDP), multicast and link-local, anything but IP.
  *
+ * A multipath route leads to a next-hop group (router_groups, at the slot
+ * its router_nexthops entry flags VZ_NEXTHOP_GROUP): the frame's flow hash,
+ * nf/lb.c's (5-tuple for unfragmented TCP and UDP, else addresses and
+ * protocol), picks the member, so a flow keeps one next hop while the group
+ * does. A member without a MAC passes as a lone unresolved next hop does.
+ *
  * With fib=1 the kernel's own FIB answers instead of our tables, through
  * bpf_fib_lookup(), as in the paper; that needs the xdp backends.
  */
 #include <veloz/nf.h>
+#include <veloz/jhash.h>
 
 VZ_CONFIG(struct vz_router_config) = { .fib = 0,
 				       .table = VZ_ROUTER_TABLE_DIR24 };
@@ -30,6 +37,9 @@ VZ_CONFIG_CHECK(struct vz_router_config, cfg)
 VZ_LPM(router_routes4, struct vz_lpm4_key, struct vz_route, VZ_ROUTER_ROUTES4);
 VZ_LPM(router_routes6, struct vz_lpm6_key, struct vz_route, VZ_ROUTER_ROUTES6);
 VZ_ARRAY(router_nexthops, struct vz_nexthop, VZ_ROUTER_NEXTHOPS);
+VZ_ARRAY(router_groups, struct vz_nexthop_group, VZ_ROUTER_NEXTHOPS);
+_Static_assert((VZ_ROUTER_GROUP_BUCKETS & (VZ_ROUTER_GROUP_BUCKETS - 1)) == 0,
+	       "group_member() masks a bucket");
 VZ_ARRAY(router_tbl24, __u32, VZ_ROUTER_TBL24);
 VZ_ARRAY(router_tbl8, __u32, VZ_ROUTER_TBL8_GROUPS * 256);
 VZ_ARRAY(router_tbl8_owner, __u32, VZ_ROUTER_TBL8_GROUPS);
@@ -57,12 +67,84 @@ VZ_INLINE int forward(struct vz_ctx *ctx, struct ethhdr *eth, const __u8 *smac,
 	return VZ_REDIRECT(port);
 }
 
-/* What a route says; *nh is set for VZ_ROUTE_FORWARD with a known MAC. */
-VZ_INLINE int route_verdict(const struct vz_route *route,
-			    struct vz_nexthop **nh)
-{
-	__u32 index;
+/* The words nf/lb.c's flow hash covers: a flow's addresses, protocol, ports. */
+union flow {
+	struct vz_lb_flow flow;
+	__u32 words[VZ_LB_FLOW_WORDS];
+};
 
+/* The ports of TCP and UDP at off, if the frame holds them; else none. */
+VZ_INLINE void flow_ports(struct vz_ctx *ctx, __u32 off, union flow *f)
+{
+	struct vz_l4_ports *ports;
+
+	if (f->flow.proto != IPPROTO_TCP && f->flow.proto != IPPROTO_UDP)
+		return;
+	ports = vz_l4_ports(ctx, off);
+	if (!ports)
+		return;
+	f->flow.sport = ports->source;
+	f->flow.dport = ports->dest;
+}
+
+/* A fragment has no ports, or only its first one: all take one path. */
+VZ_INLINE __u32 flow_hash4(struct vz_ctx *ctx, const vz_iphdr *iph)
+{
+	union flow f = {};
+
+	f.flow.family = 4;
+	f.flow.proto = iph->protocol;
+	__builtin_memcpy(f.flow.src, &iph->saddr, 4);
+	__builtin_memcpy(f.flow.dst, &iph->daddr, 4);
+	if (!vz_ipv4_is_fragment(iph))
+		flow_ports(ctx, ETH_HLEN + vz_ipv4_hlen(iph), &f);
+	return vz_lb_flow_hash(f.words);
+}
+
+/* Extension headers (fragments among them) leave the ports out. */
+VZ_INLINE __u32 flow_hash6(struct vz_ctx *ctx, const vz_ipv6hdr *ip6h)
+{
+	union flow f = {};
+
+	f.flow.family = 6;
+	f.flow.proto = ip6h->nexthdr;
+	__builtin_memcpy(f.flow.src, ip6h->saddr.s6_addr, 16);
+	__builtin_memcpy(f.flow.dst, ip6h->daddr.s6_addr, 16);
+	flow_ports(ctx, ETH_HLEN + sizeof(*ip6h), &f);
+	return vz_lb_flow_hash(f.words);
+}
+
+/* The member of group slot that hash picks; NULL for a broken group. */
+VZ_INLINE struct vz_nexthop *group_member(__u32 slot, __u32 hash)
+{
+	struct vz_nexthop_group *group = vz_map_lookup(&router_groups, &slot);
+	struct vz_nexthop *nh;
+	__u32 bucket, index;
+
+	if (!group || !group->buckets ||
+	    group->buckets > VZ_ROUTER_GROUP_BUCKETS)
+		return 0;
+	bucket = hash % group->buckets;
+	/*
+	 * The verifier does not bound a remainder, and clang drops a mask it
+	 * knows changes nothing unless kept from looking (barrier_var).
+	 */
+	__asm__ __volatile__("" : "+r"(bucket));
+	index = group->member[bucket & (VZ_ROUTER_GROUP_BUCKETS - 1)];
+	nh = vz_map_lookup(&router_nexthops, &index);
+	/* groups do not nest */
+	if (!nh || (nh->flags & VZ_NEXTHOP_GROUP))
+		return 0;
+	return nh;
+}
+
+/*
+ * What a route says; *nh is set for VZ_ROUTE_FORWARD. A group's entry is
+ * returned as is, for the caller to pick a member.
+ */
+VZ_INLINE int route_verdict(const struct vz_route *route,
+			    struct vz_nexthop **nh, __u32 *slot)
+{
 	if (!route)
 		return count(VZ_PASS, VZ_ROUTER_NO_ROUTE);
 	switch (route->kind) {
@@ -75,11 +157,19 @@ VZ_INLINE int route_verdict(const struct vz_route *route,
 	default:
 		return count(VZ_PASS, VZ_ROUTER_TO_KERNEL);
 	}
-	index = route->nexthop;
-	*nh = vz_map_lookup(&router_nexthops, &index);
-	if (!*nh || !((*nh)->flags & VZ_NEXTHOP_RESOLVED))
+	*slot = route->nexthop;
+	*nh = vz_map_lookup(&router_nexthops, slot);
+	if (!*nh)
 		return count(VZ_PASS, VZ_ROUTER_UNRESOLVED);
 	return VZ_REDIRECT_VERDICT; /* go on: forward */
+}
+
+/* Forward through nh, or PASS for the kernel to resolve it. */
+VZ_INLINE int nexthop_verdict(const struct vz_nexthop *nh)
+{
+	if (!nh || !(nh->flags & VZ_NEXTHOP_RESOLVED))
+		return count(VZ_PASS, VZ_ROUTER_UNRESOLVED);
+	return VZ_REDIRECT_VERDICT;
 }
 
 /*
@@ -119,6 +209,7 @@ VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 	struct vz_fib fib;
 	__u16 old_word, new_word;
 	__u8 first_octet;
+	__u32 slot = 0;
 	int verdict;
 
 	/*
@@ -143,7 +234,12 @@ VZ_INLINE int route_ipv4(struct vz_ctx *ctx, struct ethhdr *eth)
 		} else {
 			route = vz_lpm_lookup4(&router_routes4, &iph->daddr);
 		}
-		verdict = route_verdict(route, &nh);
+		verdict = route_verdict(route, &nh, &slot);
+		if (verdict != VZ_REDIRECT_VERDICT || !nh)
+			return verdict;
+		if (nh->flags & VZ_NEXTHOP_GROUP)
+			nh = group_member(slot, flow_hash4(ctx, iph));
+		verdict = nexthop_verdict(nh);
 		if (verdict != VZ_REDIRECT_VERDICT || !nh)
 			return verdict;
 	}
@@ -165,6 +261,7 @@ VZ_INLINE int route_ipv6(struct vz_ctx *ctx, struct ethhdr *eth)
 	struct vz_lpm6_key key = { .prefixlen = 128 };
 	struct vz_nexthop *nh = 0;
 	struct vz_fib fib;
+	__u32 slot = 0;
 	__u8 *dst;
 	int verdict;
 
@@ -180,7 +277,12 @@ VZ_INLINE int route_ipv6(struct vz_ctx *ctx, struct ethhdr *eth)
 	} else {
 		__builtin_memcpy(key.addr, dst, 16);
 		verdict = route_verdict(vz_map_lookup(&router_routes6, &key),
-					&nh);
+					&nh, &slot);
+		if (verdict != VZ_REDIRECT_VERDICT || !nh)
+			return verdict;
+		if (nh->flags & VZ_NEXTHOP_GROUP)
+			nh = group_member(slot, flow_hash6(ctx, ip6h));
+		verdict = nexthop_verdict(nh);
 		if (verdict != VZ_REDIRECT_VERDICT || !nh)
 			return verdict;
 	}

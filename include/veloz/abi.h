@@ -96,7 +96,7 @@ struct vz_lpm6_key {
 /* Room for a full internet table (752,138 IPv4 routes in the XDP paper). */
 #define VZ_ROUTER_ROUTES4 1048576
 #define VZ_ROUTER_ROUTES6 262144
-#define VZ_ROUTER_NEXTHOPS 4096
+#define VZ_ROUTER_NEXTHOPS 4096 /* next hops and groups share the slots */
 
 struct vz_router_config {
 	__u32 fib; /* 1: the kernel's FIB through bpf_fib_lookup (xdp only) */
@@ -143,6 +143,26 @@ struct vz_route {
 
 #define VZ_NEXTHOP_USED 1u
 #define VZ_NEXTHOP_RESOLVED 2u /* dmac is the neighbour's: forward */
+/* a multipath route's slot: its members are router_groups[slot] */
+#define VZ_NEXTHOP_GROUP 4u
+
+/*
+ * A next-hop group (multipath route): buckets entries of member[] name next
+ * hops (router_nexthops slots, never groups); a frame takes
+ * member[flow hash % buckets], the flow hash being nf/lb.c's
+ * (include/veloz/jhash.h). A next hop named k times takes k shares of the
+ * flows: weights are repeated members. At most VZ_ROUTER_GROUP_MEMBERS
+ * distinct next hops, VZ_ROUTER_GROUP_BUCKETS entries. refs counts the
+ * routes pointing to the group, for the control plane only.
+ */
+#define VZ_ROUTER_GROUP_MEMBERS 16
+#define VZ_ROUTER_GROUP_BUCKETS 64
+
+struct vz_nexthop_group {
+	__u32 buckets; /* entries of member[] in use, at least 1 */
+	__u32 refs;
+	__u16 member[VZ_ROUTER_GROUP_BUCKETS];
+};
 
 struct vz_nexthop {
 	__u32 flags;

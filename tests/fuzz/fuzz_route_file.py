@@ -16,20 +16,18 @@ to itself.
 from __future__ import annotations
 
 import io
-import socket
 from pathlib import Path
 
 import atheris
 import pyfuzz
 
 with atheris.instrument_imports(include=["veloz", "ipaddress"]):
-    from veloz.control import router
+    from veloz.control import route_file, router
     from veloz.control.objects import Ports
     from veloz.core.errors import VelozError
     from veloz.lab import route_table
 
 PORTS = Ports(["eth0", "eth1", "dut-gen"], [bytes([2, 0, 0, 0, 0, i]) for i in (1, 2, 3)])
-FAMILY = {4: socket.AF_INET, 6: socket.AF_INET6}
 
 SEEDS = [
     # `ip route` and `ip -6 route`, as printed
@@ -48,6 +46,12 @@ default via fd00::1 dev eth0 metric 1024 pref medium
 fd00:198:18:5::/64 via fd00:198:18:1::2 dev eth1 proto static metric 1024 pref medium
 unreachable 2001:db8::/32 dev lo proto static metric 1024 pref medium
 """,
+    # multipath, as `ip route` and `ip -o route` print it
+    """198.18.64.0/18 proto static
+\tnexthop via 198.18.1.2 dev eth1 weight 1
+\tnexthop via 198.18.2.2 dev dut-gen weight 3
+fd00:198:18:100::/56 metric 1024 pref medium\\\tnexthop via fd00:198:18:1::2 dev eth1 weight 1 \\\tnexthop via fd00:198:18:2::2 dev eth0 weight 1
+""",  # noqa: E501
     # `ip route show table local`
     """local 198.18.1.1 dev eth1 table local proto kernel scope host src 198.18.1.1
 broadcast 198.18.1.255 dev eth1 table local proto kernel scope link src 198.18.1.1
@@ -74,7 +78,8 @@ fd00:198:18:2::/64 fd00:198:18:1::2 dut-gen
 # words the mutator splices in whole
 TOKENS = [
     *router.IP_ROUTE_TYPES, "via", "dev", "default", "proto", "scope", "metric", "table",
-    "src", "onlink", "linkdown", "kernel", "nexthop", "inet6", "pref", "medium", "#", "/", "::",
+    "src", "onlink", "linkdown", "kernel", "nexthop", "weight", "\\", "inet6", "pref", "medium",
+    "#", "/", "::",
     "::/0", "0.0.0.0/0", "/32", "/128", "eth0", "eth1", "dut-gen", "fe80::1", "198.18.1.2",
     "\t", "\r", "\x00", "\u00b2", "\u0663", "\u2028", "-1", "64",
 ]  # fmt: skip
@@ -94,21 +99,49 @@ def check(route: router.Route, line: str) -> None:
     assert 0 <= prefix.length <= bits, (route, line)
     assert int.from_bytes(prefix.addr, "big") & ((1 << (bits - prefix.length)) - 1) == 0, route
     assert route.kind in router.KIND_NAMES, (route, line)
-    assert (route.via is not None) == (route.kind == router.FORWARD), (route, line)
+    assert (route.via is not None or bool(route.multipath)) == (route.kind == router.FORWARD), (
+        route,
+        line,
+    )
     assert 0 <= route.port < len(PORTS.names), (route, line)
-    if route.via is not None:
-        family, addr = route.via
+    assert not (route.multipath and route.via is not None), (route, line)
+    for (family, addr), port in [
+        *route.multipath,
+        *([(route.via, route.port)] if route.via else []),
+    ]:
         assert len(addr) == {4: 4, 6: 16}[family], (route, line)
+        assert 0 <= port < len(PORTS.names), (route, line)
     words = line.split("#", 1)[0].split()
-    if "via" in words[1:] and words[0] not in router.IP_ROUTE_TYPES.keys() - {"unicast"}:
+    if (
+        "via" in words[1:]
+        and words[0] not in router.IP_ROUTE_TYPES.keys() - {"unicast"}
+        and not _member_without_gateway(words)
+    ):
         # an ip-route line with a gateway forwards through it, or is refused
+        # (a multipath route with a member on a link alone is the kernel's)
         assert route.kind == router.FORWARD, (route, line)
-    # printed back as PREFIX NEXTHOP PORT (or PREFIX KIND), it parses to itself
-    if route.via is not None:
-        text = f"{prefix} {socket.inet_ntop(FAMILY[route.via[0]], route.via[1])} {route.port}"
-    else:
-        text = f"{prefix} {router.KIND_NAMES[route.kind]}"
+    # printed back as PREFIX NEXTHOP PORT, PREFIX KIND or `ip -o route`'s
+    # multipath line, it parses to itself
+    text = route_file.format_route(route, PORTS)
     assert router.parse_route_line(text, PORTS) == route, (route, line, text)
+
+
+def _member_without_gateway(words: list[str]) -> bool:
+    words = " ".join(words).replace("\\", " ").split()
+    starts = [i for i, w in enumerate(words) if w == "nexthop"] + [len(words)]
+    return any("via" not in words[a:b] for a, b in zip(starts, starts[1:], strict=False))
+
+
+def joined_lines(text: str) -> list[str]:
+    """The file's routes, a multipath route's member lines joined onto its first."""
+    lines: list[str] = []
+    for ln in text.splitlines():
+        words = ln.split("#", 1)[0].split()
+        if words and words[0] == "nexthop" and ln[:1].isspace() and lines:
+            lines[-1] = lines[-1].split("#", 1)[0] + " " + ln
+        elif words:
+            lines.append(ln)
+    return lines
 
 
 def familyless_default(line: str) -> bool:
@@ -123,7 +156,7 @@ def make_target(path: Path) -> pyfuzz.Target:
         path.write_bytes(data)
         try:
             routes = router.read_route_file(path, PORTS)
-            lines = [ln for ln in data.decode().splitlines() if ln.split("#", 1)[0].split()]
+            lines = joined_lines(data.decode())
             # a `default` with no gateway has no family: it is left to the
             # kernel (what a miss gets), and makes no route
             lines = [ln for ln in lines if not familyless_default(ln)]

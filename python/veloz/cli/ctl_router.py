@@ -20,12 +20,22 @@ def add_ctl_commands(sub: argparse._SubParsersAction) -> None:
     route = sub.add_parser("route", help="router: add, delete, load and list routes")
     verbs = route.add_subparsers(dest="verb", metavar="VERB", required=True)
     add = verbs.add_parser(
-        "add", help="PREFIX via ADDRESS [--port P] | PREFIX local|blackhole|kernel"
+        "add",
+        help="PREFIX via ADDRESS [port P] [via ADDRESS [port P]]... | "
+        "PREFIX local|blackhole|kernel",
     )
     add.add_argument("prefix")
     add.add_argument("kind", nargs="?", choices=("local", "blackhole", "kernel", "via"))
     add.add_argument("via", nargs="?", metavar="ADDRESS")
-    add.add_argument("--port", "-p", help="egress port: number or interface (default 0)")
+    add.add_argument(
+        "more",
+        nargs="*",
+        metavar="[port P] via ADDRESS",
+        help="more next hops: a multipath route, one flow to one of them",
+    )
+    add.add_argument(
+        "--port", "-p", help="egress port of a next hop without its own: number or interface"
+    )
     add.set_defaults(func=_route_add_dispatch)
     d = verbs.add_parser("del", help="delete the route of exactly PREFIX")
     d.add_argument("prefix")

@@ -45,19 +45,24 @@ def _port(text: str | None) -> None:
 
 
 def _route_add(args: argparse.Namespace) -> None:
-    from veloz.control import router
+    from veloz.control import route_file, router
 
     router.parse_prefix(args.prefix)
     if args.kind == "via" or (args.kind is None and args.via is None):
         if args.via is None:
             raise VelozError("route add needs `via ADDRESS` or one of local, blackhole, kernel")
-        family, _ = router.parse_gateway(args.via)
         prefix = router.parse_prefix(args.prefix)
-        if family != prefix.family:
-            raise VelozError(f"route {prefix}: next hop of the other address family")
+        hops = route_file.parse_via_words(args.via, getattr(args, "more", None) or [])
+        for via, port in hops:
+            family, _ = router.parse_gateway(via)
+            if family != prefix.family:
+                raise VelozError(f"route {prefix}: next hop of the other address family")
+            _port(port)
+        if len(hops) > route_file.ABI.GROUP_MEMBERS:
+            raise VelozError(f"route {prefix}: at most {route_file.ABI.GROUP_MEMBERS} next hops")
         _port(args.port)
         return
-    if args.via is not None:
+    if args.via is not None or getattr(args, "more", None):
         raise VelozError(f"route add {args.prefix} {args.kind} takes no address")
     if args.port is not None:
         raise VelozError(f"--port: a {args.kind} route has no egress port")

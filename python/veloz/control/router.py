@@ -13,16 +13,17 @@ Config file (TOML), next to the NF's own fields (fib):
     address = "198.18.1.2"
     mac = "02:00:00:00:01:02"
 
-A route file holds one route per line, either `PREFIX NEXTHOP [PORT]` or the
-output of `ip route` / `ip -6 route` (`via`, `dev`, and the types local,
-blackhole, unreachable, prohibit, throw; routes without `via` are left to
-the kernel, which resolves connected hosts itself). `#` starts a comment.
+Route files and `ip route` lines: veloz.control.route_file.
 
 A route leads to a next hop: (gateway address, port), with the neighbour's
 MAC once known. Next hops live in router_nexthops, one slot each, shared by
-all the routes through them. On a live run, neighbours not given in the
-config are taken from the kernel's neighbour table, and every address of the
-run's ports becomes a local route; a next hop still without a MAC makes its
+all the routes through them. A multipath route leads to a group of next hops
+(router_groups, at a slot of router_nexthops flagged VZ_NEXTHOP_GROUP),
+shared by all the routes with the same members; its refs count them, and a
+group is freed when its last route leaves it, after that route's new entry is
+written. On a live run, neighbours not given in the config are taken from the
+kernel's neighbour table, and every address of the run's ports becomes a
+local route; a next hop still without a MAC makes its
 routes PASS to the kernel, which resolves it (ARP, NDP).
 """
 
@@ -38,10 +39,18 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from veloz.control import abi
+from veloz.control import abi, route_file
 from veloz.control.client import Ctl, CtlError, per_cpu_sums
 from veloz.control.objects import Ports, iface_macs
 from veloz.control.ops import Op, delete, parse_address, parse_mac, update
+from veloz.control.route_file import Member as Member
+from veloz.control.route_file import Prefix as Prefix
+from veloz.control.route_file import Route as Route
+from veloz.control.route_file import parse_gateway as parse_gateway
+from veloz.control.route_file import parse_ip_route_words as parse_ip_route_words
+from veloz.control.route_file import parse_prefix as parse_prefix
+from veloz.control.route_file import parse_route_line as parse_route_line
+from veloz.control.route_file import read_route_file as read_route_file
 from veloz.core.errors import VelozError
 
 if TYPE_CHECKING:
@@ -60,21 +69,8 @@ def _dir24() -> ModuleType:
 
 ROUTES = {4: "router_routes4", 6: "router_routes6"}
 NEXTHOPS = "router_nexthops"
+GROUPS = "router_groups"
 COUNTERS = "router_counters"
-
-
-_KIND_WORDS = {"forward": "via", "local": "local", "kernel": "kernel", "blackhole": "blackhole"}
-_IP_ROUTE_TYPES = {
-    "unicast": "forward",
-    "local": "local",
-    "blackhole": "blackhole",
-    "unreachable": "kernel",
-    "prohibit": "kernel",
-    "throw": "kernel",
-    "broadcast": "kernel",
-    "multicast": "kernel",
-    "anycast": "kernel",
-}
 
 
 class _Abi(abi.View):
@@ -92,154 +88,19 @@ class _Abi(abi.View):
     NEXTHOP = abi.layout("vz_nexthop")
     ROUTE = abi.layout("vz_route")
     COUNTER = abi.map_value(COUNTERS)
-    FORWARD = abi.Lazy(lambda a: a.named("vz_route_kind", "VZ_ROUTE_")["forward"])
-    LOCAL = abi.Lazy(lambda a: a.named("vz_route_kind", "VZ_ROUTE_")["local"])
-    KERNEL = abi.Lazy(lambda a: a.named("vz_route_kind", "VZ_ROUTE_")["kernel"])
-    BLACKHOLE = abi.Lazy(lambda a: a.named("vz_route_kind", "VZ_ROUTE_")["blackhole"])
-    # kind -> how `veloz ctl route list` and route files name it
-    KIND_NAMES = abi.Lazy(lambda a: {v: _KIND_WORDS[k] for k, v in
-                                     a.named("vz_route_kind", "VZ_ROUTE_").items()})  # fmt: skip
-    # `ip route` types -> kind
-    IP_ROUTE_TYPES = abi.Lazy(lambda a: {t: a.named("vz_route_kind", "VZ_ROUTE_")[k]
-                                         for t, k in _IP_ROUTE_TYPES.items()})  # fmt: skip
+    GROUP_FLAG = abi.Lazy(lambda a: abi.define("VZ_NEXTHOP_GROUP"))
+    GROUP = abi.layout("vz_nexthop_group")
+    FORWARD = abi.Lazy(lambda a: route_file.ABI.FORWARD)
+    LOCAL = abi.Lazy(lambda a: route_file.ABI.LOCAL)
+    KERNEL = abi.Lazy(lambda a: route_file.ABI.KERNEL)
+    BLACKHOLE = abi.Lazy(lambda a: route_file.ABI.BLACKHOLE)
+    KIND_NAMES = abi.Lazy(lambda a: route_file.ABI.KIND_NAMES)
+    IP_ROUTE_TYPES = abi.Lazy(lambda a: route_file.ABI.IP_ROUTE_TYPES)
+    GROUP_BUCKETS = abi.Lazy(lambda a: route_file.ABI.GROUP_BUCKETS)
 
 
 ABI = _Abi()
 __getattr__ = ABI.module_getattr(__name__)
-
-
-@dataclass(frozen=True)
-class Prefix:
-    family: int  # 4 or 6
-    addr: bytes  # network order, host bits zero
-    length: int
-
-    def key(self) -> bytes:
-        """struct vz_lpm4_key / vz_lpm6_key."""
-        return self.length.to_bytes(4, "little") + self.addr
-
-    def __str__(self) -> str:
-        fam = socket.AF_INET if self.family == 4 else socket.AF_INET6
-        return f"{socket.inet_ntop(fam, self.addr)}/{self.length}"
-
-
-def parse_prefix(text: str) -> Prefix:
-    """A prefix (a bare address is a host route); host bits set is an error.
-
-    Hand-rolled rather than ipaddress.ip_network: a full table is 750k lines.
-    """
-    addr_text, slash, len_text = text.partition("/")
-    family = 6 if ":" in addr_text else 4
-    try:
-        addr = socket.inet_pton(socket.AF_INET6 if family == 6 else socket.AF_INET, addr_text)
-    except (OSError, ValueError):  # ValueError: a NUL in the text
-        raise VelozError(f"bad prefix '{text}': '{addr_text}' is not an address") from None
-    bits = 32 if family == 4 else 128
-    if not slash:
-        length = bits
-    elif len_text.isascii() and len_text.isdigit() and int(len_text) <= bits:
-        length = int(len_text)
-    else:
-        raise VelozError(f"bad prefix '{text}': the length must be 0 to {bits}")
-    value = int.from_bytes(addr, "big")
-    if value & ((1 << (bits - length)) - 1):
-        raise VelozError(f"bad prefix '{text}': host bits are set (did you mean a /{bits}?)")
-    return Prefix(family, addr, length)
-
-
-def parse_gateway(text: str) -> tuple[int, bytes]:
-    addr = parse_address(text, "next hop")
-    return addr.version, addr.packed
-
-
-@dataclass(frozen=True)
-class Route:
-    prefix: Prefix
-    kind: int
-    via: tuple[int, bytes] | None = None  # (family, address)
-    port: int = 0
-
-
-def _parse_ip_route(words: list[str], ports: Ports) -> Route | None:
-    kind = ABI.FORWARD
-    if words[0] in ABI.IP_ROUTE_TYPES:
-        kind = ABI.IP_ROUTE_TYPES[words.pop(0)]
-    if not words:
-        raise VelozError("a route type without a prefix")
-    dest = words.pop(0)
-    via_text, dev = _ip_route_option(words, "via"), _ip_route_option(words, "dev")
-    via = parse_gateway(via_text) if via_text is not None else None
-    if dest == "default":
-        if via is None:
-            # `ip -6 route` prints `default dev wg0` and `unreachable default`
-            # with no address to tell the family by. Left to the kernel, such
-            # a route is what a miss already gets (PASS); taken as IPv4 it
-            # would replace the IPv4 default of the same file.
-            if kind in (ABI.FORWARD, ABI.KERNEL):
-                return None
-            raise VelozError("'default' without 'via' names no address family: "
-                             "write 0.0.0.0/0 or ::/0")  # fmt: skip
-        dest = "::/0" if via[0] == 6 else "0.0.0.0/0"
-    prefix = parse_prefix(dest)
-    if kind == ABI.FORWARD and via is None:
-        kind = ABI.KERNEL  # connected: the kernel resolves each host
-    port = ports.number(dev) if dev is not None and kind == ABI.FORWARD else 0
-    return Route(prefix, kind, via if kind == ABI.FORWARD else None, port)
-
-
-def _ip_route_option(words: list[str], key: str) -> str | None:
-    """The word after key: found by position, not by pairing words, as `ip route`
-    also prints flags without a value (onlink, linkdown, ...)."""
-    if key not in words:
-        return None
-    i = words.index(key)
-    if i + 1 == len(words):
-        raise VelozError(f"'{key}' without a value")
-    return words[i + 1]
-
-
-def parse_route_line(line: str, ports: Ports) -> Route | None:
-    """One line of a route file; None for blank lines and comments."""
-    words = line.split("#", 1)[0].split()
-    if not words:
-        return None
-    if (
-        words[0] in ABI.IP_ROUTE_TYPES
-        or words[0] == "default"
-        or any(w in ("via", "dev", "proto", "scope", "metric") for w in words[1:2])
-    ):
-        return _parse_ip_route(words, ports)
-    if len(words) not in (2, 3):
-        raise VelozError("expected PREFIX NEXTHOP [PORT] or a line of `ip route`")
-    prefix = parse_prefix(words[0])
-    if words[1] in ("local", "blackhole", "kernel"):
-        if len(words) == 3:  # neither a next hop nor a port: not to be dropped quietly
-            raise VelozError(f"PREFIX {words[1]} takes nothing after it, not '{words[2]}'")
-        kind = {"local": ABI.LOCAL, "blackhole": ABI.BLACKHOLE, "kernel": ABI.KERNEL}[words[1]]
-        return Route(prefix, kind)
-    via = parse_gateway(words[1])
-    port = ports.number(words[2]) if len(words) == 3 else 0
-    return Route(prefix, ABI.FORWARD, via, port)
-
-
-def read_route_file(path: Path, ports: Ports) -> list[Route]:
-    from veloz.core import safeio
-
-    text = safeio.read_text(path, "route file")  # bounded: not /dev/zero whole
-    routes = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        try:
-            route = parse_route_line(line, ports)
-        except VelozError as e:
-            raise VelozError(f"{path} line {lineno}: {e}") from None
-        if route is not None:
-            routes.append(route)
-    return routes
-
-
-def _check_families(route: Route) -> None:
-    if route.via and route.via[0] != route.prefix.family:
-        raise VelozError(f"route {route.prefix}: next hop of the other address family")
 
 
 # ---- next hops -------------------------------------------------------------
@@ -271,30 +132,127 @@ class Nexthop:
             nh.family,
             nh.addr,
         )
-        if not flags & ABI.USED:
+        if not flags & ABI.USED or flags & ABI.GROUP_FLAG:
             return None
         addr = addr[:4] if family == 4 else addr
         return cls(family, addr, port, smac, dmac if flags & ABI.RESOLVED else None)
 
 
-class NexthopTable:
-    """Slots of router_nexthops by (family, gateway, port)."""
+@dataclass
+class Group:
+    """struct vz_nexthop_group: a multipath route's buckets (next-hop slots)."""
 
-    def __init__(self, existing: dict[int, Nexthop] | None = None) -> None:
+    buckets: tuple[int, ...]
+    refs: int = 0
+
+    def value(self) -> bytes:
+        member = b"".join(s.to_bytes(2, "little") for s in self.buckets)
+        member = member.ljust(2 * ABI.GROUP_BUCKETS, b"\0")
+        return ABI.GROUP.pack(buckets=len(self.buckets), refs=self.refs, member=member)
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> Group | None:
+        g = ABI.GROUP.unpack(raw)
+        if not 0 < g.buckets <= ABI.GROUP_BUCKETS:
+            return None
+        member = g.member[: 2 * g.buckets]
+        return cls(tuple(int.from_bytes(member[i : i + 2], "little")
+                         for i in range(0, len(member), 2)), g.refs)  # fmt: skip
+
+
+def group_mark() -> bytes:
+    """router_nexthops' entry at a group's slot: flagged, all else zero."""
+    return ABI.NEXTHOP.pack(flags=ABI.USED | ABI.GROUP_FLAG, port=0, dmac=bytes(6),
+                            smac=bytes(6), family=0, addr=bytes(16))  # fmt: skip
+
+
+class NexthopTable:
+    """Slots of router_nexthops by (family, gateway, port), and the groups
+    (router_groups) of multipath routes by their buckets, in the same slots.
+
+    routes maps the prefixes known to point to a group to that group's slot:
+    route_ops() keeps it, a live caller first fills in the prefixes it is
+    about to change (current_groups()), so a replaced route releases its group.
+    """
+
+    def __init__(
+        self, existing: dict[int, Nexthop] | None = None, groups: dict[int, Group] | None = None
+    ) -> None:
         self.slots: dict[int, Nexthop] = dict(existing or {})
         self.index = {(n.family, n.addr, n.port): i for i, n in self.slots.items()}
+        self.groups: dict[int, Group] = dict(groups or {})
+        self.group_index = {g.buckets: i for i, g in self.groups.items()}
+        self.routes: dict[Prefix, int] = {}
+        self.freed: list[int] = []  # no route left: to be zeroed after the routes move
+        self.counted: set[int] = set()  # groups whose refs changed: to be written
+
+    def _free(self) -> int:
+        taken = self.slots.keys() | self.groups.keys() | set(self.freed)
+        free = next((i for i in range(ABI.MAX_NEXTHOPS) if i not in taken), None)
+        if free is None:
+            raise VelozError(
+                f"the next-hop table is full ({ABI.MAX_NEXTHOPS} next hops and groups)"
+            )
+        return free
 
     def slot(self, via: tuple[int, bytes], port: int, ports: Ports) -> tuple[int, bool]:
         """The slot of a next hop, allocated if new: (slot, is_new)."""
         key = (via[0], via[1], port)
         if key in self.index:
             return self.index[key], False
-        free = next((i for i in range(ABI.MAX_NEXTHOPS) if i not in self.slots), None)
-        if free is None:
-            raise VelozError(f"the next-hop table is full ({ABI.MAX_NEXTHOPS} next hops)")
+        free = self._free()
         self.slots[free] = Nexthop(via[0], via[1], port, ports.mac(port))
         self.index[key] = free
         return free, True
+
+    def group(self, buckets: tuple[int, ...]) -> tuple[int, bool]:
+        """The slot of the group of these buckets (next-hop slots), allocated if new."""
+        if buckets in self.group_index:
+            return self.group_index[buckets], False
+        free = self._free()
+        self.groups[free] = Group(buckets)
+        self.group_index[buckets] = free
+        return free, True
+
+    def point(self, prefix: Prefix, slot: int) -> None:
+        """prefix's route now leads to slot: count it in a group, release its old one."""
+        if self.routes.get(prefix) == slot:
+            return
+        self.forget(prefix)
+        if slot in self.groups:
+            self.routes[prefix] = slot
+            self.groups[slot].refs += 1
+            self.counted.add(slot)
+
+    def forget(self, prefix: Prefix) -> None:
+        """prefix's route is gone or leads elsewhere: its group loses a route."""
+        old = self.routes.pop(prefix, None)
+        if old is None or old not in self.groups:
+            return
+        group = self.groups[old]
+        group.refs = max(group.refs - 1, 0)
+        self.counted.add(old)
+        if group.refs == 0:
+            del self.groups[old], self.group_index[group.buckets]
+            self.freed.append(old)
+
+    def count_ops(self) -> list[Op]:
+        """The groups whose refs changed, written again (the NF reads no refs)."""
+        ops = [update(GROUPS, _u32(i), self.groups[i].value()) for i in sorted(self.counted)
+               if i in self.groups]  # fmt: skip
+        self.counted.clear()
+        return ops
+
+    def free_ops(self) -> list[Op]:
+        """Zero the groups no route leads to any more: after every op that moves
+        a route off them (the DIR-24-8 ops included), so no lookup finds one half
+        gone. The marker goes first: a lookup that still reaches it passes."""
+        ops = []
+        for i in self.freed:
+            ops.append(update(NEXTHOPS, _u32(i), bytes(ABI.NEXTHOP.size)))
+            ops.append(update(GROUPS, _u32(i), bytes(ABI.GROUP.size)))
+        self.freed.clear()
+        return ops
 
     def resolve(self, family: int, addr: bytes, mac: bytes) -> list[int]:
         """Give every next hop through addr its MAC; the slots that changed."""
@@ -306,29 +264,65 @@ class NexthopTable:
         return changed
 
 
+def _u32(n: int) -> bytes:
+    return n.to_bytes(4, "little")
+
+
+def _check_route(route: Route) -> None:
+    if route.via and route.via[0] != route.prefix.family:
+        raise VelozError(f"route {route.prefix}: next hop of the other address family")
+    route_file.check_multipath(route)
+
+
+def _group_ops(route: Route, table: NexthopTable, ports: Ports) -> Iterator[Op | int]:
+    """A multipath route's members, then its group, then its slot (an int, last)."""
+    buckets = []
+    for via, port in route.multipath:
+        slot, new = table.slot(via, port, ports)
+        if new:
+            yield update(NEXTHOPS, _u32(slot), table.slots[slot].value())
+        buckets.append(slot)
+    slot, new = table.group(tuple(buckets))
+    if new:
+        # the group before the marker that makes a route's slot lead to it
+        yield update(GROUPS, _u32(slot), table.groups[slot].value())
+        yield update(NEXTHOPS, _u32(slot), group_mark())
+    yield slot
+
+
 def route_ops(
     routes: Iterable[Route], table: NexthopTable, ports: Ports, fib: dir24.Table | None = None
 ) -> Iterator[Op]:
-    """Ops for routes; new next hops are written before the routes using them.
+    """Ops for routes; new next hops and groups are written before the routes
+    using them.
 
     IPv4 routes also go into fib, the DIR-24-8 model; its ops come after
-    (fib.ops()), once every route is in."""
+    (fib.ops()), once every route is in, and table.free_ops() after those."""
     pack_route = ABI.ROUTE.packer("kind", "nexthop")  # a full table: 750k of them
     forward = ABI.FORWARD
     for route in routes:
-        _check_families(route)
+        _check_route(route)
         slot = 0
-        if route.kind == forward:
+        if route.kind == forward and route.multipath:
+            for op in _group_ops(route, table, ports):
+                if isinstance(op, int):
+                    slot = op
+                else:
+                    yield op
+        elif route.kind == forward:
             assert route.via is not None
             slot, new = table.slot(route.via, route.port, ports)
             if new:
-                yield update(NEXTHOPS, slot.to_bytes(4, "little"), table.slots[slot].value())
+                yield update(NEXTHOPS, _u32(slot), table.slots[slot].value())
         yield update(ROUTES[route.prefix.family], route.prefix.key(), pack_route(route.kind, slot))
         if fib is not None and route.prefix.family == 4:
             addr = int.from_bytes(route.prefix.addr, "big")
             fib.add(
                 addr, route.prefix.length, _dir24().entry(route.kind, slot, route.prefix.length)
             )
+        if table.routes or table.groups:
+            table.point(route.prefix, slot)
+    yield from table.count_ops()
 
 
 # ---- what the kernel knows about a live run's ports ------------------------
@@ -424,6 +418,7 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
     fib = _dir24().Table()
     ops = list(route_ops(routes, table, ports, fib))
     ops += fib.ops()
+    ops += table.free_ops()
     neighbours = kernel_neighbours(live) if live else {}
     for i, item in enumerate(_table(values, "neighbour")):
         where = f"neighbour {i + 1}"
@@ -445,12 +440,32 @@ def _live_ports(ctl: Ctl) -> Ports:
 
 
 def _nexthops(ctl: Ctl) -> NexthopTable:
-    slots = {}
+    slots, groups = {}, {}
     for key, value in ctl.dump(NEXTHOPS):
+        slot = int.from_bytes(key, "little")
+        if ABI.NEXTHOP.unpack(value).flags & ABI.GROUP_FLAG:
+            raw = ctl.lookup(GROUPS, key)
+            group = Group.unpack(raw) if raw is not None else None
+            if group is not None:
+                groups[slot] = group
+            continue
         nh = Nexthop.unpack(value)
         if nh is not None:
-            slots[int.from_bytes(key, "little")] = nh
-    return NexthopTable(slots)
+            slots[slot] = nh
+    return NexthopTable(slots, groups)
+
+
+def current_groups(ctl: Ctl, table: NexthopTable, prefixes: list[Prefix]) -> None:
+    """Which of prefixes the NF routes through a group now, into table.routes:
+    a route replaced or deleted then releases its group."""
+    if not table.groups or not prefixes:
+        return
+    held = [p for p, h in zip(prefixes, _holds(ctl, prefixes), strict=True) if h]
+    for prefix in held:
+        raw = ctl.lookup(ROUTES[prefix.family], prefix.key())
+        slot = ABI.ROUTE.unpack(raw).nexthop if raw is not None else None
+        if slot in table.groups and ABI.ROUTE.unpack(raw).kind == ABI.FORWARD:
+            table.routes[prefix] = slot
 
 
 def _reader(ctl: Ctl):
@@ -492,30 +507,56 @@ def _covering(ctl: Ctl, prefix: Prefix) -> int:
 
 def _route_from_args(args: argparse.Namespace, ports: Ports) -> Route:
     prefix = parse_prefix(args.prefix)
+    more = getattr(args, "more", None) or []
     if args.kind:
+        if more:
+            raise VelozError(f"route add {args.prefix} {args.kind} takes nothing after it")
         return Route(
             prefix,
             {"local": ABI.LOCAL, "blackhole": ABI.BLACKHOLE, "kernel": ABI.KERNEL}[args.kind],
         )
     if not args.via:
         raise VelozError("route add needs `via ADDRESS` or one of local, blackhole, kernel")
-    return Route(prefix, ABI.FORWARD, parse_gateway(args.via), ports.number(args.port or 0))
+    members = [
+        (parse_gateway(via), ports.number(port if port is not None else args.port or 0))
+        for via, port in route_file.parse_via_words(args.via, more)
+    ]
+    if len(set(members)) == 1:
+        return Route(prefix, ABI.FORWARD, members[0][0], members[0][1])
+    return Route(prefix, ABI.FORWARD, multipath=tuple(members))
+
+
+def _with_kernel_macs(ops: list[Op], route: Route, table: NexthopTable, ports: Ports) -> None:
+    """A new next hop may already have a MAC in the kernel's table: written with
+    it from the start (its op replaced), an old one's written first."""
+    members = route.multipath or (((route.via, route.port),) if route.via else ())
+    if not members:
+        return
+    known = kernel_neighbours(ports.names)
+    for via, port in dict.fromkeys(members):
+        mac = known.get(via)
+        slot = table.index[(via[0], via[1], port)]
+        if not mac or table.slots[slot].dmac is not None:
+            continue
+        table.slots[slot].dmac = mac
+        op = update(NEXTHOPS, _u32(slot), table.slots[slot].value())
+        at = [n for n, o in enumerate(ops) if (o.map, o.key) == (NEXTHOPS, op.key)]
+        if at:
+            ops[at[0]] = op
+        else:
+            ops.insert(0, op)
 
 
 def ctl_route_add(args: argparse.Namespace, ctl: Ctl) -> int:
     ports = _live_ports(ctl)
     route = _route_from_args(args, ports)
     table = _nexthops(ctl)
+    current_groups(ctl, table, [route.prefix])
     fib = _dir24().Table(_reader(ctl))
     ops = list(route_ops([route], table, ports, fib))
     ops += fib.ops()
-    if route.via is not None:
-        # a new next hop may already have a MAC in the kernel's table
-        mac = kernel_neighbours(ports.names).get(route.via)
-        slot = table.index[(route.via[0], route.via[1], route.port)]
-        if mac and table.slots[slot].dmac is None:
-            table.slots[slot].dmac = mac
-            ops.insert(0, update(NEXTHOPS, slot.to_bytes(4, "little"), table.slots[slot].value()))
+    ops += table.free_ops()
+    _with_kernel_macs(ops, route, table, ports)
     ctl.apply(ops)
     print(f"route {route.prefix} added")
     return 0
@@ -524,11 +565,18 @@ def ctl_route_add(args: argparse.Namespace, ctl: Ctl) -> int:
 def ctl_route_del(args: argparse.Namespace, ctl: Ctl) -> int:
     prefix = parse_prefix(args.prefix)
     ops = [delete(ROUTES[prefix.family], prefix.key())]
-    if prefix.family == 4 and _holds(ctl, [prefix])[0]:
+    held = _holds(ctl, [prefix])[0]
+    if prefix.family == 4 and held:
         fib = _dir24().Table(_reader(ctl))
         addr = int.from_bytes(prefix.addr, "big")
         fib.delete(addr, prefix.length, _covering(ctl, prefix))
         ops += fib.ops()
+    table = _nexthops(ctl)
+    if held and table.groups:
+        current_groups(ctl, table, [prefix])
+        table.forget(prefix)
+        ops += table.count_ops()
+        ops += table.free_ops()
     try:
         ctl.apply(ops)
     except CtlError as e:
@@ -544,13 +592,15 @@ def ctl_route_load(args: argparse.Namespace, ctl: Ctl) -> int:
     ports = _live_ports(ctl)
     routes = read_route_file(Path(args.file), ports)
     table = _nexthops(ctl)
+    current_groups(ctl, table, list(dict.fromkeys(r.prefix for r in routes)))
     fib = _dir24().Table(_reader(ctl))
     ops = list(route_ops(routes, table, ports, fib))
     ops += fib.ops()
+    ops += table.free_ops()
     known = kernel_neighbours(ports.names)
     for (family, addr), mac in known.items():
         for slot in table.resolve(family, addr, mac):
-            ops.append(update(NEXTHOPS, slot.to_bytes(4, "little"), table.slots[slot].value()))
+            ops.append(update(NEXTHOPS, _u32(slot), table.slots[slot].value()))
     count = ctl.apply(ops)
     print(f"{len(routes)} routes loaded ({count} map operations)")
     return 0
@@ -559,6 +609,29 @@ def ctl_route_load(args: argparse.Namespace, ctl: Ctl) -> int:
 def _format_gateway(nh: Nexthop) -> str:
     fam = socket.AF_INET if nh.family == 4 else socket.AF_INET6
     return socket.inet_ntop(fam, nh.addr)
+
+
+def _route_row(table: NexthopTable, slot: int) -> dict:
+    """What a forwarding route leads to: its next hop, or its group's members
+    (each with its share of the buckets, as weight)."""
+
+    def hop(nh: Nexthop) -> dict:
+        return {"via": _format_gateway(nh), "port": nh.port, "resolved": bool(nh.dmac)}
+
+    if slot in table.groups:
+        weights: dict[int, int] = {}
+        for member in table.groups[slot].buckets:
+            weights[member] = weights.get(member, 0) + 1
+        return {"multipath": [hop(table.slots[m]) | {"weight": w}
+                              for m, w in weights.items() if m in table.slots]}  # fmt: skip
+    nh = table.slots.get(slot)
+    return hop(nh) if nh else {}
+
+
+def _hop_text(hop: dict) -> str:
+    weight = f" weight {hop['weight']}" if hop.get("weight", 1) != 1 else ""
+    unresolved = "" if hop["resolved"] else " (no MAC yet: PASS)"
+    return f" via {hop['via']} port {hop['port']}{weight}{unresolved}"
 
 
 def ctl_route_list(args: argparse.Namespace, ctl: Ctl) -> int:
@@ -571,18 +644,15 @@ def ctl_route_list(args: argparse.Namespace, ctl: Ctl) -> int:
             route = ABI.ROUTE.unpack(value)
             kind, slot = route.kind, route.nexthop
             row = {"prefix": str(prefix), "kind": ABI.KIND_NAMES.get(kind, str(kind))}
-            nh = table.slots.get(slot) if kind == ABI.FORWARD else None
-            if nh:
-                row |= {"via": _format_gateway(nh), "port": nh.port, "resolved": bool(nh.dmac)}
-            rows.append(row)
+            rows.append(row | _route_row(table, slot) if kind == ABI.FORWARD else row)
     if args.json:
         print(json.dumps(rows))
         return 0
     for row in rows[: args.limit] if args.limit else rows:
-        via = f" via {row['via']} port {row['port']}" if "via" in row else ""
-        unresolved = "" if row.get("resolved", True) else " (no MAC yet: PASS)"
+        hops = row.get("multipath", [row] if "via" in row else [])
+        via = "".join(_hop_text(h) for h in hops)
         kind = "" if via else f" {row['kind']}"
-        print(f"{row['prefix']}{kind}{via}{unresolved}")
+        print(f"{row['prefix']}{kind}{via}")
     if args.limit and len(rows) > args.limit:
         print(f"... {len(rows) - args.limit} more ({len(rows)} routes)")
     return 0
