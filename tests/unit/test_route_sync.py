@@ -21,6 +21,21 @@ PORTS = Ports(["p0", "p1"], [bytes.fromhex("020000000001"), bytes.fromhex("02000
 VIAS = ["10.255.0.1", "10.255.0.2", "10.255.0.3"]
 
 
+class GroupsCtl(FakeCtl):
+    """FakeCtl with router_groups, for multipath routes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: dict[bytes, bytes] = {}
+
+    def apply(self, ops) -> int:
+        ops = list(ops)
+        for op in ops:
+            if op.map == router.GROUPS:
+                self.groups[op.key] = op.value
+        return super().apply([op for op in ops if op.map != router.GROUPS])
+
+
 def kernel() -> route_sync.KernelTable:
     return route_sync.KernelTable(route_sync.Source(), PORTS)
 
@@ -85,28 +100,37 @@ def test_sync_config_refused_with_one_line():
     assert route_sync.parse_source({}) is None
 
 
-def _effective(k: route_sync.KernelTable) -> dict[tuple[int, bytes], tuple[int, int]]:
-    """The kernel's routes as the trie should hold them: (length, net) -> (kind, port)."""
+def _effective(k: route_sync.KernelTable) -> dict[tuple[int, bytes], tuple]:
+    """The kernel's routes as the trie should hold them: (length, net) ->
+    (kind, ((gateway, port), ...))."""
     out = {}
     for prefix in k.routes:
         route = k.effective(prefix)
-        out[(prefix.length, prefix.addr)] = (route.kind, route.port)
+        members = route.multipath or (((route.via, route.port),) if route.via else ())
+        out[(prefix.length, prefix.addr)] = (route.kind, members)
     return out
 
 
-def _held(ctl: FakeCtl, table: router.NexthopTable) -> dict[tuple[int, bytes], tuple[int, int]]:
+def _held(ctl: FakeCtl, table: router.NexthopTable) -> dict[tuple[int, bytes], tuple]:
+    """What the fake NF's trie holds, its next hops and groups read back."""
+    groups = {int.from_bytes(k, "little"): router.Group.unpack(v)
+              for k, v in ctl.groups.items()}  # fmt: skip
     out = {}
     for (length, net), value in ctl.trie.items():
         kind, slot = router.ROUTE.unpack(value)
-        port = table.slots[slot].port if kind == router.ABI.FORWARD else 0
-        out[(length, net)] = (kind, port)
+        members = ()
+        if kind == router.ABI.FORWARD:
+            buckets = groups[slot].buckets if groups.get(slot) else (slot,)
+            hops = [router.Nexthop.unpack(ctl.nexthops[b.to_bytes(4, "little")]) for b in buckets]
+            members = tuple(((h.family, h.addr), h.port) for h in hops)
+        out[(length, net)] = (kind, members)
     return out
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_batches_keep_the_router_equal_to_the_kernel(seed: int):
     rng = random.Random(seed)
-    ctl, k = FakeCtl(), kernel()
+    ctl, k = GroupsCtl(), kernel()
     table = router.NexthopTable()
     fib = dir24.Table(_reader(ctl))  # one model for every batch, as the companion keeps
     held: dict = {}
@@ -120,9 +144,15 @@ def test_batches_keep_the_router_equal_to_the_kernel(seed: int):
             else:
                 addr, length = _random_prefix(rng)
                 metric = rng.choice([0, 0, 20])
-                kind = rng.choice(["", "", "", "blackhole "])
-                via = "" if kind else f" via {rng.choice(VIAS)} dev p{rng.randint(0, 1)}"
-                line = f"{kind}{text(addr, length)}{via} proto bird metric {metric}"
+                kind = rng.choice(["", "", "", "blackhole ", "multipath"])
+                line = f"{text(addr, length)} proto bird metric {metric}"
+                if kind == "blackhole ":
+                    line = kind + line
+                elif kind == "multipath":  # as `ip -o monitor route` prints one
+                    for via in rng.sample(VIAS, rng.randint(2, 3)):
+                        line += f" \\\tnexthop via {via} dev p{rng.randint(0, 1)} weight 1"
+                else:
+                    line = line.replace(" proto", f" via {rng.choice(VIAS)} dev p1 proto")
                 installed[(addr, length)] = line
             prefix = k.line(line, monitored=True)
             assert prefix is not None
@@ -131,6 +161,10 @@ def test_batches_keep_the_router_equal_to_the_kernel(seed: int):
         ctl.apply(route_sync.change_ops(changed, held, table, PORTS, fib))
         fib.committed()
         assert _held(ctl, table) == _effective(k)
+        # no group is left that no route leads to
+        live = {int.from_bytes(v[4:8], "little") for v in ctl.trie.values()}
+        groups = {int.from_bytes(key, "little") for key, v in ctl.groups.items() if any(v)}
+        assert groups <= live
         check_same_answers(ctl, rng, [a for a, _ in installed])
 
 

@@ -193,11 +193,18 @@ def covering_entry(prefix: Prefix, held: dict[Prefix, Route], table: router.Next
         shorter = Prefix(4, (value & ~((1 << (32 - n)) - 1) & 0xFFFFFFFF).to_bytes(4, "big"), n)
         route = held.get(shorter)
         if route is not None:
-            slot = 0
-            if route.kind == ABI.FORWARD and route.via is not None:
-                slot = table.index[(route.via[0], route.via[1], route.port)]
-            return router._dir24().entry(route.kind, slot, n)
+            return router._dir24().entry(route.kind, _slot(route, table), n)
     return 0
+
+
+def _slot(route: Route, table: router.NexthopTable) -> int:
+    """The router_nexthops slot a held route leads to (a group's for multipath)."""
+    if route.kind != ABI.FORWARD:
+        return 0
+    if route.multipath:
+        return table.routes[route.prefix]
+    assert route.via is not None
+    return table.index[(route.via[0], route.via[1], route.port)]
 
 
 def change_ops(
@@ -218,10 +225,12 @@ def change_ops(
             held[prefix] = route
     for prefix in (p for p, r in changed.items() if r is None):
         ops.append(delete(router.ROUTES[prefix.family], prefix.key()))
+        table.forget(prefix)  # a multipath route's group loses a route
         if prefix.family == 4:
             addr = int.from_bytes(prefix.addr, "big")
             fib.delete(addr, prefix.length, covering_entry(prefix, held, table))
-    return ops + fib.ops()
+    # groups no route leads to are zeroed last, once no lookup can reach them
+    return ops + fib.ops() + table.count_ops() + table.free_ops()
 
 
 def parse_neighbour(text: str, ports: Ports) -> tuple[tuple[int, bytes], bytes | None] | None:
@@ -270,6 +279,13 @@ def held_routes(ctl: Ctl, table: router.NexthopTable) -> dict[Prefix, Route]:
         for key, value in ctl.dump(name):
             prefix = Prefix(family, key[4:], int.from_bytes(key[:4], "little"))
             raw = ABI.ROUTE.unpack(value)
+            group = table.groups.get(raw.nexthop) if raw.kind == ABI.FORWARD else None
+            if group is not None:
+                table.routes[prefix] = raw.nexthop  # its group counts it
+                members = tuple(((table.slots[b].family, table.slots[b].addr),
+                                 table.slots[b].port) for b in group.buckets)  # fmt: skip
+                out[prefix] = Route(prefix, raw.kind, multipath=members)
+                continue
             nh = table.slots.get(raw.nexthop) if raw.kind == ABI.FORWARD else None
             via = (nh.family, nh.addr) if nh else None
             out[prefix] = Route(prefix, raw.kind, via, nh.port if nh else 0)
@@ -353,13 +369,15 @@ class Sync:
         """New next hops with the MACs the kernel already knows, written first."""
         ops = []
         for route in adds:
-            if route.kind != ABI.FORWARD or route.via is None:
+            if route.kind != ABI.FORWARD:
                 continue
-            slot, new = self.table.slot(route.via, route.port, self.ports)
-            if new:
-                self.table.slots[slot].dmac = self.neighbours.get(route.via)
-                value = self.table.slots[slot].value()
-                ops.append(update(router.NEXTHOPS, slot.to_bytes(4, "little"), value))
+            members = route.multipath or (((route.via, route.port),) if route.via else ())
+            for via, port in dict.fromkeys(members):
+                slot, new = self.table.slot(via, port, self.ports)
+                if new:
+                    self.table.slots[slot].dmac = self.neighbours.get(via)
+                    value = self.table.slots[slot].value()
+                    ops.append(update(router.NEXTHOPS, slot.to_bytes(4, "little"), value))
         return ops
 
     def apply(self, touched: Iterable[Prefix], neighbour_lines: list[str]) -> None:
