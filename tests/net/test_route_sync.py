@@ -11,14 +11,17 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from scapy.all import UDP, Ether
 from test_ctl import BACKENDS, counted_losses, send, sink
+from wire import Capture
 
 from veloz.control.client import Ctl
 from veloz.control.router import parse_prefix
-from veloz.core.proc import Runner, in_netns, veloz_argv
+from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
 from veloz.testbed import bgp
 from waits import wait_until
 
@@ -118,3 +121,48 @@ def test_bgp_drives_the_router(testbed, tmp_path, backend, table):
               f"{lost} counted as missed")  # fmt: skip
     # BIRD took its routes with it: nothing left in vz-dut's table
     assert not any(kernel_has(p) for p in [*STABLE, *CHURN])
+
+
+ECMP_PREFIX = "198.19.250.0/24"
+MEMBERS = {"198.18.1.2": "02:00:c6:12:01:02", "198.18.1.3": "02:00:c6:12:01:03"}
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", "-n", "vz-dut", *args], check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_kernel_multipath_route_spreads_flows(testbed, tmp_path, backend):
+    """An ECMP route in the kernel's table becomes a next-hop group: each
+    flow keeps one next hop, and the flows spread evenly over both."""
+    cfg = tmp_path / "router.toml"
+    cfg.write_text('sync = "kernel"\n')
+    try:
+        for addr, mac in MEMBERS.items():
+            _ip("neigh", "replace", addr, "lladdr", mac, "dev", "dut-sink", "nud", "permanent")
+        with router(backend, cfg) as nf:
+            hops = [w for a in MEMBERS for w in ("nexthop", "via", a, "dev", "dut-sink")]
+            _ip("route", "add", ECMP_PREFIX, *hops)
+            wait_until(lambda: holds(nf.attached["ctl"], ECMP_PREFIX), SYNC_S,
+                       what=f"{ECMP_PREFIX} in the router")  # fmt: skip
+            capture = Capture("vz-sink", "sink-dut", tmp_path / "ecmp.pcap", "udp")
+            argv = veloz_argv("gen", "--iface", "gen-dut", "--json", "--dst-ip", "198.19.250.1",
+                              "--flows", "1000", "--count", "4000", "--rate", "100k")  # fmt: skip
+            sent = run_json(in_netns("vz-gen", argv), timeout=60)
+            frames = capture.stop(expect=sent["sent"])
+    finally:
+        subprocess.run(["ip", "-n", "vz-dut", "route", "del", ECMP_PREFIX], check=False,
+                       capture_output=True)  # fmt: skip
+        for addr in MEMBERS:
+            subprocess.run(["ip", "-n", "vz-dut", "neigh", "del", addr, "dev", "dut-sink"],
+                           check=False, capture_output=True)  # fmt: skip
+    assert len(frames) == sent["sent"] == 4000
+    hop_of: dict[int, set[str]] = {}
+    for f in frames:
+        hop_of.setdefault(f[UDP].sport, set()).add(f[Ether].dst)
+    assert all(len(h) == 1 for h in hop_of.values()), "a flow took two next hops"
+    per_hop = Counter(next(iter(h)) for h in hop_of.values())
+    assert set(per_hop) == set(MEMBERS.values())
+    share = min(per_hop.values()) / len(hop_of)
+    print(f"{backend}: {len(hop_of)} flows over 2 next hops: {dict(per_hop)}")
+    assert share >= 0.4, per_hop
