@@ -35,7 +35,7 @@ from veloz.lab.gen import parse_rate
 # Names only: `veloz gen` and `veloz run` build the same parser, and must not
 # pay for importing scipy and matplotlib (the experiments) each time.
 EXPERIMENTS = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "noisy", "headline",
-               "router", "lb", "ddos", "dispatch", "udp-latency",
+               "router", "bgp", "lb", "ddos", "dispatch", "udp-latency",
                "udp-throughput", "udp-app", "soak", "udp-soak")  # fmt: skip
 NOISES = ("none", "cpu", "disk", "net")
 
