@@ -29,7 +29,7 @@ from veloz.control.client import Ctl
 from veloz.control.router import parse_prefix
 from veloz.core.errors import VelozError
 from veloz.core.proc import Runner, in_netns, run_json, veloz_argv
-from veloz.lab import route_table, stats
+from veloz.lab import route_table, stats, topology
 from veloz.testbed import bgp
 
 CHURN = [f"198.19.{i}.0/24" for i in range(20)]  # outside the table: only BGP has them
@@ -157,11 +157,17 @@ class Bgp:
     def count(self, s: dict) -> int:
         return s["trials"] * len(self._backends(s))
 
+    def needs(self, s: dict) -> tuple[topology.Need, ...]:
+        return tuple(topology.Need(role, "command", cmd, "Debian package bird2")
+                     for role in ("generator", "dut") for cmd in ("bird", "birdc"))  # fmt: skip
+
     @staticmethod
     def _backends(s: dict) -> list[str]:
         return [b for b in s["backends"] if b != "linux"]
 
     def run(self, ctx) -> None:
+        if topology.current().name != "testbed":
+            raise VelozError("bench bgp runs on the built-in testbed (vz-gen, vz-dut, vz-sink)")
         routes = route_table.generate(route_table.PAPER_ROUTES, seed=1)
         with tempfile.TemporaryDirectory(prefix="veloz-bgp-") as tmp:
             prefixes = [f"{ipaddress.IPv4Address(a)}/{n}" for a, n in routes]
