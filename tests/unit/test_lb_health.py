@@ -390,3 +390,11 @@ def test_annotate_and_a_stale_status_file(tmp_path: Path):
     first, unchecked = vips[0]["backends"]
     assert first["health"] == ("down, last fail (Connection refused); in a row: 0 ok, 3 failed")
     assert first["check"]["type"] == "tcp" and "health" not in unchecked
+
+
+def test_a_deleted_vip_leaves_nothing_to_change():
+    ctl = started()
+    run(ctl, "vip", "del", VIP, "80", "tcp")
+    applied = len(ctl.applied)
+    assert health.apply_change(ctl, target(BACKENDS[0]), up=False) == 0
+    assert len(ctl.applied) == applied

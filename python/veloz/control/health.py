@@ -344,8 +344,10 @@ class Checker:
 def apply_change(ctl: Ctl, target: Target, up: bool) -> int:
     """Drain (up False) or restore target's backend in one transaction; the
     slots that moved (0: the maps say so already, or `veloz ctl backend del`
-    removed it)."""
+    or `vip del` removed it)."""
     state = lb.State.read(ctl)
+    if target.vip not in state.vips:
+        return 0
     index = state.index(target.vip)
     ring = lb.read_ring(ctl, index)
     make = lb.restore_ops if up else lb.drain_ops
@@ -380,7 +382,10 @@ class Runner:
         target, started = self.checker.targets[i], time.monotonic()
 
         def body() -> None:
-            result, detail = probe(target)
+            try:
+                result, detail = probe(target)
+            except Exception as e:  # noqa: BLE001 (a lost result would stop its checks)
+                result, detail = "fail", f"probe error: {e}"
             self.results.put((i, started, result, detail))
 
         pool.submit(body)
@@ -393,7 +398,7 @@ class Runner:
                     if ctl.peer_pid() != self.owner:
                         raise CtlError("another run answers on the control socket")
                     moved = apply_change(ctl, target, h.up)
-            except (CtlError, OSError) as e:
+            except (VelozError, OSError) as e:  # CtlError is one
                 if str(e) != self.unreachable:  # once, not every interval
                     print(f"veloz: health: {e}; retrying", file=sys.stderr, flush=True)
                     self.unreachable = str(e)
