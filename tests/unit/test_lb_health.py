@@ -18,6 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from test_lb_maglev import FakeCtl, run
+from test_monitoring import needs_promtool, promtool
 
 from veloz.control import health, lb, metrics
 from veloz.control.objects import Ports
@@ -355,27 +356,62 @@ def status() -> dict:
     return c.status(runner=7)
 
 
-def test_metrics_names_and_values():
+def lb_rows() -> list[dict]:
+    """lb.stats()'s VIP rows: .10 drained, .11 up, .12 never checked, and a
+    tombstone of .10 from an earlier add (frames counted, no longer live)."""
+
+    def b(address: str, valid: bool, down: bool) -> dict:
+        return {"address": address, "valid": valid, "down": down, "packets": 1, "bytes": 64}
+
+    backends = [b(BACKENDS[0], False, False), b(BACKENDS[0], False, True),
+                b(BACKENDS[1], True, False), b(BACKENDS[2], True, False)]  # fmt: skip
+    return [
+        {"vip": f"{VIP}:80/tcp", "packets": 4, "bytes": 256, "backends": backends, "up": 2},
+        {"vip": "198.18.100.2:80/tcp", "packets": 0, "bytes": 0, "backends": [], "up": 0},
+    ]
+
+
+def exposition(status: dict | None) -> str:
     class Collector:
         def collect(self):
-            return metrics.lb_health(status())
+            return metrics.lb_health(lb_rows(), status)
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Collector())  # type: ignore[arg-type]
-    text = generate_latest(registry).decode()
+    return generate_latest(registry).decode()
+
+
+def test_metrics_names_and_values():
+    text = exposition(status())
     got = {(s.name, tuple(sorted(s.labels.items()))): s.value
            for f in text_string_to_metric_families(text) for s in f.samples}  # fmt: skip
     vip = ("vip", f"{VIP}:80/tcp")
     assert got[("veloz_lb_backend_up", (("backend", BACKENDS[0]), vip))] == 0
     assert got[("veloz_lb_backend_up", (("backend", BACKENDS[1]), vip))] == 1
-    assert got[("veloz_lb_vip_healthy_backends", (vip,))] == 1
+    assert got[("veloz_lb_backend_up", (("backend", BACKENDS[2]), vip))] == 1  # unchecked
+    assert got[("veloz_lb_vip_healthy_backends", (vip,))] == 2
+    assert got[("veloz_lb_vip_healthy_backends", (("vip", "198.18.100.2:80/tcp"),))] == 0
     key = ("veloz_lb_health_checks_total", (("backend", BACKENDS[0]), ("result", "fail"), vip))
     assert got[key] == 3
     key = ("veloz_lb_health_checks_total", (("backend", BACKENDS[1]), ("result", "timeout"), vip))
     assert got[key] == 1
+    key = ("veloz_lb_health_checks_total", (("backend", BACKENDS[2]), ("result", "ok"), vip))
+    assert got[key] == 0
     types = {f.name: f.type for f in text_string_to_metric_families(text)}
     assert types == {"veloz_lb_backend_up": "gauge", "veloz_lb_vip_healthy_backends": "gauge",
                      "veloz_lb_health_checks": "counter"}  # fmt: skip
+    # without a checker (no check tables): the same names, no probe counted
+    bare = exposition(None)
+    assert {f.name for f in text_string_to_metric_families(bare)} == set(types)
+    counted = [s.value for f in text_string_to_metric_families(bare) for s in f.samples
+               if s.name == "veloz_lb_health_checks_total"]  # fmt: skip
+    assert len(counted) == 3 * 3 and not any(counted)
+
+
+@needs_promtool
+def test_health_metrics_pass_promtool_lint():
+    lint = promtool("check", "metrics", stdin=exposition(status()))
+    assert lint.returncode == 0, lint.stderr
 
 
 def test_annotate_and_a_stale_status_file(tmp_path: Path):
