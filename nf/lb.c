@@ -34,7 +34,9 @@
  *     UDP header cut short): dropped and counted, whatever the destination
  *     (the kernel would drop it too).
  *   - A VIP whose ring slot names no valid backend (a VIP without
- *     backends): dropped and counted.
+ *     backends, or all of them drained by the health checks): dropped
+ *     and counted, or passed and counted when the VIP says so
+ *     (VZ_LB_VIP_PASS_ALL_DOWN), so the host can serve it instead.
  *
  * The outer header: TTL / hop limit 64; TOS / traffic class copied from the
  * inner header (RFC 6040 normal mode); outer IPv4 copies DF and the ID of
@@ -321,6 +323,10 @@ VZ_NF(lb)
 		id = ring ? *ring : 0;
 		backend = lb_backend(id, index);
 		if (!backend) {
+			if (vip->flags & VZ_LB_VIP_PASS_ALL_DOWN) {
+				lb_count(VZ_LB_ALL_DOWN_PASS);
+				return VZ_PASS;
+			}
 			lb_count(VZ_LB_NO_BACKEND);
 			return VZ_DROP;
 		}

@@ -298,16 +298,27 @@ struct vz_lb_vip_key {
 	__u8 family; /* 4 or 6 */
 };
 
+/*
+ * A VIP whose ring slot names no valid backend (none configured, or every
+ * one drained by the health checks) drops the frame, or with this flag
+ * passes it to the kernel (lb's config: on_all_down = "pass").
+ */
+#define VZ_LB_VIP_PASS_ALL_DOWN 0x1
+
 struct vz_lb_vip {
 	__u32 index; /* 0..VZ_LB_MAX_VIPS-1: its ring and its counters */
-	__u32 flags; /* none defined yet */
+	__u32 flags; /* VZ_LB_VIP_* */
 };
 
 /*
  * A backend id belongs to one VIP. Removal clears VALID and keeps the rest
- * (a tombstone), so connections pinned to it fall back to the ring.
+ * (a tombstone), so connections pinned to it fall back to the ring. The
+ * health checks drain a failed backend the same way but set DOWN: its id
+ * is kept for its return (same id, same Maglev slots), never reused. The
+ * data path reads VALID only.
  */
 #define VZ_LB_BACKEND_VALID 0x1
+#define VZ_LB_BACKEND_DOWN 0x2
 
 struct vz_lb_backend {
 	__u8 addr[16];
@@ -339,12 +350,13 @@ struct vz_lb_self {
 enum vz_lb_counter {
 	VZ_LB_MALFORMED = 0, /* bad or truncated IP/L4 header: dropped */
 	VZ_LB_FRAGMENT = 1, /* IPv4 TCP/UDP or IPv6 fragments: passed */
-	VZ_LB_NO_BACKEND = 2, /* VIP whose ring slot has no valid backend */
+	VZ_LB_NO_BACKEND = 2, /* no valid backend in the ring slot: dropped */
 	VZ_LB_ENCAP_FAILED = 3, /* no headroom for the outer header */
 	VZ_LB_CONN_HIT = 4, /* backend taken from lb_conns */
 	VZ_LB_CONN_STALE = 5, /* lb_conns named a backend no longer valid */
 	VZ_LB_RING = 6, /* backend taken from the ring (new flow or SYN) */
-	VZ_LB_COUNTERS = 7,
+	VZ_LB_ALL_DOWN_PASS = 7, /* the same with PASS_ALL_DOWN: passed */
+	VZ_LB_COUNTERS = 8,
 };
 
 #endif /* VELOZ_ABI_H */

@@ -63,6 +63,9 @@ CONFIGS = {"main": VIPS, "vectors": VECTOR_VIPS}
 
 def config_values(name: str = "main") -> dict:
     vips = [{"address": a, "port": p, "proto": pr, "backends": b} for a, p, pr, b in CONFIGS[name]]
+    for vip in vips:
+        if (vip["address"], vip["port"], vip["proto"]) in _table.PASS_ALL_DOWN:
+            vip["on_all_down"] = "pass"
     lb_table = {"source4": SOURCE4, "source6": SOURCE6, "next_hop_mac": NEXT_HOP}
     return {"lb": lb_table, "vip": vips}
 
@@ -127,7 +130,9 @@ def model_verdict(frame: bytes) -> str:
     key = (*vip, lb.PROTO_NAMES[proto])
     if key not in RINGS:
         return "pass"
-    return "tx" if RINGS[key] else "drop"
+    if RINGS[key]:
+        return "tx"
+    return "pass" if key in _table.PASS_ALL_DOWN else "drop"  # no backend: on_all_down
 
 
 def balanced(name: str, pkt: Packet | bytes) -> Case:

@@ -361,6 +361,12 @@ class FakeCtl:
     def info(self) -> tuple[str, str]:
         return "lb", "native"
 
+    def ports(self) -> list[str]:
+        return ["vz-fake0"]  # no health status file beside it
+
+    def peer_pid(self) -> int:
+        return os.getpid()
+
     def maps(self) -> dict[str, MapInfo]:
         return {
             lb.VIP_STATS: MapInfo(lb.VIP_STATS, 6, 4, 16, lb.MAX_VIPS, self.copies),

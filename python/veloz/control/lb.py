@@ -13,6 +13,9 @@ Config file (TOML):
     port = 80
     proto = "tcp"                     # or "udp"
     backends = ["198.18.1.10", "198.18.1.11:weight=2", {address = "fd00::10", weight = 3}]
+    on_all_down = "drop"              # or "pass": with no backend up, to the kernel
+    check = {type = "tcp"}            # health checks (health.py), the backends' default;
+                                      # a backend table may have its own check
 
 The encapsulated frames go back out of the port they came in on, so their
 source MAC is that port's: port 0's unless `mac` says otherwise (a run with
@@ -23,7 +26,8 @@ Each VIP gets an index (its row of lb_ring and its counters); each backend of
 each VIP gets its own id in lb_backends, so removing a backend from one VIP
 invalidates exactly the connections pinned to it there. A removed backend's
 slot keeps its address with VALID cleared (a tombstone) and is reused only
-once no never-used id is left. The running NF's maps are the only state:
+once no never-used id is left. A backend the health checks drained keeps
+its id (VALID cleared, DOWN set) until it comes back. The running NF's maps are the only state:
 every `veloz ctl` command reads them, computes the VIP's new Maglev ring and
 sends only the slots that differ, with the backend entries, as one
 transaction.
@@ -64,6 +68,7 @@ COUNTERS = "lb_counters"
 
 PROTOS = {"tcp": 6, "udp": 17}
 PROTO_NAMES = {v: k for k, v in PROTOS.items()}
+ON_ALL_DOWN = ("drop", "pass")
 
 
 class _Abi(abi.View):
@@ -74,6 +79,8 @@ class _Abi(abi.View):
     MAX_BACKENDS = abi.max_entries(BACKENDS)  # ids 1..MAX_BACKENDS-1; 0 is "none"
     RING_SIZE = abi.Lazy(lambda a: abi.define("VZ_LB_RING_SIZE"))
     BACKEND_VALID = abi.Lazy(lambda a: abi.define("VZ_LB_BACKEND_VALID"))
+    BACKEND_DOWN = abi.Lazy(lambda a: abi.define("VZ_LB_BACKEND_DOWN"))
+    VIP_PASS_ALL_DOWN = abi.Lazy(lambda a: abi.define("VZ_LB_VIP_PASS_ALL_DOWN"))
     COUNTER_NAMES = abi.Lazy(lambda a: a.enum_names("vz_lb_counter", "VZ_LB_", ("VZ_LB_COUNTERS",)))
     VIP_KEY = abi.layout("vz_lb_vip_key")
     VIP_VALUE = abi.layout("vz_lb_vip")
@@ -167,6 +174,7 @@ class Backend:
     weight: int = 1
     vip: int = 0  # index of its VIP
     valid: bool = True
+    down: bool = False  # drained by the health checks: kept for its return
 
     @property
     def name(self) -> bytes:
@@ -174,7 +182,7 @@ class Backend:
         return bytes([self.address.version]) + addr16(self.address)
 
     def value(self) -> bytes:
-        flags = ABI.BACKEND_VALID if self.valid else 0
+        flags = (ABI.BACKEND_VALID if self.valid else 0) | (ABI.BACKEND_DOWN if self.down else 0)
         return ABI.BACKEND.pack(addr=addr16(self.address), vip=self.vip, weight=self.weight,
                                 family=self.address.version, flags=flags)  # fmt: skip
 
@@ -185,7 +193,7 @@ class Backend:
         if b.family not in (4, 6):
             return None
         return cls(unpack_addr(b.addr, b.family), b.weight, b.vip,
-                   bool(b.flags & ABI.BACKEND_VALID))  # fmt: skip
+                   bool(b.flags & ABI.BACKEND_VALID), bool(b.flags & ABI.BACKEND_DOWN))  # fmt: skip
 
     def __str__(self) -> str:
         return f"{self.address}" + (f":weight={self.weight}" if self.weight != 1 else "")
@@ -247,11 +255,14 @@ _WEIGHT = re.compile(r"(?P<addr>.*?)(?::weight=(?P<weight>[^:]*))?", re.DOTALL)
 
 
 def parse_backend(item: object, where: str = "backend") -> Backend:
-    """ "ADDRESS", "ADDRESS:weight=N" or {address = "...", weight = N}."""
+    """ "ADDRESS", "ADDRESS:weight=N" or {address = "...", weight = N}; a
+    config's table may have a check too (health.py reads it)."""
     if isinstance(item, dict):
-        unknown = set(item) - {"address", "weight"}
+        unknown = set(item) - {"address", "weight", "check"}
         if unknown or "address" not in item:
-            raise VelozError(f"{where}: a backend table has address and weight, not {item}")
+            raise VelozError(
+                f"{where}: a backend table has address and weight (and check), not {item}"
+            )
         text, weight = str(item["address"]), item.get("weight", 1)
     elif isinstance(item, str):
         m = _WEIGHT.fullmatch(item.strip())
@@ -261,6 +272,22 @@ def parse_backend(item: object, where: str = "backend") -> Backend:
         raise VelozError(f"{where}: a backend is an address string or a table, not {item!r}")
     addr = parse_address(text, f"{where} address")
     return Backend(addr, _number(weight, f"{where} weight", 1, ABI.MAX_WEIGHT))
+
+
+def parse_on_all_down(value: object, where: str) -> int:
+    """on_all_down -> struct vz_lb_vip's flags."""
+    if value not in ON_ALL_DOWN:
+        raise VelozError(f'config: {where} on_all_down must be "drop" or "pass", not {value!r}')
+    return ABI.VIP_PASS_ALL_DOWN if value == "pass" else 0
+
+
+def on_all_down(flags: int) -> str:
+    return "pass" if flags & ABI.VIP_PASS_ALL_DOWN else "drop"
+
+
+def all_down_text(row: dict) -> str:
+    """What a VIP with no backend up does to its traffic, in words."""
+    return "passed to the kernel" if row.get("on_all_down") == "pass" else "dropped"
 
 
 def _check_unknown(table: dict, known: set[str], where: str) -> None:
@@ -296,6 +323,7 @@ def parse_self(table: object, ports: Ports) -> Self:
 @dataclass
 class State:
     vips: dict[Vip, int] = field(default_factory=dict)  # -> index
+    flags: dict[Vip, int] = field(default_factory=dict)  # -> struct vz_lb_vip's flags
     backends: dict[int, Backend] = field(default_factory=dict)  # id -> every used id
     self: Self = field(default_factory=Self)
 
@@ -306,7 +334,9 @@ class State:
             raise VelozError(f"the running NF is {nf}, not lb")
         state = cls()
         for key, value in ctl.dump(VIPS):
-            state.vips[Vip.unpack(key)] = ABI.VIP_VALUE.unpack(value).index
+            v = ABI.VIP_VALUE.unpack(value)
+            state.vips[Vip.unpack(key)] = v.index
+            state.flags[Vip.unpack(key)] = v.flags
         for key, value in ctl.dump(BACKENDS):
             backend = Backend.unpack(value)
             if backend is not None:
@@ -325,6 +355,10 @@ class State:
         """The valid backends of the VIP at index, by id."""
         return {i: b for i, b in self.backends.items() if b.valid and b.vip == index}
 
+    def drained(self, index: int) -> dict[int, Backend]:
+        """The backends of the VIP at index the health checks drained, by id."""
+        return {i: b for i, b in self.backends.items() if b.down and not b.valid and b.vip == index}
+
     def new_vip_index(self, vip: Vip) -> int:
         if vip in self.vips:
             raise VelozError(f"VIP {vip} exists already")
@@ -338,7 +372,9 @@ class State:
         """A never-used id first; then the oldest-numbered tombstone."""
         free = next((i for i in range(1, ABI.MAX_BACKENDS) if i not in self.backends), None)
         if free is None:
-            free = next((i for i, b in sorted(self.backends.items()) if not b.valid), None)
+            free = next(
+                (i for i, b in sorted(self.backends.items()) if not b.valid and not b.down), None
+            )
         if free is None:
             raise VelozError(f"the backend table is full ({ABI.MAX_BACKENDS - 1} backends)")
         return free
@@ -378,16 +414,50 @@ def add_backends(
     """Backend entries for new backends of vip (state updated); the new members."""
     index = state.index(vip)
     members = state.members(index)
+    drained = state.drained(index).values()
     ops = []
     for backend in backends:
-        if any(b.address == backend.address for b in members.values()):
+        if any(b.address == backend.address for b in (*members.values(), *drained)):
             raise VelozError(f"{backend.address} is a backend of {vip} already")
         state.self.check_backend(backend, vip)
-        backend.vip, backend.valid = index, True
+        backend.vip, backend.valid, backend.down = index, True, False
         bid = state.new_backend_id()
         state.backends[bid] = members[bid] = backend
         ops.append(update(BACKENDS, u32(bid), backend.value()))
     return ops, members
+
+
+def drain_ops(state: State, vip: Vip, address: Address, ring: Sequence[int]) -> list[Op]:
+    """Take a failed backend out of vip's ring (ring: the row the NF has now):
+    only its slots move, each to the owner Maglev gives it among the others;
+    then VALID cleared, DOWN set, so its pinned flows re-hash and its id waits
+    for its return. [] when it is not an active backend of vip."""
+    index = state.index(vip)
+    members = state.members(index)
+    bid = next((i for i, b in members.items() if b.address == address), None)
+    if bid is None:
+        return []
+    backend = members.pop(bid)
+    others = ring_ids(members)
+    new = [others[s] if owner == bid else owner for s, owner in enumerate(ring)]
+    backend.valid, backend.down = False, True
+    # the ring first: it never names an id that is no longer valid
+    return [*ring_ops(index, ring, new), update(BACKENDS, u32(bid), backend.value())]
+
+
+def restore_ops(state: State, vip: Vip, address: Address, ring: Sequence[int]) -> list[Op]:
+    """Bring a drained backend back under its own id: vip's ring becomes
+    Maglev's table of the backends up, so after one drain exactly the slots
+    it had come back. [] when it is not a drained backend of vip."""
+    index = state.index(vip)
+    bid = next((i for i, b in state.drained(index).items() if b.address == address), None)
+    if bid is None:
+        return []
+    backend = state.backends[bid]
+    backend.valid, backend.down = True, False
+    # the entry first: the ring never names an id that is not valid yet
+    return [update(BACKENDS, u32(bid), backend.value()),
+            *ring_ops(index, ring, ring_ids(state.members(index)))]  # fmt: skip
 
 
 # ---- start-up: a config file's objects ------------------------------------
@@ -405,14 +475,16 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
     elif vips:
         raise VelozError("config: VIPs need an [lb] table (source4/source6, next_hop_mac)")
     for n, item in enumerate(vips, 1):
-        _check_unknown(item, {"address", "port", "proto", "backends"}, f"vip {n}")
+        known = {"address", "port", "proto", "backends", "on_all_down", "check"}
+        _check_unknown(item, known, f"vip {n}")
         for key in ("address", "port", "proto"):
             if key not in item:
                 raise VelozError(f"config: vip {n} needs '{key}'")
         vip = parse_vip(item["address"], item["port"], item["proto"])
         index = state.new_vip_index(vip)
         state.vips[vip] = index
-        ops.append(update(VIPS, vip.key(), ABI.VIP_VALUE.pack(index=index, flags=0)))
+        flags = parse_on_all_down(item.get("on_all_down", "drop"), f"vip {vip}")
+        ops.append(update(VIPS, vip.key(), ABI.VIP_VALUE.pack(index=index, flags=flags)))
         items = item.get("backends", [])
         if not isinstance(items, list):
             raise VelozError(f"config: vip {vip}: backends must be a list")
@@ -420,6 +492,9 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
         backend_ops, members = add_backends(state, vip, backends)
         ops += backend_ops
         ops += ring_ops(index, [0] * ABI.RING_SIZE, ring_ids(members))
+    from veloz.control import health  # it builds on this module
+
+    health.targets(values)  # the checks: refused here, before anything is attached
     return ops
 
 
@@ -451,8 +526,8 @@ def ctl_vip_del(args: argparse.Namespace, ctl: Ctl) -> int:
     state = State.read(ctl)
     index = state.index(vip)
     ops = [delete(VIPS, vip.key())]
-    for bid, backend in state.members(index).items():
-        backend.valid = False
+    for bid, backend in (state.members(index) | state.drained(index)).items():
+        backend.valid = backend.down = False
         ops.append(update(BACKENDS, u32(bid), backend.value()))
     ctl.apply(ops)
     print(f"vip {vip} deleted: its traffic passes to the kernel")
@@ -462,17 +537,11 @@ def ctl_vip_del(args: argparse.Namespace, ctl: Ctl) -> int:
 def vip_rows(state: State) -> list[dict]:
     rows = []
     for vip, index in sorted(state.vips.items(), key=lambda kv: kv[1]):
-        members = state.members(index)
-        rows.append(
-            {
-                "vip": str(vip),
-                "index": index,
-                "backends": [
-                    {"id": bid, "address": str(b.address), "weight": b.weight}
-                    for bid, b in sorted(members.items())
-                ],
-            }
-        )
+        both = state.members(index) | state.drained(index)
+        backends = [{"id": bid, "address": str(b.address), "weight": b.weight, "down": b.down}
+                    for bid, b in sorted(both.items())]  # fmt: skip
+        rows.append({"vip": str(vip), "index": index, "backends": backends,
+                     "on_all_down": on_all_down(state.flags.get(vip, 0))})  # fmt: skip
     return rows
 
 
@@ -483,10 +552,14 @@ def ctl_vip_list(args: argparse.Namespace, ctl: Ctl) -> int:
         return 0
     for row in rows:
         backends = ", ".join(
-            b["address"] + (f" (weight {b['weight']})" if b["weight"] != 1 else "")
+            b["address"]
+            + (f" (weight {b['weight']})" if b["weight"] != 1 else "")
+            + (" (down)" if b["down"] else "")
             for b in row["backends"]
         )
-        print(f"{row['vip']} -> {backends or '(no backends: dropped)'}")
+        if not any(not b["down"] for b in row["backends"]):
+            backends += f"{', ' if backends else ''}(no backend up: {all_down_text(row)})"
+        print(f"{row['vip']} -> {backends}")
     return 0
 
 
@@ -516,6 +589,13 @@ def ctl_backend_del(args: argparse.Namespace, ctl: Ctl) -> int:
     index = state.index(vip)
     members = state.members(index)
     bid = next((i for i, b in members.items() if b.address == address), None)
+    down = next((i for i, b in state.drained(index).items() if b.address == address), None)
+    if bid is None and down is not None:
+        # drained: not in the ring; a tombstone now, the health checks leave it
+        state.backends[down].down = False
+        ctl.apply([update(BACKENDS, u32(down), state.backends[down].value())])
+        print(f"backend {address} (down) removed from {vip}")
+        return 0
     if bid is None:
         raise VelozError(f"{address} is not a backend of {vip}")
     removed = members.pop(bid)
@@ -585,27 +665,37 @@ def stats(ctl: Ctl) -> dict:
                 "id": bid,
                 "address": str(b.address),
                 "valid": b.valid,
+                "down": b.down,
                 "packets": backend_stats.get(bid, (0, 0))[0],
                 "bytes": backend_stats.get(bid, (0, 0))[1],
             }
             for bid, b in sorted(state.backends.items())
-            if b.vip == index and (b.valid or backend_stats.get(bid, (0, 0))[0])
+            if b.vip == index and (b.valid or b.down or backend_stats.get(bid, (0, 0))[0])
         ]
-        vips.append({"vip": str(vip), "packets": packets, "bytes": nbytes, "backends": backends})
+        vips.append({"vip": str(vip), "packets": packets, "bytes": nbytes, "backends": backends,
+                     "up": len(state.members(index)),
+                     "on_all_down": on_all_down(state.flags.get(vip, 0))})  # fmt: skip
     return {"vips": vips, "counters": counters_now}
 
 
 def ctl_stats(args: argparse.Namespace, ctl: Ctl) -> int:
+    from veloz.control import companion, health  # health builds on this module
+
     result = stats(ctl)
+    path = companion.status_path(ctl.ports()[0], health.NAME)
+    health.annotate(result["vips"], health.read(path, ctl.peer_pid()))
     if args.json:
         print(json.dumps(result))
         return 0
     for vip in result["vips"]:
         print(f"{vip['vip']:32} {vip['packets']:>12} packets {vip['bytes']:>14} bytes")
+        if not vip["up"]:
+            print(f"  (no backend up: its traffic is {all_down_text(vip)})")
         for b in vip["backends"]:
-            gone = "" if b["valid"] else " (removed)"
+            gone = " (down)" if b["down"] else "" if b["valid"] else " (removed)"
             name = f"  -> {b['address']}{gone}"
-            print(f"{name:32} {b['packets']:>12} packets {b['bytes']:>14} bytes")
+            check = f"  check: {b['health']}" if b.get("health") else ""
+            print(f"{name:32} {b['packets']:>12} packets {b['bytes']:>14} bytes{check}")
     for name, value in result["counters"].items():
         print(f"{name:12} {value}")
     return 0

@@ -178,6 +178,34 @@ def _lb(vips: list) -> Iterator:
     yield from (vf, vb, bf, bb)
 
 
+def lb_health(vips: list, status: dict | None) -> Iterator:
+    """lb's backends in service and its health checks: up and healthy from the
+    maps (lb.stats()'s rows: a backend the checks drained is down, one never
+    checked is up while configured), the probes' results from the health
+    companion's status file (health.py; 0 for a backend it does not check)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    up = GaugeMetricFamily("veloz_lb_backend_up", "1 when the backend takes new flows, 0 when "
+                           "the health checks drained it", labels=["vip", "backend"])  # fmt: skip
+    healthy = GaugeMetricFamily("veloz_lb_vip_healthy_backends",
+                                "Backends of the VIP that take new flows",
+                                labels=["vip"])  # fmt: skip
+    checks = CounterMetricFamily("veloz_lb_health_checks", "Health checks, by result",
+                                 labels=["vip", "backend", "result"])  # fmt: skip
+    checked = (status or {}).get("vips") or {}
+    for vip in vips:
+        healthy.add_metric([vip["vip"]], vip.get("up", 0))
+        rows = (checked.get(vip["vip"]) or {}).get("backends") or {}
+        # an address removed and added again has two ids: its live one counts
+        live = {b["address"]: b for b in vip["backends"] if b.get("valid") or b.get("down")}
+        for address, b in live.items():
+            up.add_metric([vip["vip"], address], 1.0 if b.get("valid") else 0.0)
+            counts = (rows.get(address) or {}).get("checks") or {}
+            for result in ("ok", "fail", "timeout"):
+                checks.add_metric([vip["vip"], address, result], counts.get(result, 0))
+    yield from (up, healthy, checks)
+
+
 def _dispatch(d: object) -> Iterator:
     """The dispatch stage's figures, part of each counters line with --dispatch:
     the XDP stage's (per CPU) or the afxdp and dpdk dispatchers' (per worker)."""
@@ -292,6 +320,11 @@ class RunCollector:
             yield from route_sync_families(
                 companion.read_status(companion.beside(path, route_sync.STATUS))
             )
+        if counters is not None and nf == "lb":
+            from veloz.control import health
+
+            status = health.read(companion.beside(path, health.NAME), self.owner)
+            yield from lb_health(lb_vips or [], status)
 
 
 def route_sync_families(status: dict | None, now: float | None = None) -> Iterator:

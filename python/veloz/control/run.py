@@ -182,7 +182,15 @@ def _start_metrics(args: argparse.Namespace) -> None:
 
 def _start_companions(args: argparse.Namespace) -> None:
     """The companions the NF's config asks for (companion.py), forked now to
-    start once the runner's control socket appears."""
+    start once the runner's control socket appears: the router's sync with
+    the kernel's table, lb's health checks (checked by command() already)."""
+    if args.nf == "lb" and args.config:
+        from veloz.control import health
+
+        checked = health.targets(config.load(args.config))
+        if checked:
+            health.start(checked, args.iface[0])
+        return
     if args.nf != "router":
         return
     from veloz.control import route_sync
@@ -198,7 +206,12 @@ def run(args: argparse.Namespace) -> int:
         _refuse_foreign_options(args)
         vips = None
         if args.nf == "lb" and args.config and not args.set:
-            vips = lb_vips(config.load(args.config))
+            from veloz.control import health
+
+            values = config.load(args.config)
+            vips = lb_vips(values)
+            if health.targets(values):
+                raise VelozError("the linux baseline runs no health checks: drop the check tables")
         elif args.config or args.set:
             raise VelozError("the linux baseline takes no NF config (lb: its VIPs only)")
         if args.interval <= 0 or (args.duration is not None and args.duration <= 0):

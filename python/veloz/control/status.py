@@ -292,6 +292,12 @@ def _ctl_run(path: Path, ino: int, ns_names: dict[int, str]) -> Run | Stale | No
             run.counters = ctl.counters()
             if run.counters is not None and run.nf:
                 run.nf_counters, run.lb_vips = objects.nf_stats(ctl, run.nf)
+            if run.lb_vips is not None:
+                from veloz.control import health
+
+                # the health companion's file beside the socket: net<ns>-<IF>.health.json
+                beside = companion.beside(path, health.NAME)
+                health.annotate(run.lb_vips, health.read(beside, run.pid))
     except (CtlError, OSError, ValueError, KeyError) as e:
         run.note = f"its control socket did not answer: {e}"
     if run.counters is not None and isinstance(run.counters.get("workers"), list):
@@ -625,8 +631,18 @@ def _nf_lines(r: dict) -> list[str]:
         own = "  ".join(f"{k} {v}" for k, v in r["nf_counters"].items())
         lines.append(f"    {r['nf']}: {own}")
     for vip in r.get("lb") or []:
-        per = ", ".join(f"{b['address']} {b['packets']}" for b in vip["backends"]) or "none"
+        per = ", ".join(f"{b['address']} {b['packets']}" + (" (down)" if b.get("down") else "")
+                        for b in vip["backends"]) or "none"  # fmt: skip
         lines.append(f"    vip {vip['vip']}: {vip['packets']} frames; backends: {per}")
+        if vip.get("up") == 0:
+            from veloz.control.lb import all_down_text
+
+            lines.append(
+                f"    vip {vip['vip']}: no backend up: its traffic is {all_down_text(vip)}"
+            )
+        for b in vip["backends"]:
+            if b.get("health"):
+                lines.append(f"      {b['address']}: {b['health']}")
     sync = (r.get("companions") or {}).get("route-sync")
     if sync:
         lines.append(_sync_line(sync))
