@@ -4,17 +4,11 @@ of run (router, ddos, lb, a userspace dispatcher, udpd) on the testbed with
 --metrics and a little traffic; promtool lints each scrape (`promtool check
 metrics`), and every metric name the dashboard and rules use must be in the
 scrape of the run that exports it (NAMES).
-
-Two families are newer than the rest (PENDING): lb's health checks and the
-router's sync with the kernel FIB. Until the veloz under test exports them
-(its package's source names them, or a scrape shows one), their names are
-skipped, and printed; once it does, every one must be in the scrape.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path
 
@@ -27,7 +21,6 @@ from test_udpd import echo_from_gen, start_veloz_echo, stop
 from test_udpd_observe import udpd_config  # noqa: F401 (the udpd run's fixture, by name)
 from wire import run_nf, send_from_gen
 
-import veloz
 from promql import all_names, promtool
 from veloz import testbed as tb
 from veloz.core.proc import Runner, in_netns, veloz_argv
@@ -58,12 +51,6 @@ UDPD = ("up", "apps", "sockets", "stack_rx_frames_total", "stack_rx_delivered_to
         "sockets_rx_ring_full_total", "stack_udp_no_port_total", "stack_udp_bad_csum_total",
         "stack_arp_unresolved_drops_total", "stack_tx_full_total",
         "sockets_tx_errors_total")  # fmt: skip
-# The newer families: name -> the run and the config that exports it.
-PENDING = {
-    "veloz_lb_backend_up": ("lb", "lb health checks, a VIP with backends"),
-    "veloz_lb_vip_healthy_backends": ("lb", "lb health checks, a VIP with backends"),
-    "veloz_lb_health_checks_total": ("lb", "lb health checks, a VIP with backends"),
-}
 # Metric name -> the run whose scrape must show it ("up" is Prometheus' own).
 NAMES: dict[str, str | None] = {
     "up": None,
@@ -78,24 +65,9 @@ NAMES: dict[str, str | None] = {
                                        "backend_frames_total", "backend_bytes_total")},
     **{f"veloz_dispatch_{n}": "dispatch" for n in DISPATCH},
     **{f"veloz_udpd_{n}": "udpd" for n in UDPD},
-    **{name: run for name, (run, _) in PENDING.items()},
+    **{f"veloz_lb_{n}": "lb" for n in ("backend_up", "vip_healthy_backends",
+                                       "health_checks_total")},
 }  # fmt: skip
-# How a scrape or the source shows that a pending family has landed.
-FAMILIES = {
-    "lb health": (re.compile(r"veloz_lb_\w*(health|_up$)"),
-                  ("lb_backend_up", "lb_vip_healthy_backends", "lb_health_checks")),
-    "router sync": (re.compile(r"veloz_router_sync_"), ("router_sync_",)),
-}  # fmt: skip
-
-
-def family_of(name: str) -> str:
-    return "lb health" if name.startswith("veloz_lb_") else "router sync"
-
-
-def exported_by_source() -> set[str]:
-    """The pending families the veloz under test names in its own source."""
-    text = "".join(p.read_text() for p in Path(veloz.__file__).parent.rglob("*.py"))
-    return {f for f, (_, words) in FAMILIES.items() if any(w in text for w in words)}
 
 
 def sample_names(text: str) -> set[str]:
@@ -152,7 +124,7 @@ def udpd_scrape(config: Path) -> str:
 
 
 def live_scrape(run: str, tmp: Path, request) -> str:
-    wants = {n for n, r in NAMES.items() if r == run and n not in PENDING}
+    wants = {n for n, r in NAMES.items() if r == run}
     if run == "router":
         cfg = tmp / "router.toml"
         cfg.write_text('sync = "kernel"\n')
@@ -191,17 +163,5 @@ def test_a_live_scrape_passes_promtool_and_has_the_names_used(testbed, tmp_path,
     lint = promtool("check", "metrics", stdin=text)
     assert lint.returncode == 0 and not lint.stdout.strip(), lint.stdout + lint.stderr + text
     names = sample_names(text)
-    landed = exported_by_source() | {
-        f for f, (pattern, _) in FAMILIES.items() if any(pattern.match(n) for n in names)
-    }
-    missing, skipped = [], []
-    for name, where in sorted(NAMES.items()):
-        if where != run or name in names:
-            continue
-        if name in PENDING and family_of(name) not in landed:
-            skipped.append(f"{name} ({PENDING[name][1]})")
-        else:
-            missing.append(name)
-    if skipped:
-        print(f"{run}: not exported by this veloz yet, skipped: {', '.join(skipped)}")
+    missing = [name for name, where in sorted(NAMES.items()) if where == run and name not in names]
     assert not missing, f"{RUNS[run]}: the scrape lacks {missing}\n{text}"
