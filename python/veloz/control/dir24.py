@@ -107,6 +107,10 @@ class Table:
         self.old_owner: np.ndarray | None = None
         self.freed: set[int] = set()
         self.pending: list[tuple[int, int, int]] = []
+        # what changes may have touched since the last commit: only these can
+        # differ from the live maps, so only these are compared and copied
+        self.touched24: set[int] = set()  # chunks
+        self.touched_groups: set[int] = set()
 
     # ---- reading the live maps, lazily ----
 
@@ -117,6 +121,7 @@ class Table:
 
     def _span(self, lo: int, hi: int) -> np.ndarray:
         for c in range(lo // CHUNK, (hi - 1) // CHUNK + 1):
+            self.touched24.add(c)
             if not self.loaded[c]:
                 self.tbl24[c * CHUNK : (c + 1) * CHUNK] = self._read(TBL24, c * CHUNK, CHUNK)
                 self.old24[c] = self.tbl24[c * CHUNK : (c + 1) * CHUNK].copy()
@@ -124,6 +129,7 @@ class Table:
         return self.tbl24[lo:hi]
 
     def _group(self, g: int) -> np.ndarray:
+        self.touched_groups.add(g)
         if g not in self.groups:
             self.groups[g] = self._read(TBL8, g * 256, 256)
             self.old_groups[g] = self.groups[g].copy()
@@ -192,6 +198,7 @@ class Table:
             raise VelozError(f"the router's DIR-24-8 table has no free group ({ABI.GROUPS} /24s "
                              "hold prefixes longer than /24)")  # fmt: skip
         g = int(free[0])
+        self.touched_groups.add(g)
         owner[g] = slot24 + 1
         self.groups[g] = np.zeros(256, np.uint32)
         self.old_groups[g] = np.full(256, 0xFFFFFFFF, np.uint32)  # write all of it
@@ -202,15 +209,17 @@ class Table:
         the next changes start from it (a long-lived model reads each part of
         the live maps once, not once per transaction)."""
         assert self.reader is not None, "a model of live maps: a new table has no ops applied"
-        for c in self.old24:
+        for c in self.touched24:
             self.old24[c] = self.tbl24[c * CHUNK : (c + 1) * CHUNK].copy()
         for g in self.freed:
             self.groups.pop(g, None)
             self.old_groups.pop(g, None)
-        self.old_groups = {g: group.copy() for g, group in self.groups.items()}
+        for g in self.touched_groups - self.freed:
+            self.old_groups[g] = self.groups[g].copy()
         if self.owner is not None:
             self.old_owner = self.owner.copy()
         self.freed = set()
+        self.touched24, self.touched_groups = set(), set()
 
     # ---- the ops that make the live maps the model ----
 
@@ -233,8 +242,9 @@ class Table:
         if self.pending:
             self._build()
         out: list[Op] = []
-        for g, group in sorted(self.groups.items()):
-            if g in self.freed:
+        for g in sorted(self.touched_groups):
+            group = self.groups.get(g)
+            if group is None or g in self.freed:
                 continue
             index = np.flatnonzero(group != self.old_groups[g])
             out += [_fill(TBL8, g * 256 + i, n, v) for i, n, v in _runs(index, group[index])]
@@ -245,7 +255,7 @@ class Table:
         if self.reader is None:
             out += [_fill(TBL24, i, n, v) for i, n, v in _nonzero_runs(self.tbl24)]
         else:
-            for c in sorted(self.old24):
+            for c in sorted(self.touched24):
                 now = self.tbl24[c * CHUNK : (c + 1) * CHUNK]
                 index = np.flatnonzero(now != self.old24[c])
                 out += [_fill(TBL24, c * CHUNK + i, n, v) for i, n, v in _runs(index, now[index])]
