@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 
 .PHONY: all build build-sanitize build-fuzz test test-unit test-prog test-net test-offline \
-	test-sanitize fuzz demo clean lint
+	test-sanitize fuzz demo clean lint deb
 
 all: build
 
@@ -146,6 +146,23 @@ fuzz-long: build-fuzz
 	$(PY) tests/fuzz/stack_seeds.py $(FUZZ_BUILD)/seeds/stack
 	$(PY) tests/fuzz/campaign.py --build $(FUZZ_BUILD) --runs $(FUZZ_LONG_RUNS) \
 		--seconds $(FUZZ_LONG_SECONDS) $(FUZZ_LONG_TARGETS)
+
+# The Debian package, $(DEB_DIR)/veloz_VERSION_amd64.deb: dpkg-buildpackage on
+# a copy of the tree (tracked and new files, with deploy/debian as debian/),
+# its Build-Depends installed first if missing. Its test: tests/pkg.
+DEB_DIR ?= build-deb
+deb:
+	rm -rf $(DEB_DIR)/src $(DEB_DIR)/veloz_* && mkdir -p $(DEB_DIR)/src
+	git ls-files -z --cached --others --exclude-standard \
+		| tar --null -T - --ignore-failed-read -cf - | tar -C $(DEB_DIR)/src -xf -
+	rm -rf $(DEB_DIR)/src/debian && cp -r deploy/debian $(DEB_DIR)/src/debian
+	cd $(DEB_DIR)/src && { dpkg-checkbuilddeps 2>/dev/null || \
+		DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -q --no-install-recommends ./; }
+	cd $(DEB_DIR)/src && VELOZ_COMMIT=$$(PYTHONPATH=$(CURDIR)/python /usr/bin/python3 -c \
+		'from veloz.core.version import git_commit; print(git_commit("$(CURDIR)") or "")') \
+		DEB_BUILD_OPTIONS="nocheck noautodbgsym parallel=$$(nproc)" \
+		dpkg-buildpackage -b -us -uc
+	@ls $(DEB_DIR)/veloz_*_amd64.deb
 
 demo: build
 	$(VENV)/bin/veloz demo
