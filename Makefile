@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 
 .PHONY: all build build-sanitize build-fuzz test test-unit test-prog test-net test-offline \
-	test-sanitize fuzz demo clean lint deb
+	test-sanitize fuzz demo clean lint deb test-pkg
 
 all: build
 
@@ -18,7 +18,8 @@ build: $(BUILD)/build.ninja
 
 # Everything: C unit tests, then two lanes side by side (scripts/test-lanes):
 # the testbed tier (tests/net), and at nice 19 the tiers that need only CPU
-# (test-offline: unit, prog and cli, the sanitizer build's tests, the fuzzers).
+# (test-offline: unit, prog, cli and pkg, the sanitizer build's tests, the
+# fuzzers).
 test: build lint
 	meson test -C $(BUILD) --print-errorlogs
 	MAKE=$(MAKE) BUILD=$(BUILD) ./scripts/test-lanes
@@ -26,7 +27,7 @@ test: build lint
 # Beside the testbed lane: no pytest cache shared with it (pytest's own
 # temporary directories are per session already).
 test-offline: build
-	$(PYTEST) -v -p no:cacheprovider --durations=10 tests/unit tests/prog tests/cli
+	$(PYTEST) -v -p no:cacheprovider --durations=10 tests/unit tests/prog tests/cli tests/pkg
 	$(MAKE) test-sanitize
 	$(MAKE) fuzz
 
@@ -51,6 +52,10 @@ test-unit: build
 
 test-prog: build
 	$(PYTEST) -v tests/prog
+
+# `make deb`'s package in a clean Debian 12 root (debootstrap; the mirror only)
+test-pkg:
+	$(PYTEST) -v tests/pkg
 
 test-net: build
 	$(PYTEST) -v --durations=15 tests/net

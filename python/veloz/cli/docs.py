@@ -44,7 +44,7 @@ def manpage(parser: argparse.ArgumentParser) -> str:
     return _manpage(parser, "fast packet processing on Linux")
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, tuple[Any, str]]:
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, tuple[Any, str]]:
     """Subcommand name -> (its parser, its one-line help)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -57,7 +57,7 @@ def subcommand_pages(parser: argparse.ArgumentParser) -> dict[str, str]:
     """veloz-COMMAND.1 -> its page, titled and named veloz-COMMAND (as man
     and whatis look it up), its synopsis still `veloz COMMAND`."""
     pages = {}
-    for name, (sub, summary) in _subparsers(parser).items():
+    for name, (sub, summary) in subcommands(parser).items():
         page = f"veloz-{name}"
         lines = _manpage(sub, summary).splitlines()
         # .TH TITLE SECTION ...: the title is the subparser's prog ("veloz run")
@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--completion", metavar="FILE", help="write the bash completion here")
     p.add_argument("--man", metavar="FILE", help="write the man page (section 1) here")
     p.add_argument("--subcommand-pages", metavar="DIR", help="write veloz-COMMAND.1 here")
-    p.add_argument("--list-pages", action="store_true",
-                   help="print the subcommand pages' names, one a line (all generators present)")  # fmt: skip
+    what = "print the subcommand pages' names, one a line (fails without shtab or argparse-manpage)"
+    p.add_argument("--list-pages", action="store_true", help=what)
     args = p.parse_args(argv)
     from veloz.cli import build_parser
 
