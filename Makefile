@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 
 .PHONY: all build build-sanitize build-fuzz test test-unit test-prog test-net test-offline \
-	test-sanitize fuzz demo clean lint
+	test-sanitize fuzz demo clean lint deb test-pkg
 
 all: build
 
@@ -18,7 +18,8 @@ build: $(BUILD)/build.ninja
 
 # Everything: C unit tests, then two lanes side by side (scripts/test-lanes):
 # the testbed tier (tests/net), and at nice 19 the tiers that need only CPU
-# (test-offline: unit, prog and cli, the sanitizer build's tests, the fuzzers).
+# (test-offline: unit, prog, cli and pkg, the sanitizer build's tests, the
+# fuzzers).
 test: build lint
 	meson test -C $(BUILD) --print-errorlogs
 	MAKE=$(MAKE) BUILD=$(BUILD) ./scripts/test-lanes
@@ -26,7 +27,7 @@ test: build lint
 # Beside the testbed lane: no pytest cache shared with it (pytest's own
 # temporary directories are per session already).
 test-offline: build
-	$(PYTEST) -v -p no:cacheprovider --durations=10 tests/unit tests/prog tests/cli
+	$(PYTEST) -v -p no:cacheprovider --durations=10 tests/unit tests/prog tests/cli tests/pkg
 	$(MAKE) test-sanitize
 	$(MAKE) fuzz
 
@@ -51,6 +52,10 @@ test-unit: build
 
 test-prog: build
 	$(PYTEST) -v tests/prog
+
+# `make deb`'s package in a clean Debian 12 root (debootstrap; the mirror only)
+test-pkg:
+	$(PYTEST) -v tests/pkg
 
 test-net: build
 	$(PYTEST) -v --durations=15 tests/net
@@ -146,6 +151,23 @@ fuzz-long: build-fuzz
 	$(PY) tests/fuzz/stack_seeds.py $(FUZZ_BUILD)/seeds/stack
 	$(PY) tests/fuzz/campaign.py --build $(FUZZ_BUILD) --runs $(FUZZ_LONG_RUNS) \
 		--seconds $(FUZZ_LONG_SECONDS) $(FUZZ_LONG_TARGETS)
+
+# The Debian package, $(DEB_DIR)/veloz_VERSION_amd64.deb: dpkg-buildpackage on
+# a copy of the tree (tracked and new files, with deploy/debian as debian/),
+# its Build-Depends installed first if missing. Its test: tests/pkg.
+DEB_DIR ?= build-deb
+deb:
+	rm -rf $(DEB_DIR)/src $(DEB_DIR)/veloz_* && mkdir -p $(DEB_DIR)/src
+	git ls-files -z --cached --others --exclude-standard \
+		| tar --null -T - --ignore-failed-read -cf - | tar -C $(DEB_DIR)/src -xf -
+	rm -rf $(DEB_DIR)/src/debian && cp -r deploy/debian $(DEB_DIR)/src/debian
+	cd $(DEB_DIR)/src && { dpkg-checkbuilddeps 2>/dev/null || \
+		DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -q --no-install-recommends ./; }
+	cd $(DEB_DIR)/src && VELOZ_COMMIT=$$(PYTHONPATH=$(CURDIR)/python /usr/bin/python3 -c \
+		'from veloz.core.version import git_commit; print(git_commit("$(CURDIR)") or "")') \
+		DEB_BUILD_OPTIONS="nocheck noautodbgsym parallel=$$(nproc)" \
+		dpkg-buildpackage -b -us -uc
+	@ls $(DEB_DIR)/veloz_*_amd64.deb
 
 demo: build
 	$(VENV)/bin/veloz demo
