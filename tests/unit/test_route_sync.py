@@ -180,3 +180,40 @@ def _reader(ctl: FakeCtl):
                                          f"{count}"))  # fmt: skip
 
     return read
+
+
+def test_neighbour_ops_resolve_and_lose_a_next_hop():
+    table = router.NexthopTable()
+    slot, _ = table.slot((4, bytes([10, 255, 0, 1])), 1, PORTS)
+    mac = bytes.fromhex("02000000aa01")
+    ops = route_sync.neighbour_ops((4, bytes([10, 255, 0, 1])), mac, table)
+    assert [op.key for op in ops] == [slot.to_bytes(4, "little")]
+    assert router.Nexthop.unpack(ops[0].value).dmac == mac
+    assert route_sync.neighbour_ops((4, bytes([10, 255, 0, 1])), mac, table) == []  # unchanged
+    lost = route_sync.neighbour_ops((4, bytes([10, 255, 0, 1])), None, table)
+    assert router.Nexthop.unpack(lost[0].value).dmac is None  # its routes PASS again
+    assert route_sync.neighbour_ops((4, bytes([10, 255, 0, 9])), mac, table) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "complaint"),
+    [
+        ('sync = "bgp"', "the only source is"),
+        ('sync = "kernel"\nsync_table = "nosuchtable"', "cannot read the kernel's table"),
+        (
+            'sync = "kernel"\n[[route]]\nprefix = "198.18.64.0/24"\nvia = "198.18.1.2"',
+            "drop routes",
+        ),
+    ],
+)
+def test_veloz_run_refuses_a_bad_sync_before_anything_runs(tmp_path, extra, complaint):
+    from veloz import cli
+    from veloz.control import run
+
+    cfg = tmp_path / "router.toml"
+    cfg.write_text(extra + "\n")
+    args = cli.parse_args(["run", "router", "--backend", "xdp", "--iface", "lo", "--config",
+                           str(cfg)])  # fmt: skip
+    with pytest.raises(VelozError, match=complaint) as e:
+        run.command(args)
+    assert "\n" not in str(e.value)
