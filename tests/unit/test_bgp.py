@@ -34,7 +34,7 @@ def test_the_table_of_a_run():
     record = {"backend": "xdp", "routes": 752_158, "converge_s": 50.0, "kernel_s": 5.0,
               "withdraw_s": [0.06, 0.07], "withdraw_kernel_s": [0.01, 0.02],
               "announce_s": [0.03, 0.04], "churn_lost": 0, "churn_missed": 2,
-              "churn_sent": 1_000_000}  # fmt: skip
+              "churn_sent": 1_000_000, "ecmp_per_hop": [5_010, 4_990]}  # fmt: skip
     (section,) = bgp_experiment.BGP.sections([record, record | {"converge_s": 54.0}], {})
     row = dict(zip(section["table"]["columns"], section["table"]["rows"][0], strict=True))
     assert row["trials"] == 2 and row["converge s (CI)"].startswith("52.0 (50.0")
@@ -42,3 +42,5 @@ def test_the_table_of_a_run():
     assert row["kernel FIB withdraw p50 ms"].startswith("15.0")
     assert (row["churn lost"], row["churn missed"], row["churn sent"]) == (0, 4, 2_000_000)
     assert "752,158 routes" in section["text"]
+    assert row["ECMP flows per next hop"] == "10,020 / 9,980"
+    assert 0.7 < row["ECMP chi-square p"] < 0.8  # chi2 = 0.08 on 1 degree of freedom

@@ -11,7 +11,10 @@ installs them in vz-dut's kernel table; the router there follows it
     kernel's FIB obeying it (the sync's own share is the difference);
   - loss during churn: a paced flow to prefixes that do not change, while
     the churn prefixes come and go; every frame sent must reach the sink or
-    be counted as missed by the port.
+    be counted as missed by the port;
+  - ECMP: ECMP_FLOWS flows to a kernel multipath route over two next hops,
+    counted per next hop at the sink, with a chi-square test against an
+    even split.
 
 It runs on the built-in testbed (vz-gen, vz-dut, vz-sink).
 """
@@ -157,6 +160,53 @@ def _churn_loss(announcer: bgp.Bird, ctl: str) -> dict:
             "churn_changes": flaps}  # fmt: skip
 
 
+ECMP_PREFIX = "198.19.250.0/24"
+ECMP_HOPS = {"198.18.1.2": "02:00:c6:12:01:02", "198.18.1.3": "02:00:c6:12:01:03"}
+ECMP_FLOWS = 10_000
+
+
+def _ip(*args: str, check: bool = True) -> None:
+    subprocess.run(["ip", "-n", "vz-dut", *args], check=check, capture_output=True)
+
+
+def _ecmp_spread(ctl: str, tmp: Path) -> dict:
+    """A kernel multipath route over two next hops (vz-sink's address and a
+    second neighbour on the same link): ECMP_FLOWS flows, one frame each,
+    counted per next hop by destination MAC at vz-sink."""
+    from scapy.all import Ether, rdpcap
+
+    pcap = tmp / "ecmp.pcap"
+    hops = [w for a in ECMP_HOPS for w in ("nexthop", "via", a, "dev", "dut-sink")]
+    try:
+        for addr, mac in ECMP_HOPS.items():
+            _ip("neigh", "replace", addr, "lladdr", mac, "dev", "dut-sink", "nud", "permanent")
+        _ip("route", "replace", ECMP_PREFIX, *hops)
+        _wait(lambda: _holds(ctl, ECMP_PREFIX), LATENCY_TIMEOUT_S, POLL_S, "the ECMP route")
+        dump = subprocess.Popen(in_netns("vz-sink", ["tcpdump", "-n", "-U", "-B", "32768", "-Q",
+                                                     "in", "-i", "sink-dut", "-w", str(pcap),
+                                                     "udp"]),
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        assert dump.stderr is not None
+        dump.stderr.readline()  # "listening on ...": ready
+        flows = str(ECMP_FLOWS)
+        gen = in_netns("vz-gen", veloz_argv("gen", "--iface", "gen-dut", "--json", "--dst-ip",
+                                            "198.19.250.1", "--flows", flows, "--count", flows,
+                                            "--rate", "50k"))  # fmt: skip
+        run_json(gen, timeout=120)
+        time.sleep(1)
+        dump.terminate()
+        dump.wait(10)
+    finally:
+        _ip("route", "del", ECMP_PREFIX, check=False)
+        for addr in ECMP_HOPS:
+            _ip("neigh", "del", addr, "dev", "dut-sink", check=False)
+    per_hop = {mac: 0 for mac in ECMP_HOPS.values()}
+    for frame in rdpcap(str(pcap)):
+        if frame[Ether].dst in per_hop:
+            per_hop[frame[Ether].dst] += 1
+    return {"ecmp_per_hop": list(per_hop.values())}
+
+
 def _missed(ctl: str) -> int:
     with Ctl(Path(ctl)) as c:
         errors = (c.counters() or {}).get("errors") or {}
@@ -177,6 +227,7 @@ def one_trial(backend: str, feed: Path, expected: int, tmp: Path) -> dict:
         rec = _convergence(announcer, ctl, expected)
         rec |= _latencies(announcer, ctl)
         rec |= _churn_loss(announcer, ctl)
+        rec |= _ecmp_spread(ctl, tmp)
     return rec
 
 
@@ -223,7 +274,7 @@ class Bgp:
                 backend, len(mine), _ci(conv, 1), _ci(kern, 1),
                 *_pcts(wd), _pcts(wdk)[0], *_pcts(an),
                 sum(r["churn_lost"] for r in mine), sum(r["churn_missed"] for r in mine),
-                sum(r["churn_sent"] for r in mine),
+                sum(r["churn_sent"] for r in mine), *_ecmp(mine),
             ])  # fmt: skip
         return [{
             "title": self.title,
@@ -234,13 +285,28 @@ class Bgp:
                      f"{len(CHURN)} prefixes per trial, p50 and p99 over all of them (ms). "
                      f"Churn: {CHURN_RATE:,} pps to unchanged prefixes for {CHURN_S:g} s while "
                      "the churn prefixes flap; lost = sent - received - counted as missed by "
-                     "the port."),
+                     f"the port. ECMP: {ECMP_FLOWS:,} flows per trial over a two-way kernel "
+                     "multipath route, summed over trials; p of a chi-square test against an "
+                     "even split (small: uneven)."),
             "table": {"columns": ["backend", "trials", "converge s (CI)", "kernel FIB s (CI)",
                                   "withdraw p50 ms (CI)", "withdraw p99 ms",
                                   "kernel FIB withdraw p50 ms", "announce p50 ms (CI)",
-                                  "announce p99 ms", "churn lost", "churn missed", "churn sent"],
+                                  "announce p99 ms", "churn lost", "churn missed", "churn sent",
+                                  "ECMP flows per next hop", "ECMP chi-square p"],
                       "rows": rows},
         }]  # fmt: skip
+
+
+def _ecmp(records: list[dict]) -> list[str | float | None]:
+    """Flows per next hop over the trials, and a chi-square test's p against
+    an even split."""
+    per_trial = [r["ecmp_per_hop"] for r in records if "ecmp_per_hop" in r]
+    counts = [sum(c) for c in zip(*per_trial, strict=True)]
+    if not counts or not sum(counts):
+        return [None, None]
+    from scipy.stats import chisquare
+
+    return [" / ".join(f"{c:,}" for c in counts), round(float(chisquare(counts).pvalue), 3)]
 
 
 def _ci(s: dict, digits: int) -> str:
