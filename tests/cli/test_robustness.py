@@ -35,6 +35,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -372,7 +373,8 @@ def hosts() -> list[Case]:
 CTL_GOOD: dict[tuple, list[tuple[str, list[str]]]] = {
     ("ctl", "dump"): [("map", ["router_routes4"])],
     ("ctl", "route", "add"): [("prefix", ["198.18.5.0/24"]), ("kind", ["via"]),
-                              ("via", ["198.18.1.2"]), ("port", ["--port", "1"])],
+                              ("via", ["198.18.1.2"]), ("more", ["via", "198.18.1.3"]),
+                              ("port", ["--port", "1"])],
     ("ctl", "route", "del"): [("prefix", ["198.18.5.0/24"])],
     ("ctl", "route", "load"): [("file", ["{routes}"])],
     ("ctl", "route", "list"): [("limit", ["--limit", "5"])],
@@ -408,6 +410,7 @@ CTL_KIND = {"prefix": "prefix", "prefixes": "prefix", "src": "prefix", "via": "a
             "map": "map", "limit": "bounded"}  # fmt: skip
 # A dest whose kind depends on the command
 CTL_KIND_OF = {(("ctl", "route", "add"), "port"): "egress",
+               (("ctl", "route", "add"), "more"): "address",
                (("ctl", "vip", "add"), "port"): "number",
                (("ctl", "vip", "del"), "port"): "number",
                (("ctl", "backend", "add"), "port"): "number",
@@ -471,14 +474,28 @@ CASES = generate()
 # ---- fixtures ----------------------------------------------------------------
 
 
+# What the testbed lane (tests/net), running beside this tier in `make test`,
+# makes and removes as it goes: namespaces, and under /run/veloz the files
+# of runs in those namespaces, named by their namespace's inode.
+TESTBED_LANE_NETNS = ("vz-gen", "vz-dut", "vz-sink", "vz-mgmt", "vz-ssh-")
+NETNS_INODE = re.compile(r"(?:^|[/-])(?:net)?(\d{9,})-")
+
+
+def _ours(path: Path) -> bool:
+    """A /run/veloz entry of this network namespace, or of none."""
+    found = NETNS_INODE.search(path.name)
+    return found is None or int(found.group(1)) == os.stat("/proc/self/ns/net").st_ino
+
+
 def _snapshot() -> dict[str, set]:
     """What this tier must not leave behind, on the whole machine."""
     state: dict[str, set] = {}
     ns = Path("/run/netns")
-    state["netns"] = {p.name for p in ns.iterdir()} if ns.is_dir() else set()
+    names = {p.name for p in ns.iterdir()} if ns.is_dir() else set()
+    state["netns"] = {n for n in names if not n.startswith(TESTBED_LANE_NETNS)}
     state["shm"] = {p.name for p in Path("/dev/shm").iterdir()}
     run = Path("/run/veloz")
-    state["run"] = {str(p) for p in run.rglob("*")} if run.is_dir() else set()
+    state["run"] = {str(p) for p in run.rglob("*") if _ours(p)} if run.is_dir() else set()
     done = subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True,
                           check=False)  # fmt: skip
     links = json.loads(done.stdout or "[]")
