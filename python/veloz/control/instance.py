@@ -146,7 +146,10 @@ def _read_nf(inst: Instance, data: dict) -> None:
         if key not in data:
             raise VelozError(f"{path}: {key} is required")
     inst.nf = _string(data, "nf", path) or ""
-    paths.nf(inst.nf)  # an unknown NF: one line naming the known ones
+    try:
+        paths.nf(inst.nf)  # an unknown NF: one line naming the known ones
+    except VelozError as e:
+        raise VelozError(f"{path}: {e}") from None
     inst.backend = _string(data, "backend", path) or ""
     if inst.backend not in run.TOOLS:
         raise VelozError(f"{path}: backend must be one of {', '.join(run.TOOLS)}, "
