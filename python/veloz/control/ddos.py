@@ -25,6 +25,10 @@ then raises ddos_meta.end; a delete clears used, then lowers end (the order
 nf/ddos.c relies on). Each rule written to a slot gets the slot's next
 generation, so the sources' token buckets of an earlier rule there are
 not inherited.
+
+A reload of an instance's config (docs/service.md) is diff_ops: the rules
+and allow-list the file says, reached from what the NF holds in one
+transaction, each changed slot written as a live delete and add are.
 """
 
 from __future__ import annotations

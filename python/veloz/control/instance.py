@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import tomllib
 from collections.abc import Callable
@@ -247,8 +248,6 @@ def before_exec(inst: Instance, values: dict[str, Any]) -> Callable[[], None]:
     place: fork the service companion and name it to the runner."""
 
     def start() -> None:
-        import os
-
         pid = service.start_nf(inst.ports[0], inst.nf, inst.backend, record(inst, values),
                                lambda: describe(inst.name, reload(str(inst.path))))  # fmt: skip
         os.environ[service.RELOAD_PID_ENV] = str(pid)
