@@ -59,9 +59,11 @@ PY_LAYERS = [
     ("veloz.control.build_nf", 6),
     ("veloz.control.metrics", 6),
     ("veloz.control.dump", 6),
+    ("veloz.control.service", 6),  # sd_notify and the service's companion
     ("veloz.control.status", 7),  # status shows what a killed dump left
     ("veloz.control.run", 7),
     ("veloz.control.udpd", 7),
+    ("veloz.control.instance", 8),  # instance files: runs run and udpd, reloads
     ("veloz.lab", 8),
     ("veloz.cli", 9),
     ("veloz", 0),  # the package's __init__: a docstring

@@ -8,10 +8,16 @@
  * its workers; prints counters; stops on SIGINT, SIGTERM, SIGHUP, SIGPIPE,
  * --duration or a vanished interface, and undoes everything in reverse
  * order. What differs per backend is in struct vz_backend (userspace.h).
+ *
+ * Under a service (`veloz run --instance`), SIGHUP is a reload instead: the
+ * companion that reloads the config (python/veloz/control/service.py) is
+ * named in $VELOZ_RELOAD_PID, and SIGHUP is passed on to it, so that
+ * `kill -HUP MAINPID` reloads as `systemctl reload` does.
  */
 #include <errno.h>
 #include <limits.h>
 #include <net/if.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,12 +30,17 @@
 #include "runner/xdp_attach.h"
 
 static struct vz_us_run *signalled_run;
+static pid_t reload_pid; /* 0: SIGHUP stops the run */
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	if (signalled_run)
+	int saved = errno;
+
+	if (sig == SIGHUP && reload_pid > 0)
+		kill(reload_pid, SIGHUP);
+	else if (signalled_run)
 		signalled_run->stop = 1;
+	errno = saved;
 }
 
 void vz_us_worker_enter(unsigned int worker)
@@ -396,7 +407,12 @@ static int open_nf(struct vz_us_run *run, const char *bpf_path,
 static void catch_signals(struct vz_us_run *run)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
+	const char *pid = getenv("VELOZ_RELOAD_PID");
+	char *end;
+	long n;
 
+	n = pid ? strtol(pid, &end, 10) : 0;
+	reload_pid = n > 0 && n <= INT_MAX && !*end ? (pid_t)n : 0;
 	signalled_run = run;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

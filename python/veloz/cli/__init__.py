@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         dump,
         gen,
         nfs,
+        reload,
         replay,
         report,
         route_table,
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     testbed.add_parser(sub)
     run.add_parser(sub)
+    reload.add_parser(sub)
     replay.add_parser(sub)
     gen.add_parser(sub)
     demo.add_parser(sub)

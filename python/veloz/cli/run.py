@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 from veloz.cli import tool_options
+from veloz.control import instance
 from veloz.control.run import TOOLS, Offered, offered, run
 from veloz.core.errors import VelozError
+
+PERSIST_MISSING = "persist needs a veloz with --persist"
 
 DESCRIPTION = """\
 Load the NF, attach it to each --iface (port 0, 1, ... in the order given) and
@@ -52,6 +56,11 @@ queueing delay. --ctl-group lets a group's members use `veloz ctl` on the run
 session whose client sends nothing for that long, rolling back its open
 transaction. The options below are the backends' tools' own, with their
 help and defaults; each group is titled with the backends that take it.
+
+--instance NAME runs the instance file /etc/veloz/instances/NAME.toml (or a
+path): its NF, backend, ports, NF config and options, as veloz@NAME.service
+does (docs/service.md). SIGHUP then reloads the NF's config instead of
+stopping the run.
 """
 
 
@@ -71,15 +80,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     else:
         p.epilog = "dpdk: EAL arguments go after `--`, e.g. `-- -a 0000:3b:00.0 -l 2-3`."
     # What follows `--` on the command line (cli.parse_args puts it here).
-    p.set_defaults(func=run, passthrough=[])
+    p.set_defaults(func=_run, passthrough=[])
+    # the parser itself: an instance's command line is checked by it
+    p.set_defaults(run_parser=p)
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     """What runs, on which ports, and who may read its counters."""
-    p.add_argument("nf", help="NF name (see `veloz nfs`)")
-    p.add_argument("--backend", required=True, choices=(*TOOLS, "linux"), help="see above")
+    p.add_argument("nf", nargs="?", help="NF name (see `veloz nfs`)")
+    p.add_argument("--backend", choices=(*TOOLS, "linux"), help="see above (required)")
+    p.add_argument("--iface", action="append", metavar="IF", help="a port (repeatable; required)")
     p.add_argument(
-        "--iface", action="append", required=True, metavar="IF", help="a port (repeatable)"
+        "--instance",
+        metavar="NAME|PATH",
+        help="run an instance file (/etc/veloz/instances/NAME.toml) in place of "
+        "NF, --backend, --iface and --config",
     )
     p.add_argument("--config", metavar="FILE", help="NF config (TOML)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="config override")
@@ -110,3 +125,52 @@ def _add_backend_options(p: argparse.ArgumentParser, table: dict[str, Offered]) 
             where = groups[o.backends]
         default = o.row["default"] if everyone else argparse.SUPPRESS
         tool_options.add(where, o.tool, o.row, flags=(f"--{name}",), default=default)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.instance is None:
+        missing = [what for what, value in (("NF", args.nf), ("--backend", args.backend),
+                                            ("--iface", args.iface)) if not value]  # fmt: skip
+        if missing:
+            raise VelozError(f"`veloz run` needs {', '.join(missing)} (or --instance NAME)")
+        return run(args)
+    return _run_instance(args)
+
+
+def has_persist(parser: argparse.ArgumentParser) -> bool:
+    """Whether this veloz's `run` takes --persist (its parser says)."""
+    return any("--persist" in a.option_strings for a in parser._actions)
+
+
+def instance_args(inst: instance.Instance, parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The instance as `veloz run`'s arguments, checked by its own parser:
+    a bad value is one line naming the instance file."""
+    if inst.persist and not has_persist(parser):
+        raise VelozError(PERSIST_MISSING)
+
+    def refuse(message: str) -> NoReturn:
+        raise VelozError(f"{inst.path}: {message}")
+
+    error, parser.error = parser.error, refuse  # type: ignore[method-assign]
+    try:
+        return parser.parse_args(instance.run_argv(inst)[1:])
+    finally:
+        parser.error = error  # type: ignore[method-assign]
+
+
+def _run_instance(args: argparse.Namespace) -> int:
+    parser: argparse.ArgumentParser = args.run_parser
+    for action in parser._actions:
+        if action.dest in ("instance", "help") or not action.option_strings and action.dest != "nf":
+            continue
+        if getattr(args, action.dest, action.default) not in (action.default, None):
+            what = action.option_strings[0] if action.option_strings else "an NF name"
+            raise VelozError(f"--instance names everything a run needs; not {what} too")
+    if args.passthrough:
+        raise VelozError("--instance takes no EAL arguments after --: its options do")
+    inst = instance.load(args.instance)
+    run_args = instance_args(inst, parser)
+    values = inst.config_values()  # read once: what runs is what the companion records
+    run_args.config_table, run_args.config_base = values, inst.base
+    run_args.passthrough = []
+    return run(run_args, before_exec=instance.before_exec(inst, values))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from veloz.control import instance, service
 from veloz.control.udpd import run
+from veloz.core.errors import VelozError
 
 DESCRIPTION = """\
 Run the UDP/IP stack's poller on one interface. It takes an IPv4 address of
@@ -47,7 +49,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("udpd", help="the UDP/IP stack's poller (libveloz-sock)",
                        description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("--config", required=True, metavar="FILE", help="TOML or INI config")
+    p.add_argument("--config", metavar="FILE", help="TOML or INI config (required)")
+    p.add_argument("--instance", metavar="NAME|PATH",
+                   help="an instance file with kind = \"udpd\" "
+                   "(/etc/veloz/instances/NAME.toml) in place of --config and --metrics, "
+                   "as veloz-udpd@NAME.service runs it")  # fmt: skip
     p.add_argument("--check", action="store_true", help="check the config and stop")
     p.add_argument("--interval-ms", type=int, metavar="MS", help="counters every MS (1000)")
     p.add_argument("--json", action="store_true", help="JSON lines: ready, stats, summary")
@@ -56,4 +62,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics", metavar="ADDR:PORT",
                    help="serve the counters as Prometheus text on http://ADDR:PORT/metrics "
                    "(loopback or testbed addresses)")  # fmt: skip
-    p.set_defaults(func=run)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.instance is None:
+        if args.config is None:
+            raise VelozError("`veloz udpd` needs --config FILE (or --instance NAME)", code=2)
+        return run(args)
+    if args.config is not None or args.metrics is not None:
+        raise VelozError("--instance names the config and metrics; not --config or --metrics too",
+                         code=2)  # fmt: skip
+    inst = instance.load(args.instance, kind="udpd")
+    args.config_table, args.config_where = inst.config_values(), str(inst.config_file or inst.path)
+    args.metrics = inst.metrics
+    return run(args, before_exec=service.start_udpd)

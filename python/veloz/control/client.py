@@ -67,7 +67,9 @@ def running_ifaces() -> list[str]:
         names = sorted(p.name for p in CTL_DIR.iterdir())
     except OSError:
         return []
-    return [n[len(prefix) : -len(".sock")] for n in names if n.startswith(prefix)]
+    # the sockets only: the companions' status files sit beside them
+    return [n[len(prefix) : -len(".sock")] for n in names
+            if n.startswith(prefix) and n.endswith(".sock")]  # fmt: skip
 
 
 @dataclass(frozen=True)

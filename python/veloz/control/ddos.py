@@ -25,6 +25,10 @@ then raises ddos_meta.end; a delete clears used, then lowers end (the order
 nf/ddos.c relies on). Each rule written to a slot gets the slot's next
 generation, so the sources' token buckets of an earlier rule there are
 not inherited.
+
+A reload of an instance's config (docs/service.md) is diff_ops: the rules
+and allow-list the file says, reached from what the NF holds in one
+transaction, each changed slot written as a live delete and add are.
 """
 
 from __future__ import annotations
@@ -282,12 +286,11 @@ def _table_list(values: dict, key: str) -> list[dict]:
     return items
 
 
-def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
-    """Allow-lists, then the rules in slots 0, 1, ... (nothing runs yet)."""
-    del ports, base  # rules name no ports and no files
-    ops = [allow_op(net) for net in parse_allow(values.get("allow", []))]
+def parse_config(values: dict) -> tuple[list[Network], list[Rule]]:
+    """A config's allow-list (each prefix once) and rules, checked."""
+    allow = list(dict.fromkeys(parse_allow(values.get("allow", []))))
     for family in (4, 6):
-        count = sum(op.map == ALLOW[family] for op in ops)
+        count = sum(net.version == family for net in allow)
         if count > ABI.ALLOW_MAX:
             raise VelozError(
                 f"config: {count} IPv{family} allow-list prefixes, at most {ABI.ALLOW_MAX}"
@@ -295,15 +298,58 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
     items = _table_list(values, "rule")
     if len(items) > ABI.RULES_MAX:
         raise VelozError(f"config: {len(items)} rules, at most {ABI.RULES_MAX}")
+    rules = []
     for slot, item in enumerate(items):
         try:
-            rule = parse_rule(item)
+            rules.append(parse_rule(item))
         except VelozError as e:
             raise VelozError(f"config: rule {slot + 1}: {e}") from None
-        ops.append(update(RULES, slot_key(slot), rule.encode(True, 1)))
-    if items:
-        ops.append(meta_op(len(items)))
+    return allow, rules
+
+
+def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
+    """Allow-lists, then the rules in slots 0, 1, ... (nothing runs yet)."""
+    del ports, base  # rules name no ports and no files
+    allow, rules = parse_config(values)
+    ops = [allow_op(net) for net in allow]
+    ops += [update(RULES, slot_key(slot), rule.encode(True, 1)) for slot, rule in enumerate(rules)]
+    if rules:
+        ops.append(meta_op(len(rules)))
     return ops
+
+
+def diff_ops(slots: dict[int, Slot], end: int, have: list[Network],
+             allow: list[Network], rules: list[Rule]) -> list[Op]:  # fmt: skip
+    """From what the NF holds (slots, end, allow-list have) to a config's
+    allow-list and rules in slots 0, 1, ...: a slot whose rule is the same
+    keeps it, with its counters and token buckets; a changed one is written
+    as a live delete and add are (used = 0 first, a new generation, zeroed
+    counters); slots past the new rules are cleared, and end is set last."""
+    ops = [allow_op(net) for net in allow if net not in have]
+    ops += [delete(ALLOW[net.version], lpm_key(net)) for net in have if net not in allow]
+    for slot, rule in enumerate(rules):
+        old = slots.get(slot)
+        if old is not None and old.used and old.rule == rule:
+            continue
+        gen = (old.gen + 1) & 0xFFFF_FFFF if old is not None else 1
+        if old is not None and old.used:
+            ops.append(update(RULES, slot_key(slot), old.rule.encode(False, old.gen)))
+        ops += add_rule_ops(rule, slot, gen, slot + 1)  # end: set once, below
+    for slot, old in sorted(slots.items()):
+        if slot >= len(rules) and old.used:
+            ops.append(update(RULES, slot_key(slot), old.rule.encode(False, old.gen)))
+    if end != len(rules):
+        ops.append(meta_op(len(rules)))
+    return ops
+
+
+def reload_ops(ctl: Ctl, values: dict, ports: Ports, base: Path) -> list[Op]:
+    """What a reload of a config sends to the running NF (diff_ops), read
+    and checked in full before anything is sent."""
+    del ports, base
+    allow, rules = parse_config(values)
+    slots, end = read_rules(ctl)
+    return diff_ops(slots, end, read_allow(ctl), allow, rules)
 
 
 # ---- reading the running NF ---------------------------------------------------

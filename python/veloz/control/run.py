@@ -6,6 +6,7 @@ import argparse
 import functools
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -114,6 +115,16 @@ def _check_idle(seconds: float) -> None:
         raise VelozError(f"--ctl-idle-timeout must be positive seconds, at most {row['max']}")
 
 
+def config_values(args: argparse.Namespace) -> tuple[dict[str, object], Path]:
+    """The NF's config (--config's file, or the table an instance file holds,
+    with --set over it) and the folder its relative file names start from."""
+    table = getattr(args, "config_table", None)
+    if table is not None:
+        return dict(table) | config.parse_sets(args.set), args.config_base
+    values = config.load(args.config) | config.parse_sets(args.set)
+    return values, Path(args.config).parent if args.config else Path.cwd()
+
+
 def command(args: argparse.Namespace) -> list[str]:
     _refuse_foreign_options(args)
     given = _given(args)
@@ -126,11 +137,10 @@ def command(args: argparse.Namespace) -> list[str]:
     if args.metrics is not None:
         metrics.parse_listen(args.metrics)  # refused before anything is attached
     nf = paths.nf(args.nf)
-    values = config.load(args.config) | config.parse_sets(args.set)
+    values, base = config_values(args)
     values, nf_objects = objects.split_config(args.nf, values)
     ports = _ports(args, values)
     # routes, rules, VIPs...: checked here, applied by the tool before attaching
-    base = Path(args.config).parent if args.config else Path.cwd()
     ops = objects.ops_fd(args.nf, nf_objects, objects.Ports(ports, objects.iface_macs(ports)), base)
     if args.duration is not None and args.duration <= 0:
         raise VelozError("--duration must be positive")
@@ -195,13 +205,15 @@ def _start_companions(args: argparse.Namespace) -> None:
         return
     from veloz.control import route_sync
 
-    values = config.load(args.config) | config.parse_sets(args.set)
+    values = config_values(args)[0]
     source = route_sync.parse_source(objects.split_config(args.nf, values)[1])
     if source is not None:
         route_sync.start(source, args.iface[0])
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, before_exec: Callable[[], None] | None = None) -> int:
+    """`veloz run`; before_exec, if given, runs last before the runner takes
+    this process's place (an instance's companion: service.py)."""
     if args.backend == "linux":
         _refuse_foreign_options(args)
         vips = None
@@ -222,6 +234,8 @@ def run(args: argparse.Namespace) -> int:
     if args.metrics is not None:
         _start_metrics(args)
     _start_companions(args)
+    if before_exec is not None:
+        before_exec()
     # exec: SIGINT and SIGTERM reach the tool that must detach, not a wrapper.
     os.execv(cmd[0], cmd)
     return 1  # not reached

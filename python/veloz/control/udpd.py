@@ -16,6 +16,7 @@ import os
 import re
 import socket
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -300,7 +301,14 @@ def _check_socket_path(sock: str, path: str) -> None:
 def command(config_path: str, json_out: bool = False, interval_ms: int | None = None,
             replace: bool = False) -> list[str]:  # fmt: skip
     """vz-udpd's command line for a config file (checked first)."""
-    argv = to_argv(load(config_path), config_path)
+    return command_for(load(config_path), config_path, json_out, interval_ms, replace)
+
+
+def command_for(cfg: dict[str, Any], where: str, json_out: bool = False,
+                interval_ms: int | None = None, replace: bool = False) -> list[str]:  # fmt: skip
+    """vz-udpd's command line for a config (checked first); where names it
+    in errors (its file, or the instance file holding it)."""
+    argv = to_argv(cfg, where)
     cmd = [str(paths.tool("vz-udpd")), *argv]
     if json_out:
         cmd.append("--json")
@@ -311,12 +319,24 @@ def command(config_path: str, json_out: bool = False, interval_ms: int | None = 
     return cmd
 
 
+def config_of(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """The config and what names it: --config's file, or the table an
+    instance file holds (set by `veloz udpd --instance`)."""
+    table = getattr(args, "config_table", None)
+    if table is not None:
+        return table, args.config_where
+    return load(args.config), args.config
+
+
 def stats_file(cfg: dict[str, Any]) -> str:
     """Where vz-udpd keeps its latest stats line (`veloz status`, --metrics)."""
     return str(cfg.get("socket", DEFAULT_SOCKET)) + ".stats.json"
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace,
+        before_exec: Callable[[Path], object] | None = None) -> int:  # fmt: skip
+    """`veloz udpd`; before_exec(stats file), if given, runs last before
+    vz-udpd takes this process's place (an instance's companion)."""
     if args.interval_ms is not None:
         options.check("vz-udpd", "--interval-ms", args.interval_ms)
     if args.check:
@@ -326,22 +346,25 @@ def run(args: argparse.Namespace) -> int:
                               (args.metrics is not None, "--metrics")):  # fmt: skip
             if given:
                 raise VelozError(f"{option} does not go with --check (nothing runs)", code=2)
-        cfg = load(args.config)
-        to_argv(cfg, args.config)
-        check_host(cfg, args.config)
-        print(f"{args.config}: ok")
+        cfg, where = config_of(args)
+        to_argv(cfg, where)
+        check_host(cfg, where)
+        print(f"{where}: ok")
         return 0
-    cmd = command(args.config, args.json, args.interval_ms, args.replace)
+    cfg, where = config_of(args)
+    cmd = command_for(cfg, where, args.json, args.interval_ms, args.replace)
     if args.metrics is not None:
         metrics.parse_listen(args.metrics)
     if os.geteuid() != 0:
         raise VelozError("udpd needs root (it attaches an XDP program)", code=1)
-    stats = stats_file(load(args.config))
+    stats = stats_file(cfg)
     cmd += ["--stats-file", stats]
     if args.metrics is not None:
         # bound now: a busy address is refused before anything is attached
         sock = metrics.listen(args.metrics)
         metrics.fork_server(sock, lambda pid: metrics.UdpdCollector(Path(stats), pid))
         sock.close()
+    if before_exec is not None:
+        before_exec(Path(stats))
     os.execv(cmd[0], cmd)
     return 1  # not reached
