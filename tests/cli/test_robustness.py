@@ -113,11 +113,17 @@ def valued(parser: argparse.ArgumentParser) -> list[argparse.Action]:
             if not isinstance(a, argparse._HelpAction) and a.nargs != 0]  # fmt: skip
 
 
+# Arguments a command needs unless it runs an instance file (--instance):
+# argparse cannot say so, the command checks them itself.
+NEEDED = {("run",): ("nf", "backend", "iface")}
+
+
 def base_argv(path: tuple, parser: argparse.ArgumentParser, skip: str | None = None) -> list:
     """A good invocation of the command: its required arguments only."""
     argv = list(path)
     for a in parser._actions:
-        if not a.required or a.dest == skip or isinstance(a, argparse._HelpAction):
+        required = a.required or a.dest in NEEDED.get(path, ())
+        if not required or a.dest == skip or isinstance(a, argparse._HelpAction):
             continue
         if a.dest in BASE:
             value = BASE[a.dest]
@@ -258,6 +264,11 @@ def files(by_path: dict) -> list[Case]:
             real = option == "--in"
             cases.append(Case(f"{' '.join(path)} {option} {cls}", argv, 2, names=option,
                               real=real))  # fmt: skip
+    # an instance file: the message names the instance and what is wrong with it
+    for path in (("run",), ("udpd",), ("reload",)):
+        for cls, value in bad_inputs.items():
+            argv = [*path, "--instance", value]
+            cases.append(Case(f"{' '.join(path)} --instance {cls}", argv, 2, names="instance"))
     # build: a source that is not NAME.c or is missing, an --outdir that is not a directory
     for cls, value, expect in (("missing", "/nonexistent/veloz.c", "no such file"),
                                ("directory", "{tmp}", "NAME.c"),
