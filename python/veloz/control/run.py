@@ -194,18 +194,18 @@ def _start_companions(args: argparse.Namespace) -> None:
     """The companions the NF's config asks for (companion.py), forked now to
     start once the runner's control socket appears: the router's sync with
     the kernel's table, lb's health checks (checked by command() already)."""
-    if args.nf == "lb" and args.config:
+    if args.nf not in ("lb", "router"):
+        return
+    values = config_values(args)[0]  # a file's, or an instance's inline table
+    if args.nf == "lb":
         from veloz.control import health
 
-        checked = health.targets(config.load(args.config))
+        checked = health.targets(values)
         if checked:
             health.start(checked, args.iface[0])
         return
-    if args.nf != "router":
-        return
     from veloz.control import route_sync
 
-    values = config_values(args)[0]
     source = route_sync.parse_source(objects.split_config(args.nf, values)[1])
     if source is not None:
         route_sync.start(source, args.iface[0])
