@@ -347,7 +347,7 @@ static int same_nf(struct vz_us_run *run, const struct port_state *p)
 	if (strcmp(p->name, want) ||
 	    (p->have_rec && strcmp(p->rec.nf, run->nf.name))) {
 		vz_err("%s runs %s (prog %u), not %s: not adopted, nothing "
-		       "changed",
+		       "changed (--replace removes it)",
 		       run->ports[0].ifname, old, p->nf_id, run->nf.name);
 		return -1;
 	}
@@ -601,8 +601,11 @@ int vz_xdp_adopt_finish(struct vz_us_run *run)
 		x->old_pid, LEAVE_WAIT_S);
 	kill(x->old_pid, SIGKILL);
 	if (claim_left_ports(run, vz_now_s() + 2)) {
-		vz_err("the ports are still held after pid %d was killed",
-		       x->old_pid);
+		vz_err("the ports are still held after pid %d was killed; "
+		       "%s stays attached for the next run to adopt",
+		       x->old_pid, run->nf.name);
+		/* the old program is gone: detaching would leave none */
+		x->persist = true;
 		return -1;
 	}
 done:
