@@ -151,13 +151,20 @@ def send(count: int) -> int:
     """Frames from vz-gen to vz-dut's address, at 20k a second; how many left."""
     argv = veloz_argv("gen", "--iface", "gen-dut", "--json", "--count", str(count), "--rate", "20k",
                       "--dst-ip", DUT_IP)  # fmt: skip
-    return run_json(in_netns("vz-gen", argv), 60)["sent"]
+    record = run_json(in_netns("vz-gen", argv), 60)
+    assert record["xmit"] == count, record
+    return record["xmit"]
 
 
 def gen_sent(t: threading.Thread) -> int:
+    """The frames the generator put on the wire ("xmit"): when lb's frames
+    come back into vz-gen at the same rate, the kernel takes fewer than the
+    generator offered ("sent"); those never left, so no NF could lose them."""
     t.join(timeout=180)
     assert t.sent, "the generator failed"  # type: ignore[attr-defined]
-    return t.sent[0]["sent"]  # type: ignore[attr-defined]
+    record = t.sent[0]  # type: ignore[attr-defined]
+    assert record["sent"] == FRAMES and record["xmit"] >= FRAMES // 2, record
+    return record["xmit"]
 
 
 def take_over(
@@ -251,7 +258,6 @@ def upgrade_ddos(runs: list[Runner], backend: str, cfg: Path) -> None:
     new = take_over(runs, old, run_argv("ddos", backend, cfg), gen,
                     lambda: stats()["counters"]["rule_dropped"])  # fmt: skip
     sent = gen_sent(gen)
-    assert sent == FRAMES
     dropped = wait_until(lambda: stats()["counters"]["rule_dropped"] - dropped0, 10,
                          until=lambda n: n >= sent, what=f"{sent} frames dropped")  # fmt: skip
     # every frame met a program: one that met none would reach the kernel
@@ -323,7 +329,6 @@ def upgrade_lb(runs: list[Runner], backend: str, cfg: Path, tmp_path: Path) -> N
     gen = generate("--count", str(FRAMES), "--rate", RATE, "--flows", "64", "--dst-ip", LB_VIP)
     new = take_over(runs, old, run_argv("lb", backend, cfg), gen, lb_vip_frames)
     sent = gen_sent(gen)
-    assert sent == FRAMES
     got = settle(lambda: lb_vip_frames() - frames0, lambda n: n >= sent)
     assert got == sent, (got, sent, drops0, veth_drops())
     assert stats()["verdicts"]["tx"]["packets"] - tx0 == sent  # each one sent to a backend
@@ -343,7 +348,6 @@ def upgrade_router(runs: list[Runner], backend: str, cfg: Path) -> None:
                        TRAFFIC)  # fmt: skip
         new = take_over(runs, old, run_argv("router", backend, cfg), gen, nf_packets)
         sent = gen_sent(gen)
-        assert sent == FRAMES
         settle(lambda: stats()["counters"]["forwarded"], lambda n: False, timeout=10)
         arrived = sink.stop()
     assert arrived["received"] == sent, arrived
