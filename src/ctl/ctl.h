@@ -10,6 +10,7 @@
 #define VZ_CTL_CTL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -60,6 +61,13 @@ struct vz_ctl {
 	pthread_t thread;
 	bool serving;
 	volatile int stop;
+	/*
+	 * "leave": a successor took the NF over (`veloz run --take-over`);
+	 * the run stops without detaching it. stop_run is the run's stop
+	 * flag, NULL where the NF cannot outlive its process (userspace).
+	 */
+	volatile sig_atomic_t *stop_run;
+	volatile sig_atomic_t leave;
 	/*
 	 * The runner's latest counters line (JSON, no newline) for the
 	 * "counters" request: `veloz status` and `--metrics` read it here

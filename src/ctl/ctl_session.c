@@ -549,6 +549,22 @@ static void do_counters(struct vz_ctl *ctl, struct buf *out)
 	pthread_mutex_unlock(&ctl->counters_lock);
 }
 
+/*
+ * A successor has the NF's program on the hook and its maps: the run stops
+ * at its next interval and leaves both as they are.
+ */
+static void do_leave(struct session *s, struct buf *out)
+{
+	if (!s->ctl->stop_run) {
+		reply_error(s, out, "leave: this %s run's NF ends with it",
+			    s->ctl->backend);
+		return;
+	}
+	s->ctl->leave = 1;
+	*s->ctl->stop_run = 1;
+	vz_ctl_buf_printf(out, "ok\n");
+}
+
 void vz_ctl_execute(struct session *s, char *line, struct buf *out)
 {
 	char *save = NULL, *verb = strtok_r(line, " \t\r", &save);
@@ -616,6 +632,8 @@ void vz_ctl_execute(struct session *s, char *line, struct buf *out)
 		do_counters(s->ctl, out);
 	} else if (!strcmp(verb, "capture")) {
 		vz_capture_request(s->ctl, args, out); /* veloz dump */
+	} else if (!strcmp(verb, "leave")) {
+		do_leave(s, out);
 	} else {
 		reply_error(s, out, "unknown request '%.40s'", verb);
 	}

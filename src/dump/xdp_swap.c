@@ -29,37 +29,6 @@ static int prog_info(int fd, struct bpf_prog_info *info, __u32 *map_ids,
 	return bpf_obj_get_info_by_fd(fd, info, &len) ? -errno : 0;
 }
 
-static bool is_nf_name(const char *name)
-{
-	return !strncmp(name, VZ_XDP_PROG_PREFIX, strlen(VZ_XDP_PROG_PREFIX));
-}
-
-/*
- * The program behind libxdp's dispatcher: an freplace link targets it. Its
- * pins may live in another bpffs (`ip netns exec` gives each command its
- * own), so the kernel's list of links is asked, not libxdp.
- */
-static __u32 component_of(__u32 dispatcher_id)
-{
-	struct bpf_link_info info;
-	__u32 id = 0, len, found = 0;
-	int fd;
-
-	while (!found && !bpf_link_get_next_id(id, &id)) {
-		fd = bpf_link_get_fd_by_id(id);
-		if (fd < 0)
-			continue;
-		memset(&info, 0, sizeof(info));
-		len = sizeof(info);
-		if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
-		    info.type == BPF_LINK_TYPE_TRACING &&
-		    info.tracing.target_obj_id == dispatcher_id)
-			found = info.prog_id;
-		close(fd);
-	}
-	return found;
-}
-
 static int attached_prog(struct vz_xdp_swap *s, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, q);
@@ -88,6 +57,7 @@ int vz_swap_find(struct vz_xdp_swap *s, int ifindex, const char *ifname,
 		 char *err, size_t errlen)
 {
 	struct bpf_prog_info info;
+	char name[64];
 	int ret, fd;
 
 	memset(s, 0, sizeof(*s));
@@ -103,10 +73,10 @@ int vz_swap_find(struct vz_xdp_swap *s, int ifindex, const char *ifname,
 			 s->orig_id, ifname, strerror(errno));
 		return -errno;
 	}
-	s->nf_id =
-		is_nf_name(info.name) ? s->orig_id : component_of(s->orig_id);
+	s->nf_id = vz_xdp_nf_prog_id(s->orig_id, name, sizeof(name));
 	fd = s->nf_id ? bpf_prog_get_fd_by_id(s->nf_id) : -1;
-	if (fd < 0 || prog_info(fd, &info, NULL, 0) || !is_nf_name(info.name)) {
+	if (fd < 0 || prog_info(fd, &info, NULL, 0) ||
+	    !vz_xdp_is_nf_name(info.name)) {
 		snprintf(err, errlen,
 			 "no NF runs on %s (its XDP program %u is "
 			 "not a veloz NF: with --dispatch, or not veloz's)",

@@ -7,7 +7,7 @@
 #include "runner/xdp_attach.h"
 
 int vz_claim_port(struct vz_iface_lock *lock, int ifindex, const char *ifname,
-		  bool replace)
+		  bool replace, unsigned int adopt_id)
 {
 	struct vz_xdp_attached now;
 	char err[256];
@@ -23,8 +23,14 @@ int vz_claim_port(struct vz_iface_lock *lock, int ifindex, const char *ifname,
 		vz_err("cannot query XDP on %s: %s", ifname, strerror(-ret));
 		return ret;
 	}
-	if (!now.any)
+	if (!now.any || (adopt_id && now.prog_id == adopt_id))
 		return 0;
+	if (adopt_id) {
+		vz_err("the program on %s changed while it was being adopted "
+		       "(now %s, id %u); nothing was changed",
+		       ifname, now.names, now.prog_id);
+		return -EAGAIN;
+	}
 	if (!strcmp(now.names, VZ_TESTBED_RX_PROG)) {
 		ret = vz_xdp_detach_all(ifindex);
 		if (ret)
@@ -44,7 +50,7 @@ int vz_claim_port(struct vz_iface_lock *lock, int ifindex, const char *ifname,
 	if (!replace) {
 		vz_err("%s has a stale veloz program (%s, %s mode, id %u) left "
 		       "by a run that was killed; rerun with --replace to "
-		       "remove it",
+		       "remove it (or, on xdp, --take-over to adopt its maps)",
 		       ifname, now.names, vz_xdp_mode_name(now.mode),
 		       now.prog_id);
 		return -EEXIST;

@@ -12,10 +12,11 @@
  * Take the interface's lock, then look at what XDP program it has: none,
  * or the testbed's placeholder (removed), is fine; a veloz program with the
  * lock free was left by a killed run (refused, or removed with `replace`);
- * anyone else's is refused and left alone. Prints one line on refusal.
+ * anyone else's is refused and left alone. A program whose id is adopt_id
+ * (not 0) is being adopted: kept. Prints one line on refusal.
  */
 int vz_claim_port(struct vz_iface_lock *lock, int ifindex, const char *ifname,
-		  bool replace);
+		  bool replace, unsigned int adopt_id);
 
 /*
  * A config field named "port" is a port number of this run (the Python

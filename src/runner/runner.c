@@ -361,8 +361,22 @@ static int open_control(struct vz_us_run *run)
 		vz_ctl_init_native(&run->ctl, &run->nf.native, be->name);
 	for (i = 0; i < run->nports; i++)
 		vz_ctl_add_port(&run->ctl, run->ports[i].ifname);
-	if (run->ops_path &&
-	    vz_ctl_apply_file(&run->ctl, run->ops_path, err, sizeof(err))) {
+	/* an NF in the kernel may outlive this run: a successor's "leave" */
+	if (be->in_kernel)
+		run->ctl.stop_run = &run->stop;
+	/*
+	 * Adopted maps hold the running NF's state (routes, rules, VIPs as
+	 * changed since its start, connections): the start-up ops would undo
+	 * what ctl changed since, so they are applied only to new maps.
+	 */
+	if (run->ops_path && run->adopted) {
+		fprintf(stderr,
+			"veloz: adopting %s's maps as they are; the "
+			"config's routes, rules and VIPs are not "
+			"applied again (veloz ctl changes them)\n",
+			run->nf.name);
+	} else if (run->ops_path && vz_ctl_apply_file(&run->ctl, run->ops_path,
+						      err, sizeof(err))) {
 		vz_err("%s", err);
 		return 2;
 	}
@@ -397,7 +411,9 @@ static int open_nf(struct vz_us_run *run, const char *bpf_path,
 	if (vz_nf_open(&run->nf, bpf_path, native_path, sets, nsets,
 		       be->in_kernel ? 1 : run->workers))
 		return 2;
-	ret = open_control(run);
+	ret = be->adopt ? be->adopt(run) : 0;
+	if (!ret)
+		ret = open_control(run);
 	if (ret)
 		vz_nf_close(&run->nf);
 	return ret;
@@ -432,9 +448,10 @@ static int claim_ports(struct vz_us_run *run)
 		return -1;
 	}
 	for (i = 0; i < run->nports; i++)
-		if (run->ports[i].ifindex &&
+		if (run->ports[i].ifindex && !run->claim_later[i] &&
 		    vz_claim_port(&run->ports[i].lock, run->ports[i].ifindex,
-				  run->ports[i].ifname, run->replace))
+				  run->ports[i].ifname, run->replace,
+				  run->adopt_id[i]))
 			return -1;
 	return 0;
 }

@@ -80,6 +80,14 @@ struct vz_us_run {
 	char **extra_args; /* after "--": EAL arguments */
 	int nextra;
 	/* State: */
+	bool adopted; /* the NF's maps are a running NF's: no ops applied */
+	/*
+	 * Per port, set by adopt(): the program on the hook that is being
+	 * taken over (claiming accepts it), and whether its run still holds
+	 * the port (the backend claims it once that run has left).
+	 */
+	unsigned int adopt_id[VZ_MAX_PORTS];
+	bool claim_later[VZ_MAX_PORTS];
 	volatile sig_atomic_t stop; /* workers poll it */
 	struct vz_worker_counters counters[VZ_MAX_WORKERS];
 	/* --dispatch: the dispatcher thread's (it runs no NF) */
@@ -135,6 +143,13 @@ struct vz_backend {
 	void (*extra)(const void *run, FILE *f, bool json);
 	/* Optional: the "attached" line, instead of the one from describe(). */
 	void (*attached)(struct vz_us_run *run);
+	/*
+	 * Optional: after the NF is opened, before its ops file: adopt the
+	 * NF already running on the ports (its maps become this run's).
+	 * Sets run->adopted and, per port, what claiming it expects. 0 or
+	 * the exit code, after one line.
+	 */
+	int (*adopt)(struct vz_us_run *run);
 };
 
 /* Defaults for every option, then the options, then vz_run(). */

@@ -148,6 +148,53 @@ int vz_xdp_detach_all(int ifindex)
 	return 0;
 }
 
+/*
+ * The program behind libxdp's dispatcher: an freplace link targets it. Its
+ * pins may live in another bpffs (`ip netns exec` gives each command its
+ * own), so the kernel's list of links is asked, not libxdp.
+ */
+static __u32 component_of(__u32 dispatcher_id)
+{
+	struct bpf_link_info info;
+	__u32 id = 0, len, found = 0;
+	int fd;
+
+	while (!found && !bpf_link_get_next_id(id, &id)) {
+		fd = bpf_link_get_fd_by_id(id);
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		len = sizeof(info);
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
+		    info.type == BPF_LINK_TYPE_TRACING &&
+		    info.tracing.target_obj_id == dispatcher_id)
+			found = info.prog_id;
+		close(fd);
+	}
+	return found;
+}
+
+bool vz_xdp_is_nf_name(const char *name)
+{
+	return !strncmp(name, VZ_XDP_PROG_PREFIX, strlen(VZ_XDP_PROG_PREFIX));
+}
+
+__u32 vz_xdp_nf_prog_id(__u32 attached_id, char *name, size_t len)
+{
+	__u32 id = 0;
+	int attempt;
+
+	for (attempt = 0; attempt < 2 && attached_id; attempt++) {
+		kernel_prog_name(attached_id, name, len);
+		if (vz_xdp_is_nf_name(name))
+			return attached_id;
+		id = attempt ? 0 : component_of(attached_id);
+		attached_id = id;
+	}
+	snprintf(name, len, "%s", "");
+	return 0;
+}
+
 const char *vz_xdp_mode_name(enum xdp_attach_mode mode)
 {
 	switch (mode) {

@@ -40,6 +40,15 @@ struct vz_xdp_attached {
 };
 int vz_xdp_query(int ifindex, struct vz_xdp_attached *out);
 
+/* Does a program of this name come from veloz (an NF's vz_xdp_<nf>)? */
+bool vz_xdp_is_nf_name(const char *name);
+/*
+ * The NF program behind ATTACHED_ID (the program on the hook: the NF
+ * itself, or libxdp's dispatcher in front of it), its kernel name (at
+ * most 15 characters) in NAME; 0 when it is no veloz NF.
+ */
+__u32 vz_xdp_nf_prog_id(__u32 attached_id, char *name, size_t len);
+
 /* Remove whatever XDP program is attached, in every mode. */
 int vz_xdp_detach_all(int ifindex);
 

@@ -12,10 +12,12 @@
  * SIGUSR2 puts the next one back (applied at the next interval).
  */
 #include <errno.h>
+#include <linux/if_link.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -23,6 +25,7 @@
 #include "common/peercred.h"
 #include "common/clock.h"
 #include "runner/xdp_attach.h"
+#include "xdp/xdp_adopt.h"
 #include "xdp/xdp_backend.h"
 
 static volatile sig_atomic_t active_delta; /* SIGUSR2 +1, SIGUSR1 -1 */
@@ -215,11 +218,67 @@ static int open_dispatch(struct vz_us_run *run)
 	return 0;
 }
 
+/* The id of the program now on PORT's hook (0: none, or unknown). */
+static __u32 hook_id(const struct vz_us_port *port)
+{
+	struct vz_xdp_attached now;
+
+	return vz_xdp_query(port->ifindex, &now) ? 0 : now.prog_id;
+}
+
+/*
+ * --persist, or adopting: the NF alone on the hook, without libxdp's
+ * dispatcher, whose pins a successor in another bpffs could not find; an
+ * adopted program is swapped out in the same step.
+ */
+static int attach_direct(struct vz_us_run *run)
+{
+	struct vz_xdp_run *x = xdp_of(run);
+	struct bpf_program *prog = vz_nf_program(&run->nf);
+	__u32 flag = x->mode == XDP_MODE_SKB ? XDP_FLAGS_SKB_MODE
+					     : XDP_FLAGS_DRV_MODE;
+	int i, err;
+
+	x->direct = true;
+	bpf_program__set_type(prog, BPF_PROG_TYPE_XDP);
+	err = bpf_object__load(run->nf.obj);
+	if (err) {
+		vz_err("the kernel refused %s: %s", run->nf.name,
+		       strerror(-err));
+		return err;
+	}
+	x->prog_fd = bpf_program__fd(prog);
+	if (run->adopted) {
+		err = vz_xdp_adopt_swap(run, x->prog_fd);
+		if (err)
+			return err;
+	} else {
+		for (i = 0; i < run->nports; i++) {
+			err = bpf_xdp_attach(run->ports[i].ifindex, x->prog_fd,
+					     flag | XDP_FLAGS_UPDATE_IF_NOEXIST,
+					     NULL);
+			if (err)
+				return explain_attach_error(run, &run->ports[i],
+							    err);
+			x->attached[i] = true;
+		}
+	}
+	for (i = 0; i < run->nports; i++)
+		x->attached_id[i] = hook_id(&run->ports[i]);
+	return run->adopted ? vz_xdp_adopt_finish(run) : 0;
+}
+
 static int attach_all(struct vz_us_run *run)
 {
 	struct vz_xdp_run *x = xdp_of(run);
 	int i, err;
 
+	if (x->since <= 0)
+		x->since = (double)time(NULL);
+	if (x->persist || run->adopted) {
+		err = attach_direct(run);
+		return err ? err : fill_port_maps(run);
+	}
 	if (x->policy >= 0 && open_dispatch(run))
 		return -EINVAL;
 	x->prog = xdp_program__from_bpf_obj(
@@ -238,6 +297,7 @@ static int attach_all(struct vz_us_run *run)
 		if (err)
 			return explain_attach_error(run, &run->ports[i], err);
 		x->attached[i] = true;
+		x->attached_id[i] = hook_id(&run->ports[i]);
 	}
 	return fill_port_maps(run);
 }
@@ -276,24 +336,69 @@ static void xdp_join(struct vz_us_run *run)
 	(void)run;
 }
 
+/*
+ * Detach from one port, unless a successor's program replaced ours there
+ * (--take-over, or a run that adopted it): that one is not ours to remove.
+ */
+static void detach_port(struct vz_us_run *run, int i)
+{
+	struct vz_xdp_run *x = xdp_of(run);
+	__u32 flag = x->mode == XDP_MODE_SKB ? XDP_FLAGS_SKB_MODE
+					     : XDP_FLAGS_DRV_MODE;
+	LIBBPF_OPTS(bpf_xdp_attach_opts, opts, .old_prog_fd = x->prog_fd);
+	int err;
+
+	if (x->attached_id[i] && hook_id(&run->ports[i]) != x->attached_id[i])
+		return;
+	if (x->direct) /* only if it is still ours, in one step */
+		err = bpf_xdp_attach(run->ports[i].ifindex, -1,
+				     flag | XDP_FLAGS_REPLACE, &opts);
+	else
+		err = xdp_program__detach(x->prog, run->ports[i].ifindex,
+					  x->mode, 0);
+	if (err && !x->direct)
+		err = vz_xdp_detach_all(run->ports[i].ifindex);
+	if (err && err != -EEXIST)
+		vz_err("could not detach from %s: %s", run->ports[i].ifname,
+		       strerror(-err));
+}
+
+/* What stays when the NF stays attached: a line saying so. */
+static void say_left(struct vz_us_run *run)
+{
+	if (run->ctl.leave)
+		fprintf(stderr,
+			"veloz: %s on %s handed over to its successor\n",
+			run->nf.name, run->ports[0].ifname);
+	else
+		fprintf(stderr,
+			"veloz: %s left attached to %s%s (--persist): the "
+			"next veloz run of %s there adopts it\n",
+			run->nf.name, run->ports[0].ifname,
+			run->nports > 1 ? " and the other ports" : "",
+			run->nf.name);
+}
+
 static void xdp_teardown(struct vz_us_run *run)
 {
 	struct vz_xdp_run *x = xdp_of(run);
-	int i, err;
+	bool stay = run->ctl.leave || x->persist, any = false;
+	int i;
 
 	for (i = 0; i < run->nports; i++) {
 		/* a vanished interface took its program with it */
 		if (!x->attached[i] || run->ports[i].gone)
 			continue;
-		err = xdp_program__detach(x->prog, run->ports[i].ifindex,
-					  x->mode, 0);
-		if (err)
-			err = vz_xdp_detach_all(run->ports[i].ifindex);
-		if (err)
-			vz_err("could not detach from %s: %s",
-			       run->ports[i].ifname, strerror(-err));
+		any = true;
+		if (!stay)
+			detach_port(run, i);
 		x->attached[i] = false;
 	}
+	if (any && stay)
+		say_left(run);
+	else if (!stay)
+		vz_xdp_record_remove(run);
+	vz_xdp_adopt_close(run);
 	xdp_program__close(x->prog); /* leaves our bpf_object open */
 	x->prog = NULL;
 	vz_xdp_dispatch_close(x->dsp); /* the cpumap goes with the dispatcher */
@@ -319,9 +424,10 @@ static void print_attached_json(struct vz_us_run *run)
 	int i;
 
 	printf("{\"event\": \"attached\", \"nf\": \"%s\", \"mode\": "
-	       "\"%s\", \"prog_id\": %u, \"ports\": [",
-	       run->nf.name, vz_xdp_mode_name(x->mode),
-	       xdp_program__id(x->prog));
+	       "\"%s\", \"prog_id\": %u, \"adopted\": %s, \"persist\": %s, "
+	       "\"ports\": [",
+	       run->nf.name, vz_xdp_mode_name(x->mode), x->attached_id[0],
+	       run->adopted ? "true" : "false", x->persist ? "true" : "false");
 	for (i = 0; i < run->nports; i++)
 		printf("%s\"%s\"", i ? ", " : "", run->ports[i].ifname);
 	printf("], \"ctl\": \"%s\"", run->ctl.path);
@@ -334,16 +440,19 @@ static void print_attached_json(struct vz_us_run *run)
 	printf("}\n");
 }
 
+/* Attached and listening: what a successor needs, then the line. */
 static void xdp_attached(struct vz_us_run *run)
 {
 	struct vz_xdp_run *x = xdp_of(run);
 	int i;
 
+	vz_xdp_record_write(run);
 	if (run->json) {
 		print_attached_json(run);
 		return;
 	}
-	printf("%s attached in %s mode to", run->nf.name,
+	printf("%s %s in %s mode to", run->nf.name,
+	       run->adopted ? "adopted" : "attached",
 	       vz_xdp_mode_name(x->mode));
 	for (i = 0; i < run->nports; i++)
 		printf(" %s (port %d)", run->ports[i].ifname, i);
@@ -461,7 +570,7 @@ static int xdp_prepare(struct vz_us_run *run, const char **bpf_path)
 		.join = xdp_join, .teardown = xdp_teardown, .in_kernel = true, \
 		.prepare = xdp_prepare, .snapshot = xdp_snapshot,              \
 		.wait = xdp_wait, .tick = xdp_tick, .extra = print_dispatch,   \
-		.attached = xdp_attached,                                      \
+		.attached = xdp_attached, .adopt = vz_xdp_adopt,               \
 	}
 
 /* One backend per mode: the name is the one the control socket reports. */
@@ -476,6 +585,9 @@ void vz_xdp_run_defaults(struct vz_xdp_run *x)
 	x->policy = -1;
 	x->ctl_gid = VZ_ROOT_ONLY;
 	x->ctl_idle = VZ_CTL_IDLE_MS_DEFAULT / 1e3;
+	x->prog_fd = -1;
+	for (int i = 0; i < VZ_MAX_PORTS; i++)
+		x->old_fd[i] = -1;
 }
 
 int vz_xdp_run(struct vz_xdp_run *x, const char *bpf_path,
@@ -499,5 +611,6 @@ int vz_xdp_run(struct vz_xdp_run *x, const char *bpf_path,
 	run.duration = x->duration;
 	run.dispatch = x->policy;
 	run.alloc = x->alloc;
+	x->config_hash = vz_xdp_config_hash(sets, nsets);
 	return vz_run(&run, bpf_path, native_path, sets, nsets);
 }

@@ -37,7 +37,23 @@ struct vz_xdp_run {
 	unsigned int workers; /* --workers: CPUs behind the dispatcher */
 	bool workers_given;
 	bool alloc; /* --alloc */
+	bool persist; /* --persist: left attached when the run stops */
+	bool take_over; /* --take-over: adopt a running run's NF */
+	__u64 config_hash; /* of the --set lines (xdp_adopt.h) */
 	/* State: */
+	/*
+	 * Attached without libxdp (--persist, or adopted): the program alone
+	 * on the hook, so a successor finds it whatever bpffs it sees.
+	 */
+	bool direct;
+	int prog_fd; /* direct: the NF's program */
+	__u32 attached_id[VZ_MAX_PORTS]; /* on the hook once attached */
+	/* Adoption (xdp_adopt.c): the program on each port taken over. */
+	int old_fd[VZ_MAX_PORTS]; /* -1: none */
+	__u32 old_id[VZ_MAX_PORTS];
+	int old_pid; /* --take-over: the run that leaves, or 0 */
+	char old_ctl[108]; /* its control socket */
+	double since; /* the data path's start (carried over adoptions) */
 	char cpumap_path[4096]; /* --dispatch: the NF's cpumap build */
 	struct xdp_program *prog;
 	bool attached[VZ_MAX_PORTS];

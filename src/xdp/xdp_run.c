@@ -4,8 +4,10 @@
  * This file is its command line: the option table, its checks and usage. The
  * backend is src/xdp/xdp_backend.c, run by the one runner
  * (src/runner/runner.c) as afxdp and dpdk are. Detaches on SIGINT,
- * SIGTERM, SIGHUP or after --duration (and when stdout goes away);
- * refuses, or with --replace removes, a program a killed run left behind.
+ * SIGTERM, SIGHUP or after --duration (and when stdout goes away), unless
+ * --persist; refuses, or with --replace removes, a program a killed run
+ * left behind; adopts one a --persist run left, or with --take-over a
+ * running run's (src/xdp/xdp_adopt.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -26,7 +28,8 @@ static const char xdp_usage[] =
 	"                  [--interval S] [--duration S] [--replace]\n"
 	"                  [--ops FILE] [--dispatch rss-mod|flow-affinity|"
 	"buckets --workers N [--alloc]]\n"
-	"                  [--ctl-group GROUP] [--ctl-idle-timeout S]\n";
+	"                  [--ctl-group GROUP] [--ctl-idle-timeout S]\n"
+	"                  [--persist] [--take-over]\n";
 
 /* What the command line gives besides struct vz_xdp_run's own fields. */
 static struct vz_nf_args cli;
@@ -68,6 +71,12 @@ static struct vz_option xdp_options[] = {
 		.choices = vz_dispatch_policy_names,
 		.nchoices = VZ_DISPATCH_POLICIES, .metavar = "POLICY",
 		.help = "a dispatch stage spreads flows over --workers CPUs"),
+	XDP_OPT("persist", VZ_OPT_FLAG, persist,
+		.help = "stopping leaves the NF attached; the next run "
+			"adopts it"),
+	XDP_OPT("take-over", VZ_OPT_FLAG, take_over,
+		.help = "adopt the NF a running run (or a killed one) has "
+			"on the ports; the running run leaves"),
 	XDP_OPT("workers", VZ_OPT_U64, workers, .min = 0, .max = 1u << 20,
 		.no_default = true, .metavar = "N",
 		.help = "CPUs behind the dispatcher (1)"),
@@ -98,6 +107,16 @@ static int parse_args(struct vz_xdp_run *r, int argc, char **argv,
 	}
 	if (r->alloc && r->policy < 0) {
 		vz_err("--alloc goes with --dispatch");
+		return 2;
+	}
+	if ((r->persist || r->take_over) && r->policy >= 0) {
+		vz_err("--%s does not go with --dispatch",
+		       r->persist ? "persist" : "take-over");
+		return 2;
+	}
+	if (r->take_over && r->replace) {
+		vz_err("--take-over adopts what --replace would remove: one "
+		       "or the other");
 		return 2;
 	}
 	if (r->policy >= 0 && !r->workers_given)

@@ -21,6 +21,9 @@ The protocol is lines of text, one reply line per request line; a reply of
     counters                        -> ok 1, then the runner's latest counters
                                        line (the JSON `veloz run --json`
                                        prints), or ok 0 before the first
+    leave                           -> ok: a successor (`veloz run --take-over`)
+                                       took the NF over; the run stops and
+                                       leaves its program attached (xdp only)
     begin / commit                  -> a transaction: if any operation between
                                        them fails, commit undoes the others
                                        and replies "error ...".

@@ -6,6 +6,8 @@ import argparse
 import functools
 import math
 import os
+import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -179,14 +181,39 @@ def lb_vips(values: dict) -> list:
     return out
 
 
+def _listen_once_free(value: str, timeout: float = 30.0) -> socket.socket:
+    """--metrics for a --take-over: the run taken over serves that port until
+    it leaves (its server goes with it), so bind as soon as it is free."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return metrics.listen(value)
+        except VelozError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _start_metrics(args: argparse.Namespace) -> None:
     """Bind --metrics now (busy: refused before the NF is attached) and fork
     its server, which reads this run's control socket (see metrics.py)."""
+    from veloz.control import companion
     from veloz.control.client import socket_path
 
-    sock = metrics.listen(args.metrics)
     first = args.iface[0]
-    metrics.fork_server(sock, lambda pid: metrics.RunCollector(lambda: socket_path(first), pid))
+
+    def collector(pid: int) -> metrics.RunCollector:
+        return metrics.RunCollector(lambda: socket_path(first), pid)
+
+    if getattr(args, "take_over", False):
+
+        def serve(pid: int) -> None:
+            metrics.serve(_listen_once_free(args.metrics), collector(pid))
+
+        companion.fork("metrics server", serve)
+        return
+    sock = metrics.listen(args.metrics)
+    metrics.fork_server(sock, collector)
     sock.close()
 
 

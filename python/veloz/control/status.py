@@ -11,7 +11,9 @@ at once (`ip netns exec` shares /run):
   holds it, so udpd and the linux baseline, which have no control socket,
   are found too, and a lock nobody holds is stale;
 - the XDP programs attached in each named namespace and the host's: one
-  whose interface lock nobody holds was left by a killed run.
+  whose interface lock nobody holds was left by a killed run; it is
+  adoptable, not stale, when the run was started with --persist (its record,
+  /run/veloz/persist/net<netns inode>-<IF>.json, persist.py, names it).
 
 Nothing here changes anything: stale state is reported with the command
 that removes it.
@@ -31,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from veloz.control import companion, dump, objects
+from veloz.control import companion, dump, objects, persist
 from veloz.control.client import CTL_DIR, Ctl, CtlError
 from veloz.control.ctl import ABI  # the verdict names, from the NFs' BTF
 
@@ -325,16 +327,20 @@ def collect() -> dict:
     bpf = BpfNames()
     runs: list[Run] = []
     stale: list[Stale] = []
+    adoptable: list[dict] = []
     _add_ctl_runs(ns_names, runs, stale)
     owned, linux_records, udpd_files = _add_lock_holders(ns_names, holders, runs, stale)
     _add_stale_linux_records(ns_names, linux_records, owned, stale)
     _add_stale_udpd_files(udpd_files, stale)
-    _add_xdp_programs(ns_names, bpf, runs, owned, stale)
+    recs = persist.records()
+    _add_xdp_programs(ns_names, bpf, runs, owned, stale, (recs, adoptable))
+    _add_stale_records(ns_names, recs, stale)
     _add_stale_pins(stale)
     _add_stale_dumps(ns_names, stale)
     return {
         "runs": [_as_dict(r) for r in runs if r.kind == "run"],
         "udpd": [_as_dict(r) for r in runs if r.kind == "udpd"],
+        "adoptable": adoptable,
         "stale": [s.as_dict() for s in stale],
     }
 
@@ -465,10 +471,21 @@ def _add_xdp_programs(
     runs: list[Run],
     owned: set[tuple[int, int]],
     stale: list[Stale],
+    persisted: tuple[dict[tuple[int, str], persist.Record], list[dict]],
 ) -> None:
-    """XDP programs: the runs' own, and those nobody's lock covers."""
+    """XDP programs: the runs' own, those a --persist run left (adoptable),
+    and those nobody's lock covers. A record matched here is not stale."""
+    recs, adoptable = persisted
     for ino, name in ns_names.items():
         for prog in xdp_programs(name, bpf).values():
+            rec = recs.get((ino, prog.ifname))
+            if rec is not None and rec.attached_id == prog.prog_id:
+                recs.pop((ino, prog.ifname))
+            if persist.adoptable(rec, prog.prog_id) and rec is not None:
+                adoptable.append(rec.as_dict() | {"netns": ns_label(ns_names, ino),
+                                                  "iface": prog.ifname,
+                                                  "xdp_mode": prog.mode})  # fmt: skip
+                continue
             holder = [r for r in runs if r.netns_inode == ino
                       and any(p["iface"] == prog.ifname for p in r.ports)]  # fmt: skip
             for run in holder:
@@ -486,6 +503,18 @@ def _add_xdp_programs(
                 f"{prog.ifname} in {ns_label(ns_names, ino)}: the run that attached it is gone",
                 in_ns(ns_names, ino, ["ip", "link", "set", "dev", prog.ifname, off, "off"]),
             ))  # fmt: skip
+
+
+def _add_stale_records(
+    ns_names: dict[int, str], recs: dict[tuple[int, str], persist.Record], stale: list[Stale]
+) -> None:
+    """Records whose program is no longer attached, their runs gone."""
+    for (ino, iface), rec in recs.items():
+        if rec.run_alive():
+            continue
+        what = (f"record {rec.path} of {rec.nf} on {iface} in {ns_label(ns_names, ino)}: "
+                f"its program (id {rec.attached_id}) is no longer attached")  # fmt: skip
+        stale.append(Stale("record", what, persist.remove_command(rec)))
 
 
 def _add_stale_pins(stale: list[Stale]) -> None:
@@ -617,6 +646,14 @@ def format_status(st: dict) -> str:
             lines += _nf_lines(r)
             if r.get("note"):
                 lines.append(f"    note: {r['note']}")
+    if st.get("adoptable"):
+        lines.append(f"adoptable: {len(st['adoptable'])}")
+    for a in st.get("adoptable", []):
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(a["since"]))
+        lines.append(f"  {a['nf']} on {a['iface']} in {a['netns']} ({a['xdp_mode']} prog "
+                     f"{a['prog_id']}; ports {', '.join(a['ports'])}): running since {since}, "
+                     f"its run (pid {a['pid']}) gone")  # fmt: skip
+        lines.append(f"    the next `veloz run {a['nf']}` on {', '.join(a['ports'])} adopts it")
     lines.append(f"stale: {len(st['stale']) or 'none'}")
     for s in st["stale"]:
         lines.append(f"  {s['what']}")

@@ -226,7 +226,7 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
 	}
 	for (i = 0; i < FRAMES; i++)
 		p->free_frames[p->nfree++] = (__u64)i * FRAME_SIZE;
-	err = vz_claim_port(&p->lock, p->ifindex, p->ifname, cfg->replace);
+	err = vz_claim_port(&p->lock, p->ifindex, p->ifname, cfg->replace, 0);
 	if (!err)
 		err = attach(p, cfg->ip4, cfg->steer_path);
 	for (i = 0; !err && i < p->nqueues; i++)
