@@ -503,6 +503,11 @@ def _add_xdp_programs(
                 f"{prog.ifname} in {ns_label(ns_names, ino)}: the run that attached it is gone",
                 in_ns(ns_names, ino, ["ip", "link", "set", "dev", prog.ifname, off, "off"]),
             ))  # fmt: skip
+            if rec is not None and rec.attached_id == prog.prog_id:
+                # its record goes with it: one pass of the remove commands cleans up
+                stale.append(Stale("record", f"record {rec.path} of {rec.nf} on {prog.ifname} in "
+                                   f"{ns_label(ns_names, ino)}: the run that wrote it is gone",
+                                   persist.remove_command(rec)))  # fmt: skip
 
 
 def _add_stale_records(
