@@ -130,8 +130,13 @@ def test_dump_with_a_filter_has_each_frame_and_its_verdict(testbed, backend, ext
     assert summary["event"] == "summary"
     assert summary["kept"] == len(expect)
     assert summary["dropped"] == 0 and summary["truncated"] == 0
-    # the port-7 frames before the last kept one ran through it, filtered out
-    assert summary["filtered"] >= len(sent) - len(expect) - 1
+    # the port-7 frames before the last kept one ran through it, filtered
+    # out; with two workers, the other worker may not have reached its share
+    # of them when the dump's count is reached and it stops
+    if extra:
+        assert 0 <= summary["filtered"] <= len(sent) - len(expect)
+    else:
+        assert summary["filtered"] >= len(sent) - len(expect) - 1
     assert summary["seen"] == summary["kept"] + summary["filtered"]
     got = list(zip([bytes(p) for p in rdpcap(str(out))], verdicts(out), strict=True))
     # in order within one CPU (xdp's perf buffers are per CPU: veth's NAPI
