@@ -11,18 +11,7 @@
 
 #include "check.h"
 #include "ctl/ctl.h"
-
-static char *ask(struct vz_ctl *ctl, const char *text)
-{
-	char *reply = NULL, *out;
-	size_t len = 0;
-
-	CHECK(!vz_ctl_run_text(ctl, text, strlen(text), &reply, &len),
-	      "run_text");
-	out = strndup(reply ? reply : "", len);
-	free(reply);
-	return out;
-}
+#include "ctl_ask.h"
 
 int main(void)
 {
