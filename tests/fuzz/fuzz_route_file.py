@@ -111,7 +111,7 @@ def check(route: router.Route, line: str) -> None:
     ]:
         assert len(addr) == {4: 4, 6: 16}[family], (route, line)
         assert 0 <= port < len(PORTS.names), (route, line)
-    words = line.split("#", 1)[0].split()
+    words = route_words(line)
     if (
         "via" in words[1:]
         and words[0] not in router.IP_ROUTE_TYPES.keys() - {"unicast"}
@@ -126,8 +126,13 @@ def check(route: router.Route, line: str) -> None:
     assert router.parse_route_line(text, PORTS) == route, (route, line, text)
 
 
+def route_words(line: str) -> list[str]:
+    """The line's words as the parser reads them: no comment, and the
+    backslashes that separate `ip -o route`'s multipath members are blanks."""
+    return line.split("#", 1)[0].replace("\\", " ").split()
+
+
 def _member_without_gateway(words: list[str]) -> bool:
-    words = " ".join(words).replace("\\", " ").split()
     starts = [i for i, w in enumerate(words) if w == "nexthop"] + [len(words)]
     return any("via" not in words[a:b] for a, b in zip(starts, starts[1:], strict=False))
 
@@ -136,7 +141,7 @@ def joined_lines(text: str) -> list[str]:
     """The file's routes, a multipath route's member lines joined onto its first."""
     lines: list[str] = []
     for ln in text.splitlines():
-        words = ln.split("#", 1)[0].split()
+        words = route_words(ln)
         if words and words[0] == "nexthop" and ln[:1].isspace() and lines:
             lines[-1] = lines[-1].split("#", 1)[0] + " " + ln
         elif words:
@@ -145,10 +150,13 @@ def joined_lines(text: str) -> list[str]:
 
 
 def familyless_default(line: str) -> bool:
-    words = line.split("#", 1)[0].split()
+    words = route_words(line)
     if words and words[0] in router.IP_ROUTE_TYPES:
         words = words[1:]
-    return bool(words) and words[0] == "default" and "via" not in words
+    # a multipath member on a link alone makes the route the kernel's: no gateway either
+    return bool(words) and words[0] == "default" and (
+        "via" not in words or _member_without_gateway(words)
+    )
 
 
 def make_target(path: Path) -> pyfuzz.Target:

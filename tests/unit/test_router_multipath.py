@@ -84,6 +84,16 @@ def test_weights_repeat_members_and_one_member_is_a_plain_route():
     assert router.parse_route_line(route_file.format_route(route, PORTS), PORTS) == route
 
 
+def test_a_next_hop_listed_twice_is_one_member_with_its_weights_added():
+    twice = (
+        "198.18.64.0/18 nexthop via 198.18.1.2 dev eth1 nexthop via 198.18.2.2 dev eth2 "
+        "nexthop via 198.18.1.2 dev eth1 weight 2"
+    )
+    route = router.parse_route_line(twice, PORTS)
+    assert route is not None and route.multipath == (A, A, A, B)
+    assert router.parse_route_line(route_file.format_route(route, PORTS), PORTS) == route
+
+
 @pytest.mark.parametrize(
     ("text", "complaint"),
     [

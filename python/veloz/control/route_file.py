@@ -187,11 +187,16 @@ def _members(words: list[str], ports: Ports) -> list[tuple[Member | None, int]] 
 
 
 def _expand(members: list[tuple[Member | None, int]]) -> tuple[Member, ...] | None:
-    """Members repeated by weight; None when one has no gateway (the kernel's)."""
-    if any(m is None for m, _ in members):
-        return None
-    divisor = math.gcd(*(w for _, w in members))
-    return tuple(m for m, w in members for _ in range(w // divisor) if m is not None)
+    """Members repeated by weight; None when one has no gateway (the kernel's).
+    A next hop listed twice is one member with the weights added, in the place
+    it first appears, so that a route reads the same however it is written."""
+    weights: dict[Member, int] = {}
+    for m, w in members:
+        if m is None:
+            return None
+        weights[m] = weights.get(m, 0) + w
+    divisor = math.gcd(*weights.values())
+    return tuple(m for m, w in weights.items() for _ in range(w // divisor))
 
 
 def parse_ip_route_words(words: list[str], ports: Ports) -> Route | None:
