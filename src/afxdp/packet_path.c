@@ -247,6 +247,7 @@ void *afxdp_worker_main(void *arg)
 
 	vz_us_worker_enter(w->id);
 	while (!run->stop) {
+		vz_us_pause_point(run);
 		for (q = 0; q < w->nqueues; q++)
 			for (p = 0; p < run->nports; p++)
 				poll_rx(w, p, q, c);

@@ -31,13 +31,17 @@ static inline double vz_now_s(void)
 	return (double)vz_now_ns() / 1e9;
 }
 
-/* Sleep until vz_now_s() reaches t, or *stop is set by a signal handler. */
+/* Sleep until vz_now_s() reaches t, or *stop is set. */
 static inline void vz_sleep_until(double t, volatile sig_atomic_t *stop)
 {
 	struct timespec ts;
 	double left;
 
 	while (!*stop && (left = t - vz_now_s()) > 0) {
+		/* slices: *stop may be set by another thread (the control
+		 * socket's "leave"), which no signal interrupts us for */
+		if (left > 0.01)
+			left = 0.01;
 		ts.tv_sec = (time_t)left;
 		ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
 		nanosleep(&ts, NULL); /* EINTR on a signal: *stop decides */

@@ -69,6 +69,13 @@ struct vz_ctl {
 	volatile sig_atomic_t *stop_run;
 	volatile sig_atomic_t leave;
 	/*
+	 * Userspace runs: stop (on) or restart (off) the workers, for a
+	 * successor's "handover" (ctl_handover.c). 0 or -errno. NULL on xdp,
+	 * where a successor takes the maps at the hook instead.
+	 */
+	int (*pause)(void *arg, bool on);
+	void *pause_arg;
+	/*
 	 * The runner's latest counters line (JSON, no newline) for the
 	 * "counters" request: `veloz status` and `--metrics` read it here
 	 * rather than parsing the runner's stdout, which is the user's.
@@ -114,6 +121,17 @@ int vz_ctl_listen(struct vz_ctl *ctl, gid_t gid, char *err, size_t errlen);
  * Nothing is kept while the socket is not listening.
  */
 void vz_ctl_publish_counters(struct vz_ctl *ctl, const char *line, size_t len);
+/* The control socket's path for a run whose first port is PORT, in this
+ * network namespace: 0, or -errno with err set. */
+int vz_ctl_socket_path(const char *port, char *path, size_t len, char *err,
+		       size_t errlen);
+/*
+ * A successor's take-over of a userspace run (ctl_handover.c): the
+ * running NF's maps, written into a memfd (*fd, 0 or -errno), and written
+ * from one into this run's maps (0, or -errno and err).
+ */
+int vz_ctl_snapshot(struct vz_ctl *ctl, int *fd);
+int vz_ctl_restore(struct vz_ctl *ctl, int fd, char *err, size_t errlen);
 /* Stop serving, remove the socket. Safe to call when not listening. */
 void vz_ctl_close(struct vz_ctl *ctl);
 

@@ -64,11 +64,16 @@ struct session {
 	size_t nundo, cap_undo;
 	__u8 *key, *value, *old; /* scratch, of the largest sizes */
 	size_t key_cap, value_cap;
+	/* "handover": the state's memfd, sent with the next reply (or -1),
+	 * and whether the workers wait for this session's "leave" */
+	int pass_fd;
+	bool handed_over;
 };
 
 int vz_ctl_session_init(struct session *s, struct vz_ctl *ctl);
 void vz_ctl_session_free(struct session *s);
 void vz_ctl_roll_back(struct session *s);
 void vz_ctl_execute(struct session *s, char *line, struct buf *out);
+void vz_ctl_handover(struct session *s, struct buf *out);
 
 #endif

@@ -59,6 +59,32 @@ static int write_all(struct vz_ctl *ctl, int fd, const char *data, size_t len)
 	return 0;
 }
 
+/* A reply with a descriptor (the handover's memfd), in one message; the
+ * reply is a short line, so one sendmsg carries it whole or fails. */
+static int send_with_fd(int fd, struct buf *out, int *pass_fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control = { 0 };
+	struct iovec iov = { .iov_base = out->data, .iov_len = out->len };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = control.buf,
+			      .msg_controllen = sizeof(control.buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	ssize_t n;
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), pass_fd, sizeof(int));
+	n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+	close(*pass_fd);
+	*pass_fd = -1;
+	return n == (ssize_t)out->len ? 0 : -1;
+}
+
 /* The client was silent too long: say so (if it ever reads), count it. */
 static void close_idle(struct vz_ctl *ctl, int fd, bool in_tx)
 {
@@ -118,7 +144,9 @@ static void serve(struct vz_ctl *ctl, int fd)
 		execute_lines(&s, &in, &out);
 		if (in.len > LINE_MAX_BYTES)
 			break; /* no line is that long: not our client */
-		if (out.len && write_all(ctl, fd, out.data, out.len))
+		if (s.pass_fd >= 0
+			    ? send_with_fd(fd, &out, &s.pass_fd)
+			    : out.len && write_all(ctl, fd, out.data, out.len))
 			break;
 		/* the silence is the client's from our last reply on */
 		heard = vz_now_s();
@@ -126,6 +154,14 @@ static void serve(struct vz_ctl *ctl, int fd)
 	/* a client gone mid-transaction leaves nothing half-done */
 	if (s.in_tx)
 		vz_ctl_roll_back(&s);
+	/* a successor gone before "leave": the workers go on */
+	if (s.handed_over && !ctl->leave) {
+		fprintf(stderr, "veloz: the successor hung up before taking "
+				"over; the NF runs on\n");
+		ctl->pause(ctl->pause_arg, false);
+	}
+	if (s.pass_fd >= 0)
+		close(s.pass_fd);
 	vz_ctl_session_free(&s);
 out:
 	free(in.data);
@@ -194,26 +230,48 @@ static int make_dirs(const char *dir)
 	return chmod(path, 0755) ? -errno : 0;
 }
 
+int vz_ctl_socket_path(const char *port, char *path, size_t len, char *err,
+		       size_t errlen)
+{
+	const char *dir = getenv("VELOZ_CTL_DIR");
+	struct sockaddr_un addr;
+	struct stat ns;
+	int ret;
+
+	if (!dir || !*dir)
+		dir = "/run/veloz/ctl";
+	if (stat("/proc/self/ns/net", &ns)) {
+		snprintf(err, errlen, "control socket: no network namespace");
+		return -EINVAL;
+	}
+	ret = snprintf(path, len, "%s/net%lu-%s.sock", dir,
+		       (unsigned long)ns.st_ino, port);
+	if (ret < 0 || (size_t)ret >= len ||
+	    (size_t)ret >= sizeof(addr.sun_path)) {
+		snprintf(err, errlen, "control socket path too long in %s",
+			 dir);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
 int vz_ctl_listen(struct vz_ctl *ctl, gid_t gid, char *err, size_t errlen)
 {
 	const char *dir = getenv("VELOZ_CTL_DIR");
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	struct stat ns;
 	int fd, ret;
 
 	if (!dir || !*dir)
 		dir = "/run/veloz/ctl";
-	if (stat("/proc/self/ns/net", &ns) || !ctl->nports) {
-		snprintf(err, errlen, "control socket: no network namespace");
+	if (!ctl->nports) {
+		snprintf(err, errlen, "control socket: no port");
 		return -EINVAL;
 	}
-	ret = snprintf(ctl->path, sizeof(ctl->path), "%s/net%lu-%s.sock", dir,
-		       (unsigned long)ns.st_ino, ctl->ports[0]);
-	if (ret < 0 || (size_t)ret >= sizeof(addr.sun_path)) {
-		snprintf(err, errlen, "control socket path too long in %s",
-			 dir);
+	ret = vz_ctl_socket_path(ctl->ports[0], ctl->path, sizeof(ctl->path),
+				 err, errlen);
+	if (ret) {
 		ctl->path[0] = '\0';
-		return -ENAMETOOLONG;
+		return ret;
 	}
 	ret = make_dirs(dir);
 	if (ret) {
@@ -277,6 +335,9 @@ void vz_ctl_publish_counters(struct vz_ctl *ctl, const char *line, size_t len)
 void vz_ctl_close(struct vz_ctl *ctl)
 {
 	ctl->stop = 1;
+	/* wakes the server thread's poll on it now, not at its timeout */
+	if (ctl->listen_fd >= 0)
+		shutdown(ctl->listen_fd, SHUT_RDWR);
 	if (ctl->serving)
 		pthread_join(ctl->thread, NULL);
 	ctl->serving = false;

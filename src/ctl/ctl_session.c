@@ -131,6 +131,7 @@ int vz_ctl_session_init(struct session *s, struct vz_ctl *ctl)
 
 	memset(s, 0, sizeof(*s));
 	s->ctl = ctl;
+	s->pass_fd = -1;
 	for (i = 0; i < ctl->nmaps; i++) {
 		if (ctl->maps[i].key_size > key)
 			key = ctl->maps[i].key_size;
@@ -550,14 +551,20 @@ static void do_counters(struct vz_ctl *ctl, struct buf *out)
 }
 
 /*
- * A successor has the NF's program on the hook and its maps: the run stops
- * at its next interval and leaves both as they are.
+ * A successor has the NF's program on the hook and its maps (xdp), or the
+ * state of its paused workers (userspace): the run stops at its next
+ * interval; on xdp it leaves the program attached.
  */
 static void do_leave(struct session *s, struct buf *out)
 {
 	if (!s->ctl->stop_run) {
 		reply_error(s, out, "leave: this %s run's NF ends with it",
 			    s->ctl->backend);
+		return;
+	}
+	/* a userspace run's state goes with "handover" first */
+	if (s->ctl->pause && !s->handed_over) {
+		reply_error(s, out, "leave: ask for the handover first");
 		return;
 	}
 	s->ctl->leave = 1;
@@ -632,6 +639,8 @@ void vz_ctl_execute(struct session *s, char *line, struct buf *out)
 		do_counters(s->ctl, out);
 	} else if (!strcmp(verb, "capture")) {
 		vz_capture_request(s->ctl, args, out); /* veloz dump */
+	} else if (!strcmp(verb, "handover")) {
+		vz_ctl_handover(s, out);
 	} else if (!strcmp(verb, "leave")) {
 		do_leave(s, out);
 	} else {

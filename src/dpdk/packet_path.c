@@ -108,6 +108,7 @@ int dpdk_worker_main(void *arg)
 
 	vz_us_worker_enter(w->id);
 	while (!run->stop) {
+		vz_us_pause_point(run);
 		for (i = 0; i < w->nqueues; i++) {
 			for (p = 0; p < run->nports; p++)
 				poll_rx(w, p, w->queue[i], c);

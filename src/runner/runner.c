@@ -336,6 +336,7 @@ void vz_run_init(struct vz_us_run *run, const struct vz_backend *backend)
 	run->dispatch = -1;
 	run->ctl_gid = VZ_ROOT_ONLY;
 	run->ctl_idle = VZ_CTL_IDLE_MS_DEFAULT / 1e3;
+	run->handover.fd = -1;
 	for (i = 0; i < VZ_MAX_PORTS; i++) {
 		run->ports[i].lock.fd = -1;
 		run->ports[i].tap.fd = -1;
@@ -351,7 +352,7 @@ static int open_control(struct vz_us_run *run)
 {
 	const struct vz_backend *be = run->backend;
 	char err[512];
-	int i;
+	int i, ret;
 
 	if (vz_check_port_fields(&run->nf, run->nports, run->ports[0].ifname))
 		return 2;
@@ -361,9 +362,16 @@ static int open_control(struct vz_us_run *run)
 		vz_ctl_init_native(&run->ctl, &run->nf.native, be->name);
 	for (i = 0; i < run->nports; i++)
 		vz_ctl_add_port(&run->ctl, run->ports[i].ifname);
-	/* an NF in the kernel may outlive this run: a successor's "leave" */
-	if (be->in_kernel)
-		run->ctl.stop_run = &run->stop;
+	/* an NF in the kernel may outlive this run: a successor's "leave";
+	 * in userspace, a successor takes its state first (take_over.h) */
+	run->ctl.stop_run = &run->stop;
+	if (!be->in_kernel) {
+		run->ctl.pause = vz_us_pause;
+		run->ctl.pause_arg = run;
+		ret = vz_us_take_over(run);
+		if (ret)
+			return ret;
+	}
 	/*
 	 * Adopted maps hold the running NF's state (routes, rules, VIPs as
 	 * changed since its start, connections): the start-up ops would undo
@@ -447,6 +455,8 @@ static int claim_ports(struct vz_us_run *run)
 		vz_err("%s", err);
 		return -1;
 	}
+	if (vz_us_take_over_finish(run))
+		return -1;
 	for (i = 0; i < run->nports; i++)
 		if (run->ports[i].ifindex && !run->claim_later[i] &&
 		    vz_claim_port(&run->ports[i].lock, run->ports[i].ifindex,
@@ -468,6 +478,7 @@ static int run_started(struct vz_us_run *run, bool *started)
 	if (be->start(run))
 		return 1;
 	*started = true;
+	vz_us_take_over_report(run);
 	/* at least 1 ms (0 means the default), at most ~49 days */
 	run->ctl.idle_ms = run->ctl_idle * 1e3 >= UINT_MAX
 				   ? UINT_MAX

@@ -27,6 +27,7 @@
 #include "ctl/ctl.h"
 #include "ctl/nf.h"
 #include "runner/counters.h"
+#include "runner/take_over.h"
 #include "runner/tap.h"
 #include "runner/xdp_attach.h"
 
@@ -77,6 +78,7 @@ struct vz_us_run {
 	double duration; /* 0: until stopped */
 	int dispatch; /* --dispatch: a vz_dispatch_policy, or -1 */
 	bool alloc; /* --alloc: the core allocator sets the active workers */
+	bool take_over; /* userspace --take-over (take_over.h) */
 	char **extra_args; /* after "--": EAL arguments */
 	int nextra;
 	/* State: */
@@ -89,6 +91,10 @@ struct vz_us_run {
 	unsigned int adopt_id[VZ_MAX_PORTS];
 	bool claim_later[VZ_MAX_PORTS];
 	volatile sig_atomic_t stop; /* workers poll it */
+	/* A successor's handover: workers wait in vz_us_park() meanwhile. */
+	volatile int pause;
+	unsigned int parked;
+	struct vz_handover handover; /* --take-over: the run that leaves */
 	struct vz_worker_counters counters[VZ_MAX_WORKERS];
 	/* --dispatch: the dispatcher thread's (it runs no NF) */
 	struct vz_worker_counters dispatcher_counters;
@@ -167,6 +173,14 @@ int vz_us_main(int argc, char **argv, const struct vz_backend *backend);
 
 /* A worker thread's first call: selects its per-worker map copies. */
 void vz_us_worker_enter(unsigned int worker);
+
+/* Where a worker loop may stop for a successor's handover: at the top of
+ * each round, its transmit batches flushed, no frame in its hands. */
+static inline void vz_us_pause_point(struct vz_us_run *run)
+{
+	if (__builtin_expect(run->pause, 0))
+		vz_us_park(run);
+}
 
 /*
  * Run the NF on one received frame, in place. `ctx` is filled by the

@@ -88,6 +88,9 @@ static struct vz_option us_options[] = {
 	       .help = "receive queues per port (default: --workers)"),
 	US_OPT("batch", VZ_OPT_U64, batch, .min = 1, .max = VZ_US_BATCH_MAX,
 	       .metavar = "N", .help = "frames per receive burst"),
+	US_OPT("take-over", VZ_OPT_FLAG, take_over,
+	       .help = "take the NF a running run has on the ports over, "
+		       "with its state; that run leaves"),
 	US_OPT("busy-poll", VZ_OPT_FLAG, busy_poll, .help = "busy-poll"),
 	US_OPT("copy", VZ_OPT_FLAG, copy, .parse = opt_copy,
 	       .help = "AF_XDP copy mode"),
@@ -122,7 +125,7 @@ static void set_usage(const struct vz_backend *be, char *buf, size_t len)
 		"[--duration S] [--replace]\n"
 		"         [--workers N] [--queues N] [--batch N] [--ops FILE]"
 		" [--ctl-group GROUP]\n"
-		"         [--ctl-idle-timeout S]",
+		"         [--ctl-idle-timeout S] [--take-over]",
 		be->name);
 	for (opt = be->options; opt && *opt && n < len; opt++)
 		n += (size_t)snprintf(buf + n, len - n, " %s", *opt);
@@ -186,6 +189,16 @@ static int parse_args(struct vz_us_run *run, int argc, char **argv,
 	*nsets = cli.nf.sets.n;
 	if (run->alloc && run->dispatch < 0) {
 		vz_err("--alloc goes with --dispatch");
+		return 2;
+	}
+	/* a dispatch stage's workers have no pause point (take_over.h) */
+	if (run->take_over && run->dispatch >= 0) {
+		vz_err("--take-over does not go with --dispatch");
+		return 2;
+	}
+	if (run->take_over && run->replace) {
+		vz_err("--take-over takes what --replace would remove: one or "
+		       "the other");
 		return 2;
 	}
 	if (!run->queues) /* dispatching, one thread takes every queue */

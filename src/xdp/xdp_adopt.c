@@ -556,28 +556,6 @@ out:
 	return ret;
 }
 
-/* Wait until the leaving run's locks are free, and take them. */
-static int claim_left_ports(struct vz_us_run *run, double until)
-{
-	char err[256];
-	int i, ret;
-
-	for (i = 0; i < run->nports; i++) {
-		if (!run->claim_later[i])
-			continue;
-		while ((ret = vz_iface_lock(&run->ports[i].lock,
-					    run->ports[i].ifindex,
-					    run->ports[i].ifname, err,
-					    sizeof(err))) == -EBUSY &&
-		       vz_now_s() < until)
-			usleep(20000);
-		if (ret)
-			return ret;
-		run->claim_later[i] = false;
-	}
-	return 0;
-}
-
 int vz_xdp_adopt_finish(struct vz_us_run *run)
 {
 	struct vz_xdp_run *x = xdp_of(run);
@@ -595,12 +573,12 @@ int vz_xdp_adopt_finish(struct vz_us_run *run)
 			x->old_pid, strerror(-ret));
 		kill(x->old_pid, SIGTERM);
 	}
-	if (!claim_left_ports(run, vz_now_s() + LEAVE_WAIT_S))
+	if (!vz_claim_left_ports(run, vz_now_s() + LEAVE_WAIT_S))
 		goto done;
 	fprintf(stderr, "veloz: pid %d did not leave in %.0f s; killing it\n",
 		x->old_pid, LEAVE_WAIT_S);
 	kill(x->old_pid, SIGKILL);
-	if (claim_left_ports(run, vz_now_s() + 2)) {
+	if (vz_claim_left_ports(run, vz_now_s() + 2)) {
 		vz_err("the ports are still held after pid %d was killed; "
 		       "%s stays attached for the next run to adopt",
 		       x->old_pid, run->nf.name);
