@@ -288,8 +288,13 @@ static void print_attached(struct vz_us_run *run)
 		for (i = 0; i < run->nports; i++)
 			printf("%s\"%s\"", i ? ", " : "",
 			       run->ports[i].tap.name);
-		printf("], \"detail\": \"%s\", \"ctl\": \"%s\"}\n", what,
-		       run->ctl.path);
+		printf("], \"detail\": \"%s\", \"ctl\": \"%s\", "
+		       "\"adopted\": %s",
+		       what, run->ctl.path, run->adopted ? "true" : "false");
+		if (run->handover.old_pid)
+			printf(", \"handover_gap_ms\": %.1f",
+			       run->handover.gap_ms);
+		printf("}\n");
 	} else {
 		printf("%s on %s:", run->nf.name, what);
 		for (i = 0; i < run->nports; i++)
@@ -507,6 +512,10 @@ int vz_run(struct vz_us_run *run, const char *bpf_path, const char *native_path,
 	run->stop = 1;
 	if (!started)
 		be->join(run);
+	if (run->ctl.leave && !be->in_kernel)
+		fprintf(stderr,
+			"veloz: %s on %s handed over to its successor\n",
+			run->nf.name, run->ports[0].ifname);
 	be->teardown(run);
 	for (i = 0; i < run->nports; i++) {
 		vz_tap_close(&run->ports[i].tap);

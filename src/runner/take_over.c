@@ -275,12 +275,13 @@ int vz_us_take_over_finish(struct vz_us_run *run)
 
 void vz_us_take_over_report(struct vz_us_run *run)
 {
-	const struct vz_handover *h = &run->handover;
+	struct vz_handover *h = &run->handover;
 
 	if (!h->old_pid)
 		return;
+	h->gap_ms = (wall_now() - h->paused_at) * 1e3;
 	fprintf(stderr,
 		"veloz: pid %d left; %s is this run's now, its state carried "
 		"over; no frame was processed for %.1f ms\n",
-		h->old_pid, run->nf.name, (wall_now() - h->paused_at) * 1e3);
+		h->old_pid, run->nf.name, h->gap_ms);
 }

@@ -26,6 +26,7 @@ struct vz_handover {
 	int fd; /* the old run's control connection, or -1 */
 	int old_pid;
 	double paused_at; /* wall-clock seconds */
+	double gap_ms; /* from the pause to this run's workers' start */
 };
 
 /* Workers call this from vz_us_pause_point(): wait while paused. */

@@ -21,9 +21,14 @@ The protocol is lines of text, one reply line per request line; a reply of
     counters                        -> ok 1, then the runner's latest counters
                                        line (the JSON `veloz run --json`
                                        prints), or ok 0 before the first
-    leave                           -> ok: a successor (`veloz run --take-over`)
-                                       took the NF over; the run stops and
-                                       leaves its program attached (xdp only)
+    handover                        -> ok PID PAUSED_AT, with a memfd of the
+                                       NF's maps (SCM_RIGHTS): a userspace
+                                       run's workers pause for a successor
+                                       (`veloz run --take-over`), and go on
+                                       if it hangs up before "leave"
+    leave                           -> ok: a successor took the NF over; the
+                                       run stops (xdp: leaving its program
+                                       attached; userspace: after "handover")
     begin / commit                  -> a transaction: if any operation between
                                        them fails, commit undoes the others
                                        and replies "error ...".
