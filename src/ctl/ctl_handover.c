@@ -265,6 +265,7 @@ int vz_ctl_restore(struct vz_ctl *ctl, int fd, char *err, size_t errlen)
 		const char *why;
 
 		if (!mh) {
+			ret = -EINVAL;
 			snprintf(err, errlen,
 				 "the handed-over state is cut "
 				 "short");
@@ -274,6 +275,7 @@ int vz_ctl_restore(struct vz_ctl *ctl, int fd, char *err, size_t errlen)
 		why = m ? misfit(m, mh) : "this build has no such map";
 		if (why) {
 			snprintf(err, errlen, "map %.64s: %s", mh->name, why);
+			ret = -EINVAL;
 			goto out;
 		}
 		ret = restore_map(m, mh, &r, err, errlen);

@@ -154,14 +154,6 @@ static void serve(struct vz_ctl *ctl, int fd)
 	/* a client gone mid-transaction leaves nothing half-done */
 	if (s.in_tx)
 		vz_ctl_roll_back(&s);
-	/* a successor gone before "leave": the workers go on */
-	if (s.handed_over && !ctl->leave) {
-		fprintf(stderr, "veloz: the successor hung up before taking "
-				"over; the NF runs on\n");
-		ctl->pause(ctl->pause_arg, false);
-	}
-	if (s.pass_fd >= 0)
-		close(s.pass_fd);
 	vz_ctl_session_free(&s);
 out:
 	free(in.data);

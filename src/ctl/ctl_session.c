@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 
@@ -157,6 +158,14 @@ static void forget_undo(struct session *s)
 
 void vz_ctl_session_free(struct session *s)
 {
+	/* a successor gone before "leave": the workers go on */
+	if (s->handed_over && !s->ctl->leave) {
+		fprintf(stderr, "veloz: the successor hung up before taking "
+				"over; the NF runs on\n");
+		s->ctl->pause(s->ctl->pause_arg, false);
+	}
+	if (s->pass_fd >= 0)
+		close(s->pass_fd);
 	forget_undo(s);
 	free(s->undo);
 	free(s->key);
