@@ -32,6 +32,7 @@ from veloz.core import paths
 from veloz.core.proc import Runner, in_netns, veloz_argv
 from waits import wait_until
 
+SERVER_IP6 = "fd00:198:18::3"  # udpd's, as in test_udpd.py
 SOCKET = "/run/veloz/udpd/test-direct-exit.sock"
 RUN_DIR = Path("/run/veloz")
 SHM_DIR = Path("/dev/shm")
@@ -123,11 +124,12 @@ def lock_free(path: Path) -> bool:
 
 
 def udpd_starts(tmp_path: Path, skb: bool) -> None:
-    """vz-udpd takes dut-gen without --replace, and leaves nothing either."""
+    """vz-udpd takes dut-gen without --replace (its IPv6 address reaches the
+    program on its link too), and leaves nothing either."""
     cfg = tmp_path / "udpd.toml"
-    cfg.write_text(f'interface = "dut-gen"\nipv4 = "{SERVER_IP}/24"\nsocket = "{SOCKET}"\n')
+    cfg.write_text(f'interface = "dut-gen"\nipv4 = "{SERVER_IP}/24"\nipv6 = "{SERVER_IP6}/64"\n'
+                   f'socket = "{SOCKET}"\nskb_mode = {"true" if skb else "false"}\n')  # fmt: skip
     argv = veloz_argv("udpd", "--config", str(cfg), "--json", "--interval-ms", "60000")
-    argv += ["--skb-mode"] if skb else []
     with Runner(in_netns("vz-dut", argv), attach_timeout=30, what="udpd") as r:
         assert r.attached["event"] == "ready"
         assert xdp_on("dut-gen"), "udpd attached nothing"
