@@ -31,6 +31,24 @@ int vz_claim_port(struct vz_iface_lock *lock, int ifindex, const char *ifname,
 		       ifname, now.names, now.prog_id);
 		return -EAGAIN;
 	}
+	if (now.link_id) {
+		/* An unpinned link goes with its process: this one's lives. */
+		int pid = vz_xdp_link_holder(now.link_id);
+
+		if (pid)
+			vz_err("%s has an XDP program (%s, %s mode) held by a "
+			       "running process (pid %d, BPF link %u); stop "
+			       "it first",
+			       ifname, now.names, vz_xdp_mode_name(now.mode),
+			       pid, now.link_id);
+		else
+			vz_err("%s has an XDP program (%s, %s mode) held by "
+			       "BPF link %u (pinned, or a process out of "
+			       "sight); remove the link's holder first",
+			       ifname, now.names, vz_xdp_mode_name(now.mode),
+			       now.link_id);
+		return -EBUSY;
+	}
 	if (!strcmp(now.names, VZ_TESTBED_RX_PROG)) {
 		ret = vz_xdp_detach_all(ifindex);
 		if (ret)

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/if_link.h>
 #include <linux/magic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -80,6 +82,90 @@ static void kernel_prog_name(unsigned int id, char *name, size_t len)
 	close(fd);
 }
 
+/* The XDP link that attached prog_id to ifindex, 0 when netlink did. */
+static unsigned int xdp_link_of(unsigned int prog_id, int ifindex)
+{
+	struct bpf_link_info info;
+	__u32 id = 0, len, found = 0;
+	int fd;
+
+	while (!found && !bpf_link_get_next_id(id, &id)) {
+		fd = bpf_link_get_fd_by_id(id);
+		if (fd < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		len = sizeof(info);
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
+		    info.type == BPF_LINK_TYPE_XDP && info.prog_id == prog_id &&
+		    (int)info.xdp.ifindex == ifindex)
+			found = id;
+		close(fd);
+	}
+	return found;
+}
+
+/* Does /proc/PID/fdinfo/FD describe the BPF link LINK_ID? */
+static bool fd_is_link(const char *pid, const char *fd, unsigned int link_id)
+{
+	char path[300], line[128];
+	unsigned int id;
+	bool yes = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/fdinfo/%s", pid, fd);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!yes && fgets(line, sizeof(line), f))
+		yes = sscanf(line, "link_id: %u", &id) == 1 && id == link_id;
+	fclose(f);
+	return yes;
+}
+
+static bool pid_holds_link(const char *pid, unsigned int link_id)
+{
+	char path[300], target[64];
+	struct dirent *fd;
+	bool yes = false;
+	ssize_t n;
+	DIR *fds;
+
+	snprintf(path, sizeof(path), "/proc/%s/fd", pid);
+	fds = opendir(path);
+	if (!fds)
+		return false;
+	while (!yes && (fd = readdir(fds))) {
+		snprintf(path, sizeof(path), "/proc/%s/fd/%s", pid, fd->d_name);
+		n = readlink(path, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		yes = !strcmp(target, "anon_inode:bpf_link") &&
+		      fd_is_link(pid, fd->d_name, link_id);
+	}
+	closedir(fds);
+	return yes;
+}
+
+int vz_xdp_link_holder(unsigned int link_id)
+{
+	struct dirent *p;
+	int pid = 0;
+	DIR *proc;
+
+	proc = opendir("/proc");
+	if (!proc)
+		return 0;
+	while (!pid && (p = readdir(proc))) {
+		if (p->d_name[0] < '1' || p->d_name[0] > '9')
+			continue;
+		if (pid_holds_link(p->d_name, link_id))
+			pid = atoi(p->d_name);
+	}
+	closedir(proc);
+	return pid;
+}
+
 int vz_xdp_query(int ifindex, struct vz_xdp_attached *out)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, q);
@@ -122,6 +208,7 @@ int vz_xdp_query(int ifindex, struct vz_xdp_attached *out)
 		kernel_prog_name(out->prog_id, name, sizeof(name));
 		append_name(out, name);
 	}
+	out->link_id = xdp_link_of(out->prog_id, ifindex);
 	return 0;
 }
 

@@ -37,8 +37,18 @@ struct vz_xdp_attached {
 	enum xdp_attach_mode mode;
 	char names[256]; /* comma-separated program names */
 	unsigned int prog_id; /* the main (dispatcher or only) program */
+	/*
+	 * Attached through a BPF link (0: through netlink): the link's
+	 * holders keep it, a process's descriptor or a pin in bpffs, and
+	 * netlink cannot remove it. An unpinned link dies with its process,
+	 * so one found attached has a live owner.
+	 */
+	unsigned int link_id;
 };
 int vz_xdp_query(int ifindex, struct vz_xdp_attached *out);
+
+/* A process holding a descriptor of the link (0: none seen, e.g. pinned). */
+int vz_xdp_link_holder(unsigned int link_id);
 
 /* Does a program of this name come from veloz (an NF's vz_xdp_<nf>)? */
 bool vz_xdp_is_nf_name(const char *name);

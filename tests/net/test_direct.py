@@ -3,8 +3,10 @@ own AF_XDP socket, no udpd. On the testbed: an echo server in vz-dut owns
 198.18.0.3 on dut-gen; vz-gen's kernel answers and pings it (ARP and ICMP
 from the same loop); a direct client in vz-gen (198.18.0.4 on gen-dut)
 talks to it, datagrams of 41+ fragments included; the steering program
-goes when the process exits, and one left by a kill -9 is taken over by the
-next direct process (the interface lock is free)."""
+goes when the process exits, and with it when it is killed (a BPF link);
+one attached through netlink whose owner is gone is taken over by the next
+direct process (the interface lock is free). test_direct_exit.py ends the
+process every way."""
 
 from __future__ import annotations
 
@@ -92,18 +94,28 @@ def test_direct_echo_arp_icmp_and_cleanup(testbed):
     assert not xdp_attached("vz-dut", "dut-gen"), "the direct server left its program"
 
 
-def test_direct_program_left_by_kill9_is_taken_over(testbed):
+def test_direct_kill9_leaves_nothing_and_a_netlink_leftover_is_taken_over(testbed):
     server = start_server(7101)
     stop(server, signal.SIGKILL)
-    assert xdp_attached("vz-dut", "dut-gen")  # what a kill -9 leaves
-    server = start_server(7101)  # the lock is free: stale, replaced
+    assert not xdp_attached("vz-dut", "dut-gen"), "a kill -9 left the steering program"
+    # what an owner that attached through netlink (as veloz did before BPF
+    # links) leaves when it is killed: the same program, no lock held
+    obj = paths.build_dir() / "src/sock/udpd/udpd_steer.bpf.o"
+    subprocess.run(in_netns("vz-dut", ["ip", "link", "set", "dev", "dut-gen", "xdpdrv", "obj",
+                                       str(obj), "sec", "xdp"]), check=True)  # fmt: skip
     try:
-        k = client("vz-gen", "kernel", 7101, 64, 50)
-        assert k["received"] == 50
+        assert xdp_attached("vz-dut", "dut-gen")
+        server = start_server(7101)  # the lock is free: stale, replaced
+        try:
+            k = client("vz-gen", "kernel", 7101, 64, 50)
+            assert k["received"] == 50
+        finally:
+            stop(server)
+        wait_until(lambda: not xdp_attached("vz-dut", "dut-gen"), 10, interval=0.1,
+                   what="the program detached")  # fmt: skip
     finally:
-        stop(server)
-    wait_until(lambda: not xdp_attached("vz-dut", "dut-gen"), 10, interval=0.1,
-               what="the program detached")  # fmt: skip
+        subprocess.run(in_netns("vz-dut", ["ip", "link", "set", "dev", "dut-gen", "xdp", "off"]),
+                       check=False)  # fmt: skip
 
 
 def test_direct_bad_config_one_line(testbed):

@@ -230,7 +230,7 @@ static void do_init(void)
 		vz_direct.init_err = ENODEV;
 		return;
 	}
-	vz_quiet_bpf_logs(); /* libxdp's dispatcher notices: debugging only */
+	vz_quiet_bpf_logs(); /* libbpf's and libxdp's notices: debugging only */
 	vz_direct.stack = vz_stack_new(&cfg, &ops, err, sizeof(err));
 	if (!vz_direct.stack) {
 		fprintf(stderr, "libveloz-sock: %s\n", err);
@@ -241,8 +241,9 @@ static void do_init(void)
 		.ifname = ifname,
 		.ip4 = cfg.ip4,
 		.skb_mode = skb && !strcmp(skb, "1"),
-		/* the interface lock is free: what is attached is a killed
-		 * owner's, safe to remove (a live one's is refused) */
+		/* the interface lock is free: a veloz program attached
+		 * through netlink is a killed owner's, safe to remove (a
+		 * live one's, or one on a BPF link, is refused) */
 		.replace = true,
 		.steer_path = steer_path(steer, sizeof(steer)),
 	};

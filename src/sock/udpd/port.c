@@ -6,6 +6,12 @@
  * stack copies what it keeps). Transmitted frames come from a free list and
  * return to it from the completion rings. Everything goes out through queue
  * 0's socket: on veth and most NICs any queue can transmit.
+ *
+ * Nothing of it outlives the process, however it ends: the steering program
+ * hangs on a BPF link that only this process holds (never pinned), so the
+ * kernel detaches it when the last descriptor closes, as it frees the
+ * sockets, the UMEM and the interface lock's flock. A kill -9 leaves nothing
+ * attached for the next udpd or direct process to refuse or remove.
  */
 #include <errno.h>
 #include <libgen.h>
@@ -22,7 +28,6 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <xdp/libxdp.h>
 #include <xdp/xsk.h>
 
 #include "common/err.h"
@@ -48,10 +53,11 @@ struct vz_udpd_port {
 	char ifname[IF_NAMESIZE];
 	int ifindex;
 	__u8 mac[6];
-	enum xdp_attach_mode mode;
+	bool skb_mode;
 	/* one veloz per interface, as `veloz run` takes it (cli/ports.c) */
 	struct vz_iface_lock lock;
-	struct xdp_program *prog;
+	struct bpf_object *obj;
+	int link_fd; /* the steering program's link: closed, it detaches */
 	void *area;
 	struct xsk_umem *umem;
 	unsigned int nqueues;
@@ -74,41 +80,66 @@ static const char *steer_object(char *buf, size_t len)
 	return buf;
 }
 
-static int attach(struct vz_udpd_port *p, __be32 ip4, const char *given)
+static int open_steer(struct vz_udpd_port *p, __be32 ip4, const char *path)
 {
-	char path[4200], msg[256];
 	__u32 key = 0, value = ip4;
 	int err, fd;
+
+	p->obj = bpf_object__open_file(path, NULL);
+	err = (int)libbpf_get_error(p->obj);
+	if (err) {
+		p->obj = NULL;
+		vz_err("cannot open udpd's steering program %s: %s", path,
+		       strerror(-err));
+		return err;
+	}
+	err = bpf_object__load(p->obj);
+	if (err) {
+		vz_err("cannot load udpd's steering program %s: %s", path,
+		       strerror(-err));
+		return err;
+	}
+	/* set before it is attached: no frame for us goes to the kernel */
+	fd = bpf_object__find_map_fd_by_name(p->obj, "udpd_config");
+	if (fd < 0 || bpf_map_update_elem(fd, &key, &value, BPF_ANY)) {
+		vz_err("cannot configure udpd's steering program: %s",
+		       strerror(fd < 0 ? ENOENT : errno));
+		return -EIO;
+	}
+	return 0;
+}
+
+static int attach(struct vz_udpd_port *p, __be32 ip4, const char *given)
+{
+	LIBBPF_OPTS(bpf_link_create_opts, opts);
+	struct bpf_program *prog;
+	char path[4200];
+	int err;
 
 	if (given)
 		snprintf(path, sizeof(path), "%s", given);
 	else
 		steer_object(path, sizeof(path));
-	p->prog = xdp_program__open_file(path, "xdp", NULL);
-	err = (int)libxdp_get_error(p->prog);
-	if (err) {
-		p->prog = NULL;
-		vz_err("cannot open udpd's steering program %s: %s", path,
-		       strerror(-err));
+	err = open_steer(p, ip4, path);
+	if (err)
 		return err;
+	prog = bpf_object__next_program(p->obj, NULL);
+	if (!prog) {
+		vz_err("%s has no XDP program", path);
+		return -ENOENT;
 	}
-	err = xdp_program__attach(p->prog, p->ifindex, p->mode, 0);
-	if (err) {
-		xdp_program__close(p->prog);
-		p->prog = NULL;
-		libxdp_strerror(err, msg, sizeof(msg));
+	opts.flags = p->skb_mode ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
+	p->link_fd = bpf_link_create(bpf_program__fd(prog), p->ifindex, BPF_XDP,
+				     &opts);
+	if (p->link_fd < 0) {
+		err = p->link_fd;
+		p->link_fd = -1;
 		vz_err("cannot attach udpd's steering program to %s in %s "
 		       "mode: %s%s",
-		       p->ifname, p->mode == XDP_MODE_SKB ? "skb" : "native",
-		       msg, err == -EOPNOTSUPP ? " (try --skb-mode)" : "");
+		       p->ifname, p->skb_mode ? "skb" : "native",
+		       strerror(-err),
+		       err == -EOPNOTSUPP ? " (try --skb-mode)" : "");
 		return err;
-	}
-	fd = bpf_map__fd(bpf_object__find_map_by_name(
-		xdp_program__bpf_obj(p->prog), "udpd_config"));
-	if (fd < 0 || bpf_map_update_elem(fd, &key, &value, BPF_ANY)) {
-		vz_err("cannot configure udpd's steering program: %s",
-		       strerror(errno));
-		return -EIO;
 	}
 	return 0;
 }
@@ -171,8 +202,7 @@ static int open_queue(struct vz_udpd_port *p, unsigned int i, bool copy)
 		return err;
 	}
 	q->fd = xsk_socket__fd(q->xsk);
-	map = bpf_map__fd(bpf_object__find_map_by_name(
-		xdp_program__bpf_obj(p->prog), "xsks_map"));
+	map = bpf_object__find_map_fd_by_name(p->obj, "xsks_map");
 	err = xsk_socket__update_xskmap(q->xsk, map);
 	if (err) {
 		vz_err("cannot add the socket of %s queue %u to the steering "
@@ -195,6 +225,7 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
 		return NULL;
 	}
 	p->lock.fd = -1;
+	p->link_fd = -1;
 	snprintf(p->ifname, sizeof(p->ifname), "%s", cfg->ifname);
 	p->ifindex = (int)if_nametoindex(cfg->ifname);
 	if (!p->ifindex) {
@@ -207,7 +238,7 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
 		free(p);
 		return NULL;
 	}
-	p->mode = cfg->skb_mode ? XDP_MODE_SKB : XDP_MODE_NATIVE;
+	p->skb_mode = cfg->skb_mode;
 	p->nqueues = (unsigned int)vz_iface_rx_queues(cfg->ifname);
 	if (p->nqueues > VZ_UDPD_MAX_QUEUES) {
 		vz_err("%s has %u receive queues; udpd takes at most %d",
@@ -244,10 +275,9 @@ void vz_udpd_port_close(struct vz_udpd_port *p)
 
 	if (!p)
 		return;
-	if (p->prog) {
-		xdp_program__detach(p->prog, p->ifindex, p->mode, 0);
-		xdp_program__close(p->prog);
-	}
+	if (p->link_fd >= 0)
+		close(p->link_fd); /* the only holder: the program detaches */
+	bpf_object__close(p->obj);
 	for (i = 0; i < p->nqueues; i++)
 		if (p->q[i].xsk)
 			xsk_socket__delete(p->q[i].xsk);

@@ -19,9 +19,11 @@ struct vz_udpd_port_config {
 	bool skb_mode; /* generic XDP (any interface) instead of native */
 	bool copy; /* force copy mode (else the kernel's choice) */
 	/*
-	 * Remove a veloz program that a killed udpd or run left attached (the
-	 * interface lock was free); without it, such a program is refused
-	 * with a line that says so.
+	 * Remove a veloz program that a killed udpd or run left attached
+	 * through netlink (the interface lock was free); without it, such a
+	 * program is refused with a line that says so. This port's own
+	 * program is on a BPF link and goes with its process; one on a live
+	 * link is refused either way.
 	 */
 	bool replace;
 	/* The steering object; NULL: udpd_steer.bpf.o beside the program. */
@@ -40,7 +42,7 @@ struct vz_udpd_port;
 
 /* NULL with a message printed (vz_err): nothing is left attached. */
 struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg);
-/* Detach the program, close the sockets, free the UMEM. */
+/* Detach the program (close its link), close the sockets, free the UMEM. */
 void vz_udpd_port_close(struct vz_udpd_port *p);
 
 unsigned int vz_udpd_port_queues(const struct vz_udpd_port *p);
