@@ -31,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noises", default=",".join(NOISES), help="neighbours for noisy")
     p.add_argument("--accesses", default=",".join(map(str, ACCESSES)), help="for cost")
     p.add_argument("--repeat", type=int, default=200_000, help="runs per cost trial")
+    p.add_argument("--routes", type=int, help="routes in router's and bgp's full table "
+                   "(default 752138, the XDP paper's; fewer for a quicker run)")  # fmt: skip
     p.add_argument("--out", metavar="DIR", help="results directory (default ./veloz-results/…)")
     p.add_argument("--no-report", action="store_true", help="write only the JSON")
     p.add_argument("--topology", metavar="FILE",

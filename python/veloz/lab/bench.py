@@ -29,7 +29,7 @@ from rich.progress import (
 from veloz import testbed
 from veloz.core import safeio
 from veloz.core.errors import VelozError
-from veloz.lab import bpf_stats
+from veloz.lab import bpf_stats, route_table
 from veloz.lab.gen import parse_rate
 
 # Names only: `veloz gen` and `veloz run` build the same parser, and must not
@@ -118,6 +118,9 @@ def settings_from(args: argparse.Namespace) -> dict:
             raise VelozError(f"--noises: no neighbour '{n}' (known: {', '.join(NOISES)})")
     if args.repeat < 1:
         raise VelozError("--repeat must be positive")
+    least = len(route_table.bench_prefixes())  # the generator's range is routed
+    if args.routes is not None and not least <= args.routes <= route_table.PAPER_ROUTES:
+        raise VelozError(f"--routes must be {least} to {route_table.PAPER_ROUTES}")
     return {
         "experiment": name,
         "backends": backends,
@@ -133,6 +136,7 @@ def settings_from(args: argparse.Namespace) -> dict:
         "noises": noises,
         "accesses": _ints(args.accesses, "accesses", 0, 4096),
         "repeat": args.repeat,
+        "routes": args.routes or route_table.PAPER_ROUTES,
         # udp-latency/udp-throughput: --sizes are UDP payloads (UDPDK's 18..1472)
         "udp_payloads": (
             _ints(",".join(sizes), "sizes", 18, 1472)

@@ -42,7 +42,7 @@ COST_FRAMES, COST_REPEAT = 256, 2000
 ATTACH_TIMEOUT = 300.0  # loading 752k routes takes a while on slow machines
 
 
-def _write_configs(tmp: Path) -> dict[str, Path]:
+def _write_configs(tmp: Path, routes: int) -> dict[str, Path]:
     """Both tables' configs, every route via the sink's port (its address
     and MAC from the topology); the full one names its table relatively,
     so the two files work wherever they are copied together."""
@@ -55,7 +55,7 @@ def _write_configs(tmp: Path) -> dict[str, Path]:
     )
     table = tmp / "full.txt"
     with table.open("w") as f:
-        route_table.write(route_table.generate(route_table.PAPER_ROUTES, seed=1),
+        route_table.write(route_table.generate(routes, seed=1),
                           sink.ipv4, 1, f)  # fmt: skip
     full = tmp / "full.toml"
     full.write_text(f'routes = "{table.name}"\n{neighbour}')
@@ -102,7 +102,7 @@ class Router:
         dut = topology.current().dut.host
         with tempfile.TemporaryDirectory(prefix="veloz-router-") as tmp:
             (Path(tmp) / "nf").mkdir()
-            configs = _write_configs(Path(tmp) / "nf")
+            configs = _write_configs(Path(tmp) / "nf", ctx.settings["routes"])
             self.cost(ctx, configs, Path(tmp))
             # the configs where the DUT's NF reads them (copied over SSH)
             with dut.staged(Path(tmp) / "nf") as there:
