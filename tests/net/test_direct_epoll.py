@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,26 @@ def test_epoll_server_asleep_is_woken_by_the_port(testbed):
                              {**shim_env(), "VZ_BUSY_POLL_US": "0"})  # fmt: skip
     check_answers(direct, "direct, asleep")
     assert direct["client"]["rtt_p50_us"] < 700, direct
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_idle_direct_server_sleeps(testbed):
+    """Idle, in epoll_wait with no timeout: the server spins once, then it
+    and the background thread sleep (the latter wakes for the stack's
+    timers only), so a second of idling costs a small part of a CPU."""
+    proc = start("vz-dut", ["asyncio", DIRECT_IP, "7202"], shim_env())
+    try:
+        time.sleep(0.3)
+        before, t0 = cpu_seconds(proc.pid), time.monotonic()
+        time.sleep(2.0)
+        used = (cpu_seconds(proc.pid) - before) / (time.monotonic() - t0)
+    finally:
+        stop(proc)
+    assert used < 0.25, f"an idle direct server used {used:.0%} of a CPU"
 
 
 def test_edge_oneshot_dup_and_close_direct_as_kernel(testbed):

@@ -75,6 +75,33 @@ static int ep_count(int ep, int ms)
 	return epoll_wait(ep, ev, 4, ms);
 }
 
+/* poll over a direct socket and a pipe, as the shim hands it over. */
+static void test_poll_mixed(int fd)
+{
+	struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+			       { .events = POLLIN } };
+	int pp[2];
+	double t;
+	char c;
+
+	REQUIRE(!pipe(pp), "pipe");
+	p[1].fd = pp[0];
+	t = now_s();
+	CHECK(vz_direct_poll(p, 2, 30) == 0 && now_s() - t >= 0.025,
+	      "nothing ready: its timeout");
+	CHECK(deliver(fd, "m") && write(pp[1], "k", 1) == 1, "both ready");
+	CHECK(vz_direct_poll(p, 2, 1000) == 2 && p[0].revents == POLLIN &&
+		      p[1].revents == POLLIN,
+	      "both reported");
+	CHECK(read(pp[0], &c, 1) == 1 &&
+		      vz_direct_recvfrom(fd, &c, 1, 0, NULL, NULL) == 1,
+	      "read both");
+	CHECK(vz_direct_poll(p, 2, 0) == 0, "read: nothing");
+	close(pp[0]);
+	close(pp[1]);
+out:;
+}
+
 static void test_readiness(void)
 {
 	int fd = vz_direct_sock_new(SOCK_DGRAM);
@@ -98,6 +125,7 @@ static void test_readiness(void)
 				 NULL) < 0 &&
 		      errno == EAGAIN,
 	      "nothing: EAGAIN");
+	test_poll_mixed(fd);
 	CHECK(!vz_direct_close(fd), "close");
 out:;
 }

@@ -41,9 +41,15 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* ---- system calls past the shim ---- */
 
+/* The system call writes what is left of the timeout back: a copy. */
 static int sys_ppoll(struct pollfd *p, nfds_t n, const struct timespec *ts)
 {
-	return (int)syscall(SYS_ppoll, p, n, ts, NULL, _NSIG / 8);
+	struct timespec left;
+
+	if (ts)
+		left = *ts;
+	return (int)syscall(SYS_ppoll, p, n, ts ? &left : NULL, NULL,
+			    _NSIG / 8);
 }
 
 int vz_direct_sys_poll(struct pollfd *p, nfds_t n, int ms)
