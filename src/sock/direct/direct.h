@@ -23,8 +23,9 @@
  *   VZ_DIRECT_SKB     1: generic XDP (any interface)
  *   VZ_DIRECT_STEER   the steering object (default: udpd's, found beside
  *                     libveloz-sock in the build tree)
- *   VZ_BUSY_POLL_US   how long a blocking call spins before it sleeps on
- *                     the AF_XDP socket (default here: 200)
+ *   VZ_BUSY_POLL_US   how long a blocking receive, poll, select or
+ *                     epoll_wait spins running the engine before it
+ *                     sleeps (default here: 200)
  * One line on stderr and an errno for a bad one. A program left by a
  * process that was killed (the interface lock is free) is removed as
  * udpd's --replace does; one whose owner lives is refused.
