@@ -7,8 +7,8 @@ socket. From vz-gen, kernel sockets send 2000 requests one in flight and
 check every answer; the same servers on kernel sockets (198.18.0.2) are the
 reference; once more with no spin, so the background thread wakes the
 server on every request. A probe checks edge-triggered epoll and EPOLLONESHOT against the
-kernel's, dup of a closed descriptor (EBADF), and a close under a thread
-blocked in recvfrom or epoll_wait."""
+kernel's, dup of a closed descriptor (EBADF), a close under a thread
+blocked in recvfrom or epoll_wait, and a forked child's calls (ENOTSUP)."""
 
 from __future__ import annotations
 
@@ -47,10 +47,11 @@ def start(netns: str, args: list[str], env: dict[str, str] | None) -> subprocess
 
 
 def run_app(netns: str, args: list[str], env: dict[str, str] | None = None) -> dict:
+    """Its JSON summary, with what it said on stderr as "stderr"."""
     done = subprocess.run(in_netns(netns, [sys.executable, APPS, *args]), env=env,
                           capture_output=True, text=True, timeout=180, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "stderr": done.stderr}
 
 
 def serve_and_query(server: list[str], ip: str, port: int, env: dict[str, str] | None) -> dict:
@@ -119,7 +120,7 @@ def test_edge_oneshot_dup_and_close_direct_as_kernel(testbed):
     reflector = start("vz-gen", ["reflector", GEN_IP, "7210"], None)
     try:
         kernel = run_app("vz-dut", ["probe", KERNEL_IP, "7211", GEN_IP, "7210"])
-        direct = run_app("vz-dut", ["probe", DIRECT_IP, "7211", GEN_IP, "7210", "--close"],
+        direct = run_app("vz-dut", ["probe", DIRECT_IP, "7211", GEN_IP, "7210", "--direct"],
                          shim_env())  # fmt: skip
     finally:
         stop(reflector)
@@ -128,11 +129,17 @@ def test_edge_oneshot_dup_and_close_direct_as_kernel(testbed):
         "et_after_drain": 1, "oneshot_disarmed": 0, "oneshot_rearmed": 1, "read_b": ["b"],
         "dup_closed": "EBADF", "after_copy_closed": ["c"],
     }  # fmt: skip
-    assert kernel == expected
+    assert {k: v for k, v in kernel.items() if k != "stderr"} == expected
     assert {k: direct[k] for k in expected} == expected, direct
     # a close under another thread: the blocked recvfrom ends with EBADF,
     # epoll_wait reports nothing, and the port is free for a new socket
     assert direct["recv_after_close"] == "EBADF", direct
     assert direct["epoll_after_close"] == 0, direct
     assert direct["port_reused"] == ["d"], direct
+    # fork: the child's calls fail clearly, with one line on stderr; its
+    # exit leaves the parent's port working
+    assert direct["child_recv"] == "ENOTSUP" and direct["child_socket"] == "ENOTSUP", direct
+    assert direct["child_status"] == 0 and direct["after_child"] == ["e"], direct
+    notes = [line for line in direct["stderr"].splitlines() if "forked child" in line]
+    assert len(notes) == 1, direct["stderr"]
     assert not xdp_attached("vz-dut", "dut-gen")

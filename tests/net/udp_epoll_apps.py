@@ -9,9 +9,10 @@ kernel):
                                checked (content); prints a JSON summary
   reflector ADDR PORT          echoes, on kernel sockets, for probe
   probe ADDR PORT RADDR RPORT  epoll edge-triggered and EPOLLONESHOT, dup of
-        [--close]              a closed descriptor, (--close) a close under
-                               a blocked recvfrom and epoll_wait; datagrams
-                               come back from the reflector; prints JSON
+        [--direct]             a closed descriptor; with --direct, a close
+                               under a blocked recvfrom and epoll_wait, and
+                               a forked child's calls; datagrams come back
+                               from the reflector; prints JSON
 
 Servers print "ready" once bound, and a JSON summary on SIGTERM.
 """
@@ -19,6 +20,7 @@ Servers print "ready" once bound, and a JSON summary on SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import json
 import os
@@ -235,12 +237,42 @@ def probe_close_while_waiting(p: Probe, port: int) -> dict:
     return out
 
 
+def probe_fork(p: Probe) -> dict:
+    """A forked child's calls on the parent's socket, and a socket of its
+    own; its exit (C's exit: atexit handlers run) leaves the parent's port."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        got = {}
+        calls = {
+            "recv": lambda: p.sock.recv(100),
+            "socket": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM),
+        }
+        for what, call in calls.items():
+            try:
+                call()
+                got[what] = "worked"
+            except OSError as e:
+                got[what] = errno.errorcode[e.errno]
+        os.write(w, json.dumps(got).encode())
+        ctypes.CDLL(None).exit(0)
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(r) as f:
+        out = {"child_" + k: v for k, v in json.loads(f.read() or "{}").items()}
+    out["child_status"] = status
+    p.bounce(b"e")
+    out["after_child"] = [d.decode() for d in p.read_all()]
+    return out
+
+
 def probe(argv: list[str]) -> None:
     addr, port, raddr, rport = argv[0], int(argv[1]), argv[2], int(argv[3])
     p = Probe(addr, port, raddr, rport)
     out = {**probe_epoll_modes(p), **probe_dup(p)}
-    if "--close" in argv:
+    if "--direct" in argv:
         out.update(probe_close_while_waiting(p, port))
+        out.update(probe_fork(p))
     print(json.dumps(out), flush=True)
 
 

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,24 +62,6 @@ static int on_tx(void *opaque, const void *frame, size_t len)
 	return vz_udpd_port_tx(vz_direct.port, frame, len);
 }
 
-/* The eventfd's counter follows the queue: raw system calls, as the shim
- * would take a write on a veloz descriptor for a datagram. */
-static void efd_signal(int fd)
-{
-	__u64 one = 1;
-
-	if (syscall(SYS_write, fd, &one, sizeof(one)) < 0)
-		return; /* EAGAIN: the counter is already non-zero */
-}
-
-static void efd_drain(int fd)
-{
-	__u64 v;
-
-	if (syscall(SYS_read, fd, &v, sizeof(v)) < 0)
-		return; /* EAGAIN: already empty */
-}
-
 bool vz_direct_enqueue(struct dsock *s, __be32 addr, __be16 port,
 		       const void *data, size_t len)
 {
@@ -96,7 +77,7 @@ bool vz_direct_enqueue(struct dsock *s, __be32 addr, __be16 port,
 	d->len = len;
 	memcpy(d->data, data, len);
 	if (s->tail == s->head)
-		efd_signal(s->fd);
+		vz_direct_efd_ring(s->fd);
 	__atomic_store_n(&s->q[s->tail % QLEN], d, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->tail, s->tail + 1, __ATOMIC_RELEASE);
 	return true;
@@ -147,8 +128,7 @@ static void shutdown_all(void)
 {
 	int i;
 
-	/* a forked child's exit leaves the parent's port alone */
-	if (!vz_direct.ready || vz_direct_forked())
+	if (!vz_direct.ready) /* or a forked child: the port is the parent's */
 		return;
 	vz_direct_bg_stop();
 	pthread_mutex_lock(&vz_direct.lock);
@@ -371,7 +351,7 @@ static struct dgram *pop(struct dsock *s, bool peek)
 		return d;
 	__atomic_store_n(&s->head, s->head + 1, __ATOMIC_RELEASE);
 	if (s->head == s->tail && s->refs)
-		efd_drain(s->fd);
+		vz_direct_efd_drain(s->fd);
 	return d;
 }
 

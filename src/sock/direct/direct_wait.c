@@ -59,20 +59,22 @@ int vz_direct_sys_poll(struct pollfd *p, nfds_t n, int ms)
 	return sys_ppoll(p, n, ms < 0 ? NULL : &ts);
 }
 
-static void ring(int fd)
+/* An eventfd's counter, past the shim too (it would take a write on a
+ * veloz descriptor for a datagram). */
+void vz_direct_efd_ring(int fd)
 {
 	__u64 one = 1;
 
 	if (syscall(SYS_write, fd, &one, sizeof(one)) < 0)
-		return; /* EAGAIN: already rung */
+		return; /* EAGAIN: already non-zero */
 }
 
-static void unring(int fd)
+void vz_direct_efd_drain(int fd)
 {
 	__u64 v;
 
 	if (syscall(SYS_read, fd, &v, sizeof(v)) < 0)
-		return;
+		return; /* EAGAIN: already zero */
 }
 
 /* ---- fork ---- */
@@ -89,8 +91,8 @@ static void in_child(void)
 	unsigned int i;
 
 	child = true;
-	/* the parent may have held it at fork(); nothing here runs the
-	 * engine again */
+	vz_direct.ready = false; /* no engine, no spin, no clean-up at exit */
+	/* the parent may have held it at fork() */
 	pthread_mutex_init(&vz_direct.lock, NULL);
 	for (i = 0; i < vz_direct.nxfds; i++)
 		close(vz_direct.xfds[i]);
@@ -154,7 +156,7 @@ static void *background(void *arg)
 						  .events = POLLIN };
 		rc = sys_ppoll(p, n, watch ? &tick : &park);
 		if (rc > 0 && (p[0].revents & POLLIN))
-			unring(vz_direct.wake);
+			vz_direct_efd_drain(vz_direct.wake);
 		if (__atomic_load_n(&vz_direct.spinners, __ATOMIC_ACQUIRE))
 			continue; /* a spinning thread runs the engine */
 		if (rc <= 0 && !stale())
@@ -189,7 +191,7 @@ int vz_direct_bg_start(void)
 void vz_direct_bg_stop(void)
 {
 	__atomic_store_n(&vz_direct.stop, 1, __ATOMIC_RELEASE);
-	ring(vz_direct.wake);
+	vz_direct_efd_ring(vz_direct.wake);
 	pthread_join(vz_direct.bg, NULL);
 }
 
@@ -214,7 +216,7 @@ static void spin_end(bool sleeping)
 {
 	if (!__atomic_sub_fetch(&vz_direct.spinners, 1, __ATOMIC_ACQ_REL) &&
 	    sleeping)
-		ring(vz_direct.wake);
+		vz_direct_efd_ring(vz_direct.wake);
 }
 
 void vz_direct_spinning(bool on)

@@ -132,6 +132,9 @@ VZ_DIRECT_HIDDEN void vz_direct_bg_stop(void);
  * thread stays off the port meanwhile. */
 VZ_DIRECT_HIDDEN void vz_direct_spinning(bool on);
 
+/* Add one to an eventfd's counter; empty it (direct_wait.c). */
+VZ_DIRECT_HIDDEN void vz_direct_efd_ring(int fd);
+VZ_DIRECT_HIDDEN void vz_direct_efd_drain(int fd);
 /* libc's poll (the shim's would look at every descriptor). */
 VZ_DIRECT_HIDDEN int vz_direct_sys_poll(struct pollfd *p, nfds_t n, int ms);
 
