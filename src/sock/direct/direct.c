@@ -5,7 +5,7 @@
  * the sockets' receive queues; the caller that holds it runs the engine
  * on whatever the port has, so a receive that spins is the poller.
  * dsock.h says which file holds what; this one: the engine, its set-up
- * and the data path (sendto, recvfrom, poll).
+ * and the data path (sendto, recvfrom).
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -62,13 +62,33 @@ static int on_tx(void *opaque, const void *frame, size_t len)
 	return vz_udpd_port_tx(vz_direct.port, frame, len);
 }
 
+bool vz_direct_enqueue(struct dsock *s, __be32 addr, __be16 port,
+		       const void *data, size_t len)
+{
+	struct dgram *d;
+
+	if (s->tail - s->head >= QLEN)
+		return false;
+	d = malloc(sizeof(*d) + len);
+	if (!d)
+		return false;
+	d->addr = addr;
+	d->port = port;
+	d->len = len;
+	memcpy(d->data, data, len);
+	if (s->tail == s->head)
+		vz_direct_efd_ring(s->fd);
+	__atomic_store_n(&s->q[s->tail % QLEN], d, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->tail, s->tail + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
 /* A datagram for us: onto its socket's queue (as the kernel, a connected
  * socket takes only its peer's). */
 static int on_deliver(void *opaque, const struct vz_dgram_meta *m,
 		      const void *payload, size_t len)
 {
 	struct dsock *s = vz_direct.by_port[ntohs(m->dst_port)];
-	struct dgram *d;
 
 	(void)opaque;
 	if (!s || (s->ip && s->ip != m->dst_ip))
@@ -76,20 +96,8 @@ static int on_deliver(void *opaque, const struct vz_dgram_meta *m,
 	if (s->peer_port &&
 	    (s->peer_ip != m->src_ip || s->peer_port != m->src_port))
 		return 0; /* not from the peer: dropped, as the kernel does */
-	if (s->tail - s->head >= QLEN) {
+	if (!vz_direct_enqueue(s, m->src_ip, m->src_port, payload, len))
 		s->drops++;
-		return 0;
-	}
-	d = malloc(sizeof(*d) + len);
-	if (!d) {
-		s->drops++;
-		return 0;
-	}
-	d->addr = m->src_ip;
-	d->port = m->src_port;
-	d->len = len;
-	memcpy(d->data, payload, len);
-	s->q[s->tail++ % QLEN] = d;
 	return 0;
 }
 
@@ -99,12 +107,14 @@ static void on_frame(void *opaque, const void *frame, size_t len)
 	vz_stack_input(vz_direct.stack, frame, len, vz_now_ns());
 }
 
-/* Under vz_direct.lock: take what the port has, run the timers, send. */
-static unsigned int engine(void)
+unsigned int vz_direct_engine(void)
 {
 	__u64 now = vz_now_ns();
-	unsigned int n = vz_udpd_port_rx(vz_direct.port, on_frame, NULL, 64);
+	unsigned int n;
 
+	if (!vz_direct.port)
+		return 0; /* shut down at exit, or never opened */
+	n = vz_udpd_port_rx(vz_direct.port, on_frame, NULL, 64);
 	if (now - vz_direct.last_tick >= 1000000) {
 		vz_stack_tick(vz_direct.stack, now);
 		vz_direct.last_tick = now;
@@ -114,35 +124,13 @@ static unsigned int engine(void)
 	return n;
 }
 
-/* ARP, ICMP and the timers while the application is elsewhere: a turn
- * whenever nobody ran the engine for IDLE_NS. */
-static void *background(void *arg)
-{
-	struct timespec ts = { 0, IDLE_NS };
-
-	(void)arg;
-	while (!vz_direct.stop) {
-		nanosleep(&ts, NULL);
-		if (vz_now_ns() - __atomic_load_n(&vz_direct.last_run,
-						  __ATOMIC_RELAXED) <
-		    IDLE_NS)
-			continue;
-		if (pthread_mutex_trylock(&vz_direct.lock))
-			continue;
-		engine();
-		pthread_mutex_unlock(&vz_direct.lock);
-	}
-	return NULL;
-}
-
 static void shutdown_all(void)
 {
 	int i;
 
-	if (!vz_direct.ready)
+	if (!vz_direct.ready) /* or a forked child: the port is the parent's */
 		return;
-	vz_direct.stop = 1;
-	pthread_join(vz_direct.bg, NULL);
+	vz_direct_bg_stop();
 	pthread_mutex_lock(&vz_direct.lock);
 	vz_udpd_port_close(vz_direct.port); /* detaches the steering program */
 	vz_direct.port = NULL;
@@ -153,9 +141,11 @@ static void shutdown_all(void)
 
 		if (!s)
 			continue;
+		vz_direct.by_fd[i] = NULL;
+		if (--s->refs || s->users)
+			continue; /* another copy, or a call still holds it */
 		while (s->head != s->tail)
 			free(s->q[s->head++ % QLEN]);
-		vz_direct.by_fd[i] = NULL;
 		free(s);
 	}
 	vz_direct.ready = false;
@@ -258,9 +248,14 @@ static void do_init(void)
 	vz_direct.nxfds = vz_udpd_port_fds(vz_direct.port, vz_direct.xfds,
 					   VZ_UDPD_MAX_QUEUES);
 	vz_direct.eph_next = (__u32)getpid();
-	if (pthread_create(&vz_direct.bg, NULL, background, NULL)) {
+	vz_direct.busy_us = getenv("VZ_BUSY_POLL_US") ? vz_busy_default_us()
+						      : DEFAULT_BUSY_US;
+	vz_direct_atfork();
+	if (vz_direct_bg_start()) {
 		vz_udpd_port_close(vz_direct.port);
+		vz_direct.port = NULL;
 		vz_stack_free(vz_direct.stack);
+		vz_direct.stack = NULL;
 		vz_direct.init_err = EAGAIN;
 		return;
 	}
@@ -276,16 +271,13 @@ int vz_direct_init(void)
 
 /* ---- datagrams ---- */
 
-ssize_t vz_direct_sendto(int fd, const void *buf, size_t len, int flags,
-			 const struct sockaddr *to, socklen_t tolen)
+static ssize_t sendto_on(struct dsock *s, const void *buf, size_t len,
+			 int flags, const struct sockaddr *to, socklen_t tolen)
 {
-	struct dsock *s = get(fd);
 	struct vz_dgram_meta m = { 0 };
 	struct sockaddr_in sin;
 	int rc = 0;
 
-	if (!s)
-		return -1;
 	if (flags & MSG_OOB)
 		return fail(EOPNOTSUPP);
 	if (len > VZ_STACK_MAX_UDP)
@@ -305,7 +297,9 @@ ssize_t vz_direct_sendto(int fd, const void *buf, size_t len, int flags,
 		sin.sin_port = s->peer_port;
 	}
 	pthread_mutex_lock(&vz_direct.lock);
-	if (!s->port)
+	if (!vz_direct.stack)
+		rc = -ENETDOWN; /* the process is exiting */
+	else if (!s->port)
 		rc = -vz_direct_bind_locked(s, 0, 0);
 	if (!rc) {
 		m.src_ip = s->ip;
@@ -316,10 +310,23 @@ ssize_t vz_direct_sendto(int fd, const void *buf, size_t len, int flags,
 		/* run to completion: out now, and take what came meanwhile
 		 * (a burst kicks once, at its end) */
 		if (!in_burst)
-			engine();
+			vz_direct_engine();
 	}
 	pthread_mutex_unlock(&vz_direct.lock);
 	return rc ? fail(-rc) : (ssize_t)len;
+}
+
+ssize_t vz_direct_sendto(int fd, const void *buf, size_t len, int flags,
+			 const struct sockaddr *to, socklen_t tolen)
+{
+	struct dsock *s = hold(fd);
+	ssize_t rc;
+
+	if (!s)
+		return -1;
+	rc = sendto_on(s, buf, len, flags, to, tolen);
+	put(s);
+	return rc;
 }
 
 void vz_direct_burst(bool begin)
@@ -328,11 +335,12 @@ void vz_direct_burst(bool begin)
 	if (begin || !vz_direct.ready)
 		return;
 	pthread_mutex_lock(&vz_direct.lock);
-	engine();
+	vz_direct_engine();
 	pthread_mutex_unlock(&vz_direct.lock);
 }
 
-/* Under vz_direct.lock: the oldest datagram, or NULL. */
+/* Under vz_direct.lock: the oldest datagram, or NULL. The last one taken
+ * empties the eventfd with the queue. */
 static struct dgram *pop(struct dsock *s, bool peek)
 {
 	struct dgram *d;
@@ -340,8 +348,11 @@ static struct dgram *pop(struct dsock *s, bool peek)
 	if (s->head == s->tail)
 		return NULL;
 	d = s->q[s->head % QLEN];
-	if (!peek)
-		s->head++;
+	if (peek)
+		return d;
+	__atomic_store_n(&s->head, s->head + 1, __ATOMIC_RELEASE);
+	if (s->head == s->tail && s->refs)
+		vz_direct_efd_drain(s->fd);
 	return d;
 }
 
@@ -351,36 +362,34 @@ static bool readable(const struct dsock *s)
 	       __atomic_load_n(&s->head, __ATOMIC_RELAXED);
 }
 
-/* A turn of the engine unless another thread is at it; readable after? */
+/* A turn of the engine unless another thread is at it; readable after?
+ * (A socket closed meanwhile is "ready": the caller finds it closed.) */
 static bool turn(const void *arg)
 {
 	const struct dsock *s = arg;
 
-	if (readable(s))
+	if (readable(s) || !__atomic_load_n(&s->refs, __ATOMIC_RELAXED))
 		return true;
 	if (!pthread_mutex_trylock(&vz_direct.lock)) {
-		engine();
+		vz_direct_engine();
 		pthread_mutex_unlock(&vz_direct.lock);
 	}
 	return readable(s);
 }
 
-/* Sleep on the AF_XDP sockets (and any kernel descriptors) at most `ms`. */
-static int sleep_port(struct pollfd *extra, nfds_t nextra, int ms)
+/* Sleep on the AF_XDP sockets at most `ms`: a frame wakes us. */
+static void sleep_port(int ms)
 {
-	struct pollfd p[VZ_UDPD_MAX_QUEUES + 64];
-	nfds_t i, n = 0;
-	int rc;
+	struct pollfd p[VZ_UDPD_MAX_QUEUES];
+	unsigned int i;
 
 	for (i = 0; i < vz_direct.nxfds; i++)
-		p[n++] = (struct pollfd){ .fd = vz_direct.xfds[i],
-					  .events = POLLIN };
-	for (i = 0; i < nextra && n < sizeof(p) / sizeof(p[0]); i++)
-		p[n++] = extra[i];
-	rc = poll(p, n, ms);
-	for (i = 0; i < nextra && vz_direct.nxfds + i < n; i++)
-		extra[i].revents = p[vz_direct.nxfds + i].revents;
-	return rc;
+		p[i] = (struct pollfd){ .fd = vz_direct.xfds[i],
+					.events = POLLIN };
+	if (vz_direct.nxfds)
+		vz_direct_sys_poll(p, vz_direct.nxfds, ms);
+	else
+		vz_direct_sys_poll(NULL, 0, ms);
 }
 
 static __s64 deadline_of(const struct timeval *tv)
@@ -391,56 +400,62 @@ static __s64 deadline_of(const struct timeval *tv)
 	       (__s64)tv->tv_usec * 1000;
 }
 
-/* The oldest datagram; when there is none, a turn of the engine first. */
+/* The oldest datagram; when there is none, a turn of the engine first.
+ * NULL with errno EAGAIN, or EBADF once another thread closed s. */
 static struct dgram *take(struct dsock *s, bool peek)
 {
-	struct dgram *d;
+	struct dgram *d = NULL;
 
 	pthread_mutex_lock(&vz_direct.lock);
-	d = pop(s, peek);
-	if (!d) {
-		engine();
+	if (s->refs) {
 		d = pop(s, peek);
+		if (!d) {
+			vz_direct_engine();
+			d = pop(s, peek);
+		}
 	}
+	errno = s->refs ? EAGAIN : EBADF;
 	pthread_mutex_unlock(&vz_direct.lock);
 	return d;
 }
 
 /* The next datagram, spinning then sleeping as the socket allows: NULL
- * with errno EAGAIN (non-blocking, or SO_RCVTIMEO ran out). */
+ * with errno EAGAIN (non-blocking, or SO_RCVTIMEO ran out) or EBADF. */
 static struct dgram *next_dgram(struct dsock *s, int flags)
 {
 	__s64 until = -2;
 	struct dgram *d;
+	bool spun;
 
 	for (;;) {
 		d = take(s, flags & MSG_PEEK);
-		if (d)
+		if (d || errno == EBADF)
 			return d;
 		if (s->nonblock || (flags & MSG_DONTWAIT))
 			break;
 		if (until == -2)
 			until = deadline_of(&s->rcvtimeo);
-		if (vz_busy_spin(turn, s, s->busy_us, until))
+		vz_direct_spinning(true);
+		spun = vz_busy_spin(turn, s, s->busy_us, until);
+		vz_direct_spinning(false);
+		if (spun)
 			continue;
 		if (until >= 0 && (__s64)vz_now_ns() >= until)
 			break;
-		/* a frame wakes us; 1 ms bounds the wait for the timers */
-		sleep_port(NULL, 0, 1);
+		/* a frame wakes us; TICK_MS bounds the wait for the timers
+		 * and for a close in another thread */
+		sleep_port(TICK_MS);
 	}
 	errno = EAGAIN;
 	return NULL;
 }
 
-ssize_t vz_direct_recvfrom(int fd, void *buf, size_t len, int flags,
+static ssize_t recvfrom_on(struct dsock *s, void *buf, size_t len, int flags,
 			   struct sockaddr *from, socklen_t *fromlen)
 {
-	struct dsock *s = get(fd);
 	struct dgram *d;
 	size_t n;
 
-	if (!s)
-		return -1;
 	if (flags & (MSG_OOB | MSG_ERRQUEUE))
 		return fail(EOPNOTSUPP);
 	if (len && !buf)
@@ -459,84 +474,15 @@ ssize_t vz_direct_recvfrom(int fd, void *buf, size_t len, int flags,
 	return (ssize_t)((flags & MSG_TRUNC) ? len : n);
 }
 
-static int poll_ready(struct pollfd *fds, nfds_t n)
+ssize_t vz_direct_recvfrom(int fd, void *buf, size_t len, int flags,
+			   struct sockaddr *from, socklen_t *fromlen)
 {
-	int ready = 0;
-	nfds_t i;
+	struct dsock *s = hold(fd);
+	ssize_t rc;
 
-	for (i = 0; i < n; i++) {
-		struct dsock *s = vz_direct_fd(fds[i].fd)
-					  ? vz_direct.by_fd[fds[i].fd]
-					  : NULL;
-
-		if (!s)
-			continue;
-		fds[i].revents = (short)(fds[i].events & POLLOUT);
-		if ((fds[i].events & POLLIN) && readable(s))
-			fds[i].revents |= POLLIN;
-		ready += fds[i].revents != 0;
-	}
-	return ready;
-}
-
-struct poll_arg {
-	struct pollfd *fds;
-	nfds_t n;
-};
-
-static bool poll_turn(const void *arg)
-{
-	const struct poll_arg *p = arg;
-
-	if (!pthread_mutex_trylock(&vz_direct.lock)) {
-		engine();
-		pthread_mutex_unlock(&vz_direct.lock);
-	}
-	return poll_ready(p->fds, p->n) > 0;
-}
-
-/*
- * Direct sockets are ready when their queue is; kernel descriptors are
- * asked with a zero timeout each turn, and waited on with the AF_XDP
- * sockets when the spin is over.
- */
-int vz_direct_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
-{
-	__s64 until = timeout_ms < 0 ? -1
-				     : (__s64)vz_now_ns() +
-					       (__s64)timeout_ms * 1000000;
-	struct pollfd k[64];
-	nfds_t i, nk = 0, map[64];
-	struct poll_arg pa = { fds, n };
-	__u32 busy = DEFAULT_BUSY_US;
-	int ready;
-
-	for (i = 0; i < n; i++) {
-		fds[i].revents = 0;
-		if (vz_direct_fd(fds[i].fd)) {
-			busy = vz_direct.by_fd[fds[i].fd]->busy_us;
-			continue;
-		}
-		if (nk == 64)
-			return fail(EINVAL);
-		map[nk] = i;
-		k[nk] = fds[i];
-		k[nk++].revents = 0;
-	}
-	for (;;) {
-		int kr = nk ? poll(k, nk, 0) : 0;
-
-		if (kr < 0)
-			return -1;
-		ready = poll_ready(fds, n);
-		for (i = 0; i < nk; i++) {
-			fds[map[i]].revents = k[i].revents;
-			ready += k[i].revents != 0;
-		}
-		if (ready || (until >= 0 && (__s64)vz_now_ns() >= until))
-			return ready;
-		if (vz_busy_spin(poll_turn, &pa, busy, until))
-			continue;
-		sleep_port(k, nk, 1);
-	}
+	if (!s)
+		return -1;
+	rc = recvfrom_on(s, buf, len, flags, from, fromlen);
+	put(s);
+	return rc;
 }

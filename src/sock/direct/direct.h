@@ -7,10 +7,12 @@
  * address, one AF_XDP socket per queue) and runs the protocol engine
  * (stack/) in its own threads. A receive polls the AF_XDP ring and runs
  * the engine on what came, in the caller's thread; a send runs the engine
- * and kicks the port. No process hop, no shared ring, no eventfd wake-up.
- * A background thread runs the engine when no application thread has for
- * a millisecond, so ARP and ICMP echo are answered while the application
- * does something else.
+ * and kicks the port. No process hop, no shared ring. A socket is an
+ * eventfd, readable while a datagram is queued, so the kernel's poll,
+ * select and epoll (edge-triggered, EPOLLONESHOT, nested sets, dup copies)
+ * work on it; a background thread sleeping on the AF_XDP sockets runs the
+ * engine when a frame comes and no application thread is polling, so
+ * waiters wake and ARP and ICMP echo are answered meanwhile.
  *
  * The same vz_ calls (and so the LD_PRELOAD shim) work: libveloz-sock hands
  * them here (lib/csock.h, VZ_DIRECT) when vz_direct_enabled(). Configuration,
@@ -21,8 +23,9 @@
  *   VZ_DIRECT_SKB     1: generic XDP (any interface)
  *   VZ_DIRECT_STEER   the steering object (default: udpd's, found beside
  *                     libveloz-sock in the build tree)
- *   VZ_BUSY_POLL_US   how long a blocking call spins before it sleeps on
- *                     the AF_XDP socket (default here: 200)
+ *   VZ_BUSY_POLL_US   how long a blocking receive, poll, select or
+ *                     epoll_wait spins running the engine before it
+ *                     sleeps (default here: 200)
  * One line on stderr and an errno for a bad one. A program left by a
  * process that was killed (the interface lock is free) is removed as
  * udpd's --replace does; one whose owner lives is refused.
@@ -55,10 +58,20 @@ int vz_direct_getsockopt(int fd, int level, int name, void *val,
 int vz_direct_setsockopt(int fd, int level, int name, const void *val,
 			 socklen_t len);
 int vz_direct_fcntl(int fd, int cmd, int arg);
+/* dup2/dup3 where oldfd or newfd is a direct socket (oldfd != newfd). */
+int vz_direct_dup3(int oldfd, int newfd, int flags);
 /* Between begin and end (one thread's mmsg call), sends queue frames and
  * the port is kicked once at the end: a burst costs one kick. */
 void vz_direct_burst(bool begin);
 /* Any entries, veloz (direct) and kernel together. */
 int vz_direct_poll(struct pollfd *fds, nfds_t n, int timeout_ms);
+/*
+ * A kernel wait (epoll_wait, poll) over descriptors that may be direct
+ * sockets: check(arg, ms) is the call, returning as it does. With the
+ * engine running, it first spins for the busy-poll budget, turning the
+ * engine and calling check(arg, 0), then calls check(arg, what is left of
+ * timeout_ms).
+ */
+int vz_direct_wait(int (*check)(void *arg, int ms), void *arg, int timeout_ms);
 
 #endif

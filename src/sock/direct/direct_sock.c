@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * Direct mode's socket calls: socket, close, bind, connect, the names,
- * the options and fcntl. A socket is a real eventfd descriptor (numbers
- * never collide with the process's), in a table by descriptor and one by
- * port (one socket per port: no SO_REUSEPORT groups here).
+ * Direct mode's socket calls: socket, close, dup, bind, connect, the
+ * names, the options and fcntl. A socket is a real eventfd descriptor
+ * (numbers never collide with the process's; dup copies it), in a table by
+ * descriptor and one by port (one socket per port: no SO_REUSEPORT groups
+ * here). A socket counts the descriptors naming it (refs) and the calls in
+ * progress on it (users): closing a descriptor another thread waits on
+ * leaves that thread a live socket, which it finds closed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,26 +23,82 @@
 #include "sock/lib/busy.h"
 #include "sock/lib/pmtu.h"
 
-/* ---- sockets ---- */
+/* ---- sockets and their descriptors ---- */
 
-int vz_direct_socket(int domain, int type, int protocol)
+struct dsock *vz_direct_hold(int fd)
 {
-	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
-	struct dsock *s;
+	struct dsock *s = NULL;
 
-	if (vz_direct_init())
-		return -1;
-	if (domain != AF_INET)
-		return fail(EAFNOSUPPORT);
-	if (base != SOCK_DGRAM)
-		return fail(base == SOCK_STREAM ? EPROTONOSUPPORT
-						: ESOCKTNOSUPPORT);
-	if (protocol && protocol != IPPROTO_UDP)
-		return fail(EPROTONOSUPPORT);
-	s = calloc(1, sizeof(*s));
+	if (vz_direct_forked()) {
+		errno = ENOTSUP;
+		return NULL;
+	}
+	if (fd >= 0 && fd < MAX_FD) {
+		pthread_mutex_lock(&vz_direct.lock);
+		s = vz_direct.by_fd[fd];
+		if (s)
+			s->users++;
+		pthread_mutex_unlock(&vz_direct.lock);
+	}
+	if (!s)
+		errno = EBADF;
+	return s;
+}
+
+/* Under vz_direct.lock. */
+static void sock_free(struct dsock *s)
+{
+	while (s->head != s->tail)
+		free(s->q[s->head++ % QLEN]);
+	free(s);
+}
+
+void vz_direct_put(struct dsock *s)
+{
+	pthread_mutex_lock(&vz_direct.lock);
+	if (!--s->users && !s->refs)
+		sock_free(s);
+	pthread_mutex_unlock(&vz_direct.lock);
+}
+
+/* Under vz_direct.lock: fd names s no more. The last descriptor closes
+ * the socket (its port is free at once, as the kernel's); its memory goes
+ * with the last call holding it. True when it may be freed now. */
+static bool release(int fd, struct dsock *s)
+{
+	int i;
+
+	__atomic_store_n(&vz_direct.by_fd[fd], NULL, __ATOMIC_RELEASE);
+	if (--s->refs) {
+		/* the engine writes s->fd: keep it one that stays open */
+		for (i = 0; s->fd == fd && i <= vz_direct.max_fd; i++)
+			if (vz_direct.by_fd[i] == s)
+				s->fd = i;
+		return false;
+	}
+	if (s->port && vz_direct.by_port[ntohs(s->port)] == s)
+		vz_direct.by_port[ntohs(s->port)] = NULL;
+	return !s->users; /* the queue goes with the memory (a peek reads) */
+}
+
+/* Under vz_direct.lock. */
+static void adopt(int fd, struct dsock *s)
+{
+	s->refs++;
+	if (fd > vz_direct.max_fd)
+		vz_direct.max_fd = fd;
+	__atomic_store_n(&vz_direct.by_fd[fd], s, __ATOMIC_RELEASE);
+}
+
+int vz_direct_sock_new(int type)
+{
+	struct dsock *s = calloc(1, sizeof(*s));
+
+	vz_direct_atfork();
 	if (!s)
 		return fail(ENOMEM);
-	/* a real descriptor, so numbers never collide with the process's */
+	/* a real descriptor, so numbers never collide with the process's,
+	 * and the kernel's poll, select and epoll see its readiness */
 	s->fd = eventfd(0,
 			EFD_NONBLOCK | (type & SOCK_CLOEXEC ? EFD_CLOEXEC : 0));
 	if (s->fd < 0 || s->fd >= MAX_FD) {
@@ -54,27 +113,117 @@ int vz_direct_socket(int domain, int type, int protocol)
 	s->busy_us = getenv("VZ_BUSY_POLL_US") ? vz_busy_default_us()
 					       : DEFAULT_BUSY_US;
 	pthread_mutex_lock(&vz_direct.lock);
-	__atomic_store_n(&vz_direct.by_fd[s->fd], s, __ATOMIC_RELEASE);
+	adopt(s->fd, s);
 	pthread_mutex_unlock(&vz_direct.lock);
 	return s->fd;
 }
 
+int vz_direct_socket(int domain, int type, int protocol)
+{
+	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (vz_direct_init())
+		return -1;
+	if (vz_direct_forked())
+		return fail(ENOTSUP);
+	if (domain != AF_INET)
+		return fail(EAFNOSUPPORT);
+	if (base != SOCK_DGRAM)
+		return fail(base == SOCK_STREAM ? EPROTONOSUPPORT
+						: ESOCKTNOSUPPORT);
+	if (protocol && protocol != IPPROTO_UDP)
+		return fail(EPROTONOSUPPORT);
+	return vz_direct_sock_new(type);
+}
+
 int vz_direct_close(int fd)
 {
-	struct dsock *s = get(fd);
+	struct dsock *s;
+	bool last;
+
+	if (fd < 0 || fd >= MAX_FD)
+		return fail(EBADF);
+	if (vz_direct_forked()) {
+		/* the parent's socket: the child only lets go of its copy */
+		__atomic_store_n(&vz_direct.by_fd[fd], NULL, __ATOMIC_RELEASE);
+		return close(fd);
+	}
+	pthread_mutex_lock(&vz_direct.lock);
+	s = vz_direct.by_fd[fd];
+	if (!s) {
+		pthread_mutex_unlock(&vz_direct.lock);
+		return fail(EBADF);
+	}
+	last = release(fd, s);
+	if (last)
+		sock_free(s);
+	pthread_mutex_unlock(&vz_direct.lock);
+	close(fd);
+	return 0;
+}
+
+/* F_DUPFD, F_DUPFD_CLOEXEC: the kernel copies the eventfd (so epoll on
+ * the copy is the kernel's), and the copy names the same socket. */
+static int dup_min(int fd, int cmd, int min)
+{
+	struct dsock *s = hold(fd);
+	int nfd, err = 0;
 
 	if (!s)
 		return -1;
+	nfd = fcntl(fd, cmd, min);
+	if (nfd < 0) {
+		put(s);
+		return -1;
+	}
 	pthread_mutex_lock(&vz_direct.lock);
-	if (s->port && vz_direct.by_port[ntohs(s->port)] == s)
-		vz_direct.by_port[ntohs(s->port)] = NULL;
-	__atomic_store_n(&vz_direct.by_fd[fd], NULL, __ATOMIC_RELEASE);
-	while (s->head != s->tail)
-		free(s->q[s->head++ % QLEN]);
+	if (nfd >= MAX_FD)
+		err = EMFILE;
+	else if (vz_direct.by_fd[fd] != s)
+		err = EBADF; /* closed meanwhile */
+	else
+		adopt(nfd, s);
 	pthread_mutex_unlock(&vz_direct.lock);
-	close(fd);
-	free(s);
-	return 0;
+	put(s);
+	if (err) {
+		close(nfd);
+		return fail(err);
+	}
+	return nfd;
+}
+
+/* dup2, dup3 where either side is a direct socket: newfd becomes a copy
+ * of oldfd (a direct socket's or a kernel descriptor), and a direct socket
+ * newfd named loses that descriptor first, as dup2 closes it. */
+int vz_direct_dup3(int oldfd, int newfd, int flags)
+{
+	struct dsock *so, *sn;
+	bool gone = false;
+
+	if (vz_direct_forked())
+		return fail(ENOTSUP);
+	if (newfd < 0)
+		return fail(EBADF);
+	pthread_mutex_lock(&vz_direct.lock);
+	so = oldfd >= 0 && oldfd < MAX_FD ? vz_direct.by_fd[oldfd] : NULL;
+	sn = newfd < MAX_FD ? vz_direct.by_fd[newfd] : NULL;
+	if (so && newfd >= MAX_FD) {
+		pthread_mutex_unlock(&vz_direct.lock);
+		return fail(EMFILE);
+	}
+	/* under the lock: the engine never writes a descriptor in flux */
+	if (dup3(oldfd, newfd, flags) < 0) {
+		pthread_mutex_unlock(&vz_direct.lock);
+		return -1;
+	}
+	if (sn)
+		gone = release(newfd, sn);
+	if (so)
+		adopt(newfd, so);
+	if (gone)
+		sock_free(sn);
+	pthread_mutex_unlock(&vz_direct.lock);
+	return newfd;
 }
 
 int vz_direct_sin_get(const struct sockaddr *sa, socklen_t len,
@@ -107,6 +256,8 @@ int vz_direct_bind_locked(struct dsock *s, __be32 ip, __u16 port)
 {
 	unsigned int i;
 
+	if (!s->refs)
+		return EBADF; /* closed by another thread meanwhile */
 	if (s->port)
 		return EINVAL;
 	if (ip && ip != vz_direct.ip4)
@@ -133,14 +284,11 @@ int vz_direct_bind_locked(struct dsock *s, __be32 ip, __u16 port)
 	return 0;
 }
 
-int vz_direct_bind(int fd, const struct sockaddr *addr, socklen_t len)
+static int bind_on(struct dsock *s, const struct sockaddr *addr, socklen_t len)
 {
-	struct dsock *s = get(fd);
 	struct sockaddr_in sin;
 	int rc;
 
-	if (!s)
-		return -1;
 	rc = vz_direct_sin_get(addr, len, &sin);
 	if (rc)
 		return fail(rc);
@@ -150,14 +298,12 @@ int vz_direct_bind(int fd, const struct sockaddr *addr, socklen_t len)
 	return rc ? fail(rc) : 0;
 }
 
-int vz_direct_connect(int fd, const struct sockaddr *addr, socklen_t len)
+static int connect_on(struct dsock *s, const struct sockaddr *addr,
+		      socklen_t len)
 {
-	struct dsock *s = get(fd);
 	struct sockaddr_in sin;
 	int rc = 0;
 
-	if (!s)
-		return -1;
 	if (addr && len >= sizeof(sa_family_t) &&
 	    addr->sa_family == AF_UNSPEC) {
 		s->peer_ip = 0;
@@ -180,23 +326,17 @@ int vz_direct_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	return rc ? fail(rc) : 0;
 }
 
-int vz_direct_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+static int getsockname_on(struct dsock *s, struct sockaddr *addr,
+			  socklen_t *len)
 {
-	struct dsock *s = get(fd);
-
-	if (!s)
-		return -1;
 	return vz_direct_sin_put(addr, len,
 				 s->ip || !s->peer_port ? s->ip : vz_direct.ip4,
 				 s->port);
 }
 
-int vz_direct_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+static int getpeername_on(struct dsock *s, struct sockaddr *addr,
+			  socklen_t *len)
 {
-	struct dsock *s = get(fd);
-
-	if (!s)
-		return -1;
 	if (!s->peer_port)
 		return fail(ENOTCONN);
 	return vz_direct_sin_put(addr, len, s->peer_ip, s->peer_port);
@@ -239,14 +379,11 @@ static int set_int(struct dsock *s, int name, int v)
 	}
 }
 
-int vz_direct_setsockopt(int fd, int level, int name, const void *val,
+static int setsockopt_on(struct dsock *s, int level, int name, const void *val,
 			 socklen_t len)
 {
-	struct dsock *s = get(fd);
 	int v;
 
-	if (!s)
-		return -1;
 	if (vz_pmtu_opt(false, level, name)) {
 		int err = vz_pmtu_set(val, len);
 
@@ -273,12 +410,10 @@ static int put_int(void *val, socklen_t *len, int v)
 	return 0;
 }
 
-int vz_direct_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+static int getsockopt_on(struct dsock *s, int level, int name, void *val,
+			 socklen_t *len)
 {
-	struct dsock *s = get(fd);
 
-	if (!s)
-		return -1;
 	if (vz_pmtu_opt(false, level, name)) {
 		int err = vz_pmtu_get(val, len);
 
@@ -307,12 +442,8 @@ int vz_direct_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	}
 }
 
-int vz_direct_fcntl(int fd, int cmd, int arg)
+static int fcntl_on(int fd, struct dsock *s, int cmd, int arg)
 {
-	struct dsock *s = get(fd);
-
-	if (!s)
-		return -1;
 	switch (cmd) {
 	case F_GETFL:
 		return O_RDWR | (s->nonblock ? O_NONBLOCK : 0);
@@ -322,10 +453,97 @@ int vz_direct_fcntl(int fd, int cmd, int arg)
 	case F_GETFD:
 	case F_SETFD:
 		return fcntl(fd, cmd, arg);
-	case F_DUPFD:
-	case F_DUPFD_CLOEXEC:
-		return fail(EOPNOTSUPP); /* no copies of a direct socket */
 	default:
 		return fail(EINVAL);
 	}
+}
+
+/* ---- the calls, each on a held socket ---- */
+
+int vz_direct_bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct dsock *s = hold(fd);
+	int rc;
+
+	if (!s)
+		return -1;
+	rc = bind_on(s, addr, len);
+	put(s);
+	return rc;
+}
+
+int vz_direct_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct dsock *s = hold(fd);
+	int rc;
+
+	if (!s)
+		return -1;
+	rc = connect_on(s, addr, len);
+	put(s);
+	return rc;
+}
+
+int vz_direct_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	struct dsock *s = hold(fd);
+	int rc;
+
+	if (!s)
+		return -1;
+	rc = getsockname_on(s, addr, len);
+	put(s);
+	return rc;
+}
+
+int vz_direct_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	struct dsock *s = hold(fd);
+	int rc;
+
+	if (!s)
+		return -1;
+	rc = getpeername_on(s, addr, len);
+	put(s);
+	return rc;
+}
+
+int vz_direct_setsockopt(int fd, int level, int name, const void *val,
+			 socklen_t len)
+{
+	struct dsock *s = hold(fd);
+	int rc;
+
+	if (!s)
+		return -1;
+	rc = setsockopt_on(s, level, name, val, len);
+	put(s);
+	return rc;
+}
+
+int vz_direct_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct dsock *s = hold(fd);
+	int rc;
+
+	if (!s)
+		return -1;
+	rc = getsockopt_on(s, level, name, val, len);
+	put(s);
+	return rc;
+}
+
+int vz_direct_fcntl(int fd, int cmd, int arg)
+{
+	struct dsock *s;
+	int rc;
+
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		return dup_min(fd, cmd, arg);
+	s = hold(fd);
+	if (!s)
+		return -1;
+	rc = fcntl_on(fd, s, cmd, arg);
+	put(s);
+	return rc;
 }

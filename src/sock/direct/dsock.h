@@ -4,22 +4,29 @@
  *
  *   direct.c       the engine (the stack and udpd's port in this process),
  *                  its set-up, and the data path: sendto, recvfrom, poll
- *   direct_sock.c  the socket calls: socket, close, bind, connect, the
- *                  names, the options, fcntl
+ *   direct_sock.c  the socket calls: socket, close, dup, bind, connect,
+ *                  the names, the options, fcntl; a socket's references
+ *   direct_wait.c  waiting: the background thread, poll/select, the spin
+ *                  before epoll_wait, fork
  *
- * One lock (vz_direct.lock) serialises the engine, the port and the
- * sockets' receive queues.
+ * One lock (vz_direct.lock) serialises the engine, the port, the sockets'
+ * receive queues and their references. A socket's eventfd is readable
+ * exactly while its queue holds a datagram (written on empty to
+ * non-empty, drained on non-empty to empty, both under the lock), so the
+ * kernel's poll, select and epoll answer for it unchanged.
  */
 #ifndef VZ_SOCK_DIRECT_DSOCK_H
 #define VZ_SOCK_DIRECT_DSOCK_H
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/types.h>
 #include <time.h>
 #include <linux/types.h>
 
@@ -38,7 +45,8 @@
  * every round trip and stay there, each round trip paying two wake-ups;
  * 200 us keeps them spinning. */
 #define DEFAULT_BUSY_US 200
-#define IDLE_NS 1000000 /* the background thread runs the engine after */
+/* The background thread's longest sleep: the stack's timers tick in ms. */
+#define TICK_MS 1
 
 struct dgram {
 	__be32 addr;
@@ -48,7 +56,9 @@ struct dgram {
 };
 
 struct dsock {
-	int fd;
+	int fd; /* one of its descriptors: the eventfd the engine writes */
+	int refs; /* descriptors naming it (dup); 0: closed */
+	int users; /* calls in progress holding it (hold/put) */
 	bool nonblock;
 	__be32 ip, peer_ip;
 	__be16 port, peer_port; /* network order; 0: unbound/unconnected */
@@ -71,6 +81,11 @@ struct vz_direct_state {
 	__u32 eph_next;
 	__be32 ip4;
 	pthread_t bg;
+	__u32 busy_us; /* a wait's spin: $VZ_BUSY_POLL_US or the default */
+	int wake; /* an eventfd: the background thread's doorbell */
+	int spinners; /* application threads spinning on the engine */
+	int max_fd; /* the highest descriptor by_fd ever held */
+	pid_t pid; /* whose port this is: a forked child's calls fail */
 	volatile int stop;
 	int init_err; /* positive errno once init failed */
 	bool ready;
@@ -84,14 +99,52 @@ static inline int fail(int rc)
 	return -1;
 }
 
-static inline struct dsock *get(int fd)
+/*
+ * The socket fd names, held against a close in another thread until put():
+ * NULL with errno EBADF, or ENOTSUP in a child after fork() (the port and
+ * its rings are the parent's).
+ */
+VZ_DIRECT_HIDDEN struct dsock *vz_direct_hold(int fd);
+VZ_DIRECT_HIDDEN void vz_direct_put(struct dsock *s);
+static inline struct dsock *hold(int fd)
 {
-	struct dsock *s = fd >= 0 && fd < MAX_FD ? vz_direct.by_fd[fd] : NULL;
-
-	if (!s)
-		errno = EBADF;
-	return s;
+	return vz_direct_hold(fd);
 }
+
+static inline void put(struct dsock *s)
+{
+	vz_direct_put(s);
+}
+
+/* Whether this process is a child forked from the port's owner (with one
+ * line on stderr the first time). */
+VZ_DIRECT_HIDDEN bool vz_direct_forked(void);
+/* Set up fork handling, once (direct_wait.c). */
+VZ_DIRECT_HIDDEN void vz_direct_atfork(void);
+
+/* Under vz_direct.lock: take what the port has, run the timers, send
+ * (direct.c; nothing without a port). */
+VZ_DIRECT_HIDDEN unsigned int vz_direct_engine(void);
+/* The background thread (direct_wait.c): start, stop. */
+VZ_DIRECT_HIDDEN int vz_direct_bg_start(void);
+VZ_DIRECT_HIDDEN void vz_direct_bg_stop(void);
+/* Around an application thread's spin on the engine: the background
+ * thread stays off the port meanwhile. */
+VZ_DIRECT_HIDDEN void vz_direct_spinning(bool on);
+
+/* Add one to an eventfd's counter; empty it (direct_wait.c). */
+VZ_DIRECT_HIDDEN void vz_direct_efd_ring(int fd);
+VZ_DIRECT_HIDDEN void vz_direct_efd_drain(int fd);
+/* libc's poll (the shim's would look at every descriptor). */
+VZ_DIRECT_HIDDEN int vz_direct_sys_poll(struct pollfd *p, nfds_t n, int ms);
+
+/* A socket without the engine's set-up (socket() after vz_direct_init):
+ * its descriptor, or -1 with errno. */
+VZ_DIRECT_HIDDEN int vz_direct_sock_new(int type);
+/* Under vz_direct.lock: queue a datagram on s (false: full, dropped). */
+VZ_DIRECT_HIDDEN bool vz_direct_enqueue(struct dsock *s, __be32 addr,
+					__be16 port, const void *data,
+					size_t len);
 
 /* Under vz_direct.lock (direct_sock.c): bind s, port 0 for an ephemeral
  * one: 0 or a positive errno. */

@@ -54,6 +54,7 @@
 #define vz_direct_socket(d, t, p) (-1)
 #define vz_direct_poll(f, n, t) (-1)
 #define vz_direct_fd(fd) false
+#define vz_direct_dup3(o, n, f) (-1)
 #endif
 
 #define VZ_FD_CHUNK 1024

@@ -21,6 +21,10 @@
  * and it is ready now. EPOLLONESHOT disarms a member once reported, until
  * EPOLL_CTL_MOD.
  *
+ * In direct mode (VZ_MODE=direct) a socket is an eventfd the engine keeps
+ * readable while it holds a datagram: a kernel member, and the kernel's
+ * epoll_wait after direct mode's spin (vz_direct_wait).
+ *
  * One lock guards every set: the scans are short and sets rarely shared
  * between threads. The order is the library's control lock, then this
  * one (a socket's last close forgets its entries under the former).
@@ -42,7 +46,8 @@
 #ifdef VZ_SOCK_DIRECT
 #include "sock/direct/direct.h"
 #else
-#define vz_direct_fd(fd) false
+#define vz_direct_enabled() false
+#define vz_direct_wait(check, arg, ms) check(arg, ms)
 #endif
 #include "veloz/sock.h"
 
@@ -399,11 +404,8 @@ int vz_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	int rc;
 
 	sys_init();
-	/* A direct-mode socket's descriptor is an eventfd nobody writes: in a
-	 * kernel set it would never be ready and the caller would sleep
-	 * through its datagrams. Refuse rather than half work. */
-	if (!s && vz_direct_fd(fd))
-		return fail(EOPNOTSUPP);
+	/* A direct-mode socket's eventfd is readable while it holds a
+	 * datagram: a kernel member like any other. */
 	if (!s)
 		return ctl_kernel(epfd, op, fd, ev);
 	rc = ctl_check(epfd, op, s, ev);
@@ -639,6 +641,22 @@ static int ep_wait_loop(struct vz_ep *ep, struct epoll_event *events,
 	}
 }
 
+/* The kernel's epoll_pwait, for direct mode's spin-then-sleep (its
+ * sockets are kernel members: eventfds). */
+struct sys_wait {
+	int epfd;
+	struct epoll_event *events;
+	int max;
+	const sigset_t *mask;
+};
+
+static int sys_wait(void *arg, int ms)
+{
+	struct sys_wait *w = arg;
+
+	return sys.epoll_pwait(w->epfd, w->events, w->max, ms, w->mask);
+}
+
 static int ep_wait(int epfd, struct epoll_event *events, int maxevents,
 		   int timeout_ms, const sigset_t *mask)
 {
@@ -655,6 +673,11 @@ static int ep_wait(int epfd, struct epoll_event *events, int maxevents,
 	if (!events)
 		return fail(EFAULT);
 	ep = ep_hold(epfd);
+	if (!ep && vz_direct_enabled()) {
+		struct sys_wait w = { epfd, events, maxevents, mask };
+
+		return vz_direct_wait(sys_wait, &w, timeout_ms);
+	}
 	if (!ep)
 		return sys.epoll_pwait(epfd, events, maxevents, timeout_ms,
 				       mask);

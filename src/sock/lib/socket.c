@@ -142,10 +142,8 @@ static int dup_onto(int oldfd, int newfd, int flags)
 	int rc;
 
 	vz_client_libc_init();
-	/* Direct mode keeps no copies: a copy of its eventfd would be no
-	 * socket, and one made over it would leave the socket dangling. */
 	if (vz_direct_fd(oldfd) || vz_direct_fd(newfd))
-		return fail(-EOPNOTSUPP);
+		return vz_direct_dup3(oldfd, newfd, flags);
 	pthread_mutex_lock(&vz_client_lock);
 	so = lookup(oldfd);
 	sn = lookup(newfd);

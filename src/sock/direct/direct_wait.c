@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Direct mode: waiting. A socket's eventfd is readable while its queue
+ * holds a datagram, so poll, select and epoll_wait are the kernel's own
+ * calls on it; what they need from here is someone running the engine
+ * while the application sleeps in them, and no wake-up hop while it is
+ * busy:
+ *
+ *   - a wait first spins for the busy-poll budget ($VZ_BUSY_POLL_US, else
+ *     DEFAULT_BUSY_US), running the engine and asking the kernel with a
+ *     zero timeout, then sleeps in the real call. One thread spins at a
+ *     time (`spinners`); others sleep at once, woken by the eventfds the
+ *     spinner's engine writes.
+ *   - the background thread sleeps in poll() on the AF_XDP sockets, so a
+ *     frame wakes it at once and it runs the engine (which writes the
+ *     eventfds). While a thread spins it stays off the port (they would
+ *     both chase every frame) and looks again every spin budget; a spinner
+ *     that goes to sleep rings it (`wake`).
+ *
+ * Across fork() the child gets the parent's descriptors but not its port:
+ * sharing the AF_XDP rings would corrupt both. Its direct-socket calls fail
+ * with ENOTSUP (one line on stderr, once); close works.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sock/direct/direct.h"
+#include "sock/direct/dsock.h"
+
+static bool child; /* forked from the port's owner */
+static int child_warned;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* ---- system calls past the shim ---- */
+
+/* The system call writes what is left of the timeout back: a copy. */
+static int sys_ppoll(struct pollfd *p, nfds_t n, const struct timespec *ts)
+{
+	struct timespec left;
+
+	if (ts)
+		left = *ts;
+	return (int)syscall(SYS_ppoll, p, n, ts ? &left : NULL, NULL,
+			    _NSIG / 8);
+}
+
+int vz_direct_sys_poll(struct pollfd *p, nfds_t n, int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	return sys_ppoll(p, n, ms < 0 ? NULL : &ts);
+}
+
+/* An eventfd's counter, past the shim too (it would take a write on a
+ * veloz descriptor for a datagram). */
+void vz_direct_efd_ring(int fd)
+{
+	__u64 one = 1;
+
+	if (syscall(SYS_write, fd, &one, sizeof(one)) < 0)
+		return; /* EAGAIN: already non-zero */
+}
+
+void vz_direct_efd_drain(int fd)
+{
+	__u64 v;
+
+	if (syscall(SYS_read, fd, &v, sizeof(v)) < 0)
+		return; /* EAGAIN: already zero */
+}
+
+/* ---- fork ---- */
+
+/* Not stdio: the program may be using stderr's buffer right now. */
+static void ring_text(const char *text, size_t len)
+{
+	if (syscall(SYS_write, STDERR_FILENO, text, len) < 0)
+		return;
+}
+
+static void in_child(void)
+{
+	unsigned int i;
+
+	child = true;
+	vz_direct.ready = false; /* no engine, no spin, no clean-up at exit */
+	/* the parent may have held it at fork() */
+	pthread_mutex_init(&vz_direct.lock, NULL);
+	for (i = 0; i < vz_direct.nxfds; i++)
+		close(vz_direct.xfds[i]);
+	vz_direct.nxfds = 0;
+}
+
+static void atfork_setup(void)
+{
+	pthread_atfork(NULL, NULL, in_child);
+}
+
+void vz_direct_atfork(void)
+{
+	pthread_once(&atfork_once, atfork_setup);
+}
+
+bool vz_direct_forked(void)
+{
+	static const char note[] =
+		"libveloz-sock: direct-mode sockets belong to the process "
+		"that made them; in a forked child their calls fail "
+		"(ENOTSUP)\n";
+
+	if (!child)
+		return false;
+	if (!__atomic_exchange_n(&child_warned, 1, __ATOMIC_RELAXED))
+		ring_text(note, sizeof(note) - 1);
+	return true;
+}
+
+/* ---- the background thread ---- */
+
+/* Whether a frame may be waiting for no one: nobody ran the engine for
+ * a tick (the timers are due too). */
+static bool stale(void)
+{
+	return vz_now_ns() -
+		       __atomic_load_n(&vz_direct.last_run, __ATOMIC_RELAXED) >=
+	       (__u64)TICK_MS * 1000000;
+}
+
+static void *background(void *arg)
+{
+	struct pollfd p[VZ_UDPD_MAX_QUEUES + 1];
+	struct timespec tick = { 0, TICK_MS * 1000000L };
+	struct timespec park = { 0, (long)vz_direct.busy_us * 1000 };
+	nfds_t n, i;
+	bool watch;
+	int rc;
+
+	(void)arg;
+	if (park.tv_nsec < 50000 || park.tv_nsec >= tick.tv_nsec)
+		park.tv_nsec = park.tv_nsec < 50000 ? 50000 : tick.tv_nsec;
+	while (!__atomic_load_n(&vz_direct.stop, __ATOMIC_ACQUIRE)) {
+		watch = !__atomic_load_n(&vz_direct.spinners, __ATOMIC_ACQUIRE);
+		n = 0;
+		p[n++] = (struct pollfd){ .fd = vz_direct.wake,
+					  .events = POLLIN };
+		for (i = 0; watch && i < vz_direct.nxfds; i++)
+			p[n++] = (struct pollfd){ .fd = vz_direct.xfds[i],
+						  .events = POLLIN };
+		rc = sys_ppoll(p, n, watch ? &tick : &park);
+		if (rc > 0 && (p[0].revents & POLLIN))
+			vz_direct_efd_drain(vz_direct.wake);
+		if (__atomic_load_n(&vz_direct.spinners, __ATOMIC_ACQUIRE))
+			continue; /* a spinning thread runs the engine */
+		if (rc <= 0 && !stale())
+			continue;
+		pthread_mutex_lock(&vz_direct.lock);
+		vz_direct_engine();
+		pthread_mutex_unlock(&vz_direct.lock);
+	}
+	return NULL;
+}
+
+int vz_direct_bg_start(void)
+{
+	sigset_t all, old;
+	int rc;
+
+	vz_direct.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (vz_direct.wake < 0)
+		return -1;
+	/* the application's signals are for its own threads */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&vz_direct.bg, NULL, background, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		close(vz_direct.wake);
+		return -1;
+	}
+	return 0;
+}
+
+void vz_direct_bg_stop(void)
+{
+	__atomic_store_n(&vz_direct.stop, 1, __ATOMIC_RELEASE);
+	vz_direct_efd_ring(vz_direct.wake);
+	pthread_join(vz_direct.bg, NULL);
+}
+
+/* ---- spinning ---- */
+
+/* Start a spin: false when `alone` and another thread spins already. */
+static bool spin_begin(bool alone)
+{
+	int none = 0;
+
+	if (!alone) {
+		__atomic_add_fetch(&vz_direct.spinners, 1, __ATOMIC_ACQ_REL);
+		return true;
+	}
+	return __atomic_compare_exchange_n(&vz_direct.spinners, &none, 1, false,
+					   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+/* End a spin; one going to sleep hands the port to the background thread
+ * when it was the last spinner. */
+static void spin_end(bool sleeping)
+{
+	if (!__atomic_sub_fetch(&vz_direct.spinners, 1, __ATOMIC_ACQ_REL) &&
+	    sleeping)
+		vz_direct_efd_ring(vz_direct.wake);
+}
+
+void vz_direct_spinning(bool on)
+{
+	if (on)
+		spin_begin(false);
+	else
+		spin_end(false);
+}
+
+/* ---- waits ---- */
+
+int vz_direct_wait(int (*check)(void *arg, int ms), void *arg, int timeout_ms)
+{
+	__s64 deadline = timeout_ms < 0 ? -1
+					: (__s64)vz_now_ns() +
+						  (__s64)timeout_ms * 1000000;
+	__s64 end = (__s64)vz_now_ns() + (__s64)vz_direct.busy_us * 1000;
+	__s64 left;
+	int rc;
+
+	if (!vz_direct.ready || child || !spin_begin(true))
+		return check(arg, timeout_ms);
+	if (deadline >= 0 && deadline < end)
+		end = deadline;
+	for (;;) {
+		if (!pthread_mutex_trylock(&vz_direct.lock)) {
+			vz_direct_engine();
+			pthread_mutex_unlock(&vz_direct.lock);
+		}
+		rc = check(arg, 0);
+		if (rc || !timeout_ms) {
+			spin_end(false);
+			return rc;
+		}
+		if ((__s64)vz_now_ns() >= end)
+			break;
+	}
+	spin_end(true);
+	if (deadline < 0)
+		return check(arg, -1);
+	left = deadline - (__s64)vz_now_ns();
+	/* rounded up: waking early would spin a caller that re-checks */
+	return check(arg, left <= 0 ? 0 : (int)((left + 999999) / 1000000));
+}
+
+struct poll_arg {
+	struct pollfd *fds;
+	nfds_t n;
+};
+
+static int poll_check(void *arg, int ms)
+{
+	struct poll_arg *a = arg;
+
+	return vz_direct_sys_poll(a->fds, a->n, ms);
+}
+
+int vz_direct_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
+{
+	struct poll_arg a = { fds, n };
+	nfds_t i;
+
+	if (child)
+		for (i = 0; i < n; i++)
+			if (vz_direct_fd(fds[i].fd) && vz_direct_forked())
+				return fail(ENOTSUP);
+	return vz_direct_wait(poll_check, &a, timeout_ms);
+}
