@@ -154,8 +154,10 @@ def familyless_default(line: str) -> bool:
     if words and words[0] in router.IP_ROUTE_TYPES:
         words = words[1:]
     # a multipath member on a link alone makes the route the kernel's: no gateway either
-    return bool(words) and words[0] == "default" and (
-        "via" not in words or _member_without_gateway(words)
+    return (
+        bool(words)
+        and words[0] == "default"
+        and ("via" not in words or _member_without_gateway(words))
     )
 
 
