@@ -31,6 +31,8 @@ its id (VALID cleared, DOWN set) until it comes back. The running NF's maps are 
 every `veloz ctl` command reads them, computes the VIP's new Maglev ring and
 sends only the slots that differ, with the backend entries, as one
 transaction.
+A reload of an instance's config does the same for the whole file
+(lb_reload.py).
 
 Maglev's table is built in maglev.py; the flow hash that picks a slot is
 nf/lb.c's own C code (include/veloz/jhash.h, through libveloz-lbhash). Every

@@ -25,6 +25,10 @@ If the watch is lost (the kernel drops events when its socket buffer
 overflows: ENOBUFS), the companion starts a new one and compares the whole
 table again, so nothing is missed for long. Its status file says how far
 behind it is (veloz status, the metrics' veloz_router_sync_*).
+
+A reload of a router instance's config (reload_ops, docs/service.md) is the
+same kind of batch: the difference between the routes the router holds and
+those the file gives, written by change_ops in one transaction.
 """
 
 from __future__ import annotations
