@@ -9,14 +9,20 @@ from veloz.control import instance
 
 DESCRIPTION = """\
 Read a running instance's NF config again and apply what changed as one
-control-socket transaction: ddos's rules and allow-list as the file now says
-(a rule that did not change keeps its slot, counters and token buckets).
+control-socket transaction; the NF then holds what the file says:
+  ddos    the rules and allow-list (an unchanged rule keeps its slot,
+          counters and token buckets)
+  router  the routes (route files, [[route]], local) and [[neighbour]] MACs;
+          with sync = "kernel" the routes are the kernel's: neighbours only
+  lb      [lb], the VIPs and their backends and weights; a backend that stays
+          keeps its connections, a changed VIP's Maglev ring moves only the
+          slots that differ, a backend the health checks drained stays so
 A file that does not parse or check, or a change only a restart applies
-(the instance's nf, backend, ports, metrics, ctl_group, persist, options, the
-NF's config fields, router's or lb's objects), is one line on stderr, a
-non-zero exit, and nothing changes. `systemctl reload veloz@NAME` runs this;
-SIGHUP to the instance's runner does the same. Run it in the instance's
-network namespace.
+(the instance's nf, backend, ports, metrics, ctl_group, persist, options,
+the NF config's fields, lb's health checks, a synced router's routes), is
+one line on stderr, a non-zero exit, and nothing changes. `systemctl reload
+veloz@NAME` runs this; SIGHUP to the instance's runner does the same. Run it
+in the instance's network namespace.
 """
 
 

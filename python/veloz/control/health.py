@@ -29,6 +29,12 @@ bring it back. A drained backend keeps its id and Maglev identity, so it
 comes back to the same slots. An unreachable target is a backend that is
 down, never an error of the run.
 
+The checker probes the targets the run started with. A reload of an
+instance's config (lb_reload.py) that changes them (a checked backend added
+or removed, a check's settings, a checked VIP's on_all_down) is refused,
+asking for a restart; one that changes unchecked backends or weights leaves
+the checker as it is, and a drained backend stays drained until it rises.
+
 The probes run in threads (blocking sockets with a deadline); one loop
 counts results, applies changes and writes the status file the metrics
 server, `veloz status` and `veloz ctl lb-stats` read.

@@ -234,13 +234,18 @@ def _plain(value: object) -> Any:
 def record(inst: Instance, values: dict[str, Any]) -> dict[str, Any]:
     """What the instance runs with, as a reload compares it."""
     fields, objs = objects.split_config(inst.nf, values)
-    digest = hashlib.sha256(json.dumps(_plain(objs), sort_keys=True).encode()).hexdigest()
+    mod = objects.module(inst.nf)
+    fixed = mod.reload_fixed(objs) if mod is not None and hasattr(mod, "reload_fixed") else {}
     return _plain({
         "instance": str(inst.path), "nf": inst.nf, "backend": inst.backend,
         "ports": inst.ports, "metrics": inst.metrics, "ctl_group": inst.ctl_group,
         "persist": inst.persist, "options": inst.options, "fields": fields,
-        "objects": digest,
+        "objects": _digest(objs), "fixed": {what: _digest(v) for what, v in fixed.items()},
     })  # fmt: skip
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(_plain(value), sort_keys=True).encode()).hexdigest()
 
 
 def before_exec(inst: Instance, values: dict[str, Any]) -> Callable[[], None]:
@@ -261,6 +266,11 @@ def _restart_needed(inst: Instance, started: dict, now: dict) -> None:
             what = "the NF config's fields" if key == "fields" else key
             raise VelozError(f"{inst.path}: {what} changed: a restart applies it, a reload "
                              f"does not (systemctl restart veloz@{inst.name})")  # fmt: skip
+    fixed = started.get("fixed") or {}
+    for what, digest in now["fixed"].items():
+        if fixed.get(what) != digest:
+            raise VelozError(f"{inst.path}: {what} changed: a restart applies it, a reload "
+                             f"does not (systemctl restart veloz@{inst.name})")  # fmt: skip
 
 
 def describe(name: str, changes: int) -> str:
@@ -272,9 +282,11 @@ def describe(name: str, changes: int) -> str:
 
 def reload(name: str) -> int:
     """Apply the instance's NF config, as it is now, to its running NF in one
-    transaction: the objects (ddos rules and allow-list) that differ from
-    what the NF holds. A bad file, or a change only a restart applies,
-    changes nothing. Returns the number of map changes applied."""
+    transaction: the objects that differ from what the NF holds (ddos's rules
+    and allow-list, router's routes and neighbours, lb's [lb], VIPs and
+    backends). A bad file, or a change only a restart applies (the module's
+    reload_fixed: a synced router's routes, lb's health checks), changes
+    nothing. Returns the number of map changes applied."""
     inst = load(name)
     values = inst.config_values()
     now = record(inst, values)

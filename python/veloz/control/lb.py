@@ -31,6 +31,8 @@ its id (VALID cleared, DOWN set) until it comes back. The running NF's maps are 
 every `veloz ctl` command reads them, computes the VIP's new Maglev ring and
 sends only the slots that differ, with the backend entries, as one
 transaction.
+A reload of an instance's config does the same for the whole file
+(lb_reload.py).
 
 Maglev's table is built in maglev.py; the flow hash that picks a slot is
 nf/lb.c's own C code (include/veloz/jhash.h, through libveloz-lbhash). Every
@@ -463,17 +465,24 @@ def restore_ops(state: State, vip: Vip, address: Address, ring: Sequence[int]) -
 # ---- start-up: a config file's objects ------------------------------------
 
 
-def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
+@dataclass
+class VipConfig:
+    """A [[vip]] table: the VIP, struct vz_lb_vip's flags, its backends."""
+
+    vip: Vip
+    flags: int
+    backends: list[Backend]
+
+
+def parse_config(values: dict, ports: Ports) -> tuple[Self | None, list[VipConfig]]:
+    """[lb] (None without it) and the [[vip]] tables of a config, checked."""
     vips = values.get("vip", [])
     if not isinstance(vips, list) or not all(isinstance(v, dict) for v in vips):
         raise VelozError("config: [[vip]] must be a list of tables")
-    state = State()
-    ops: list[Op] = []
-    if "lb" in values:
-        state.self = parse_self(values["lb"], ports)
-        ops.append(update(SELF, u32(0), state.self.value()))
-    elif vips:
+    own = parse_self(values["lb"], ports) if "lb" in values else None
+    if own is None and vips:
         raise VelozError("config: VIPs need an [lb] table (source4/source6, next_hop_mac)")
+    out: list[VipConfig] = []
     for n, item in enumerate(vips, 1):
         known = {"address", "port", "proto", "backends", "on_all_down", "check"}
         _check_unknown(item, known, f"vip {n}")
@@ -481,21 +490,58 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
             if key not in item:
                 raise VelozError(f"config: vip {n} needs '{key}'")
         vip = parse_vip(item["address"], item["port"], item["proto"])
-        index = state.new_vip_index(vip)
-        state.vips[vip] = index
+        if any(v.vip == vip for v in out):
+            raise VelozError(f"VIP {vip} exists already")
         flags = parse_on_all_down(item.get("on_all_down", "drop"), f"vip {vip}")
-        ops.append(update(VIPS, vip.key(), ABI.VIP_VALUE.pack(index=index, flags=flags)))
         items = item.get("backends", [])
         if not isinstance(items, list):
             raise VelozError(f"config: vip {vip}: backends must be a list")
         backends = [parse_backend(b, f"vip {vip} backend") for b in items]
-        backend_ops, members = add_backends(state, vip, backends)
+        seen: set[Address] = set()
+        for b in backends:
+            if b.address in seen:
+                raise VelozError(f"{b.address} is a backend of {vip} already")
+            seen.add(b.address)
+            assert own is not None
+            own.check_backend(b, vip)
+        out.append(VipConfig(vip, flags, backends))
+    return own, out
+
+
+def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
+    own, vips = parse_config(values, ports)
+    state = State()
+    ops: list[Op] = []
+    if own is not None:
+        state.self = own
+        ops.append(update(SELF, u32(0), own.value()))
+    for item in vips:
+        index = state.new_vip_index(item.vip)
+        state.vips[item.vip] = index
+        ops.append(update(VIPS, item.vip.key(), ABI.VIP_VALUE.pack(index=index, flags=item.flags)))
+        backend_ops, members = add_backends(state, item.vip, item.backends)
         ops += backend_ops
         ops += ring_ops(index, [0] * ABI.RING_SIZE, ring_ids(members))
     from veloz.control import health  # it builds on this module
 
     health.targets(values)  # the checks: refused here, before anything is attached
     return ops
+
+
+def reload_ops(ctl: Ctl, values: dict, ports: Ports, base: Path) -> list[Op]:
+    """What a reload of a config sends to the running lb: lb_reload.reload_ops."""
+    from veloz.control import lb_reload  # it builds on this module
+
+    return lb_reload.reload_ops(ctl, values, ports, base)
+
+
+def reload_fixed(values: dict) -> dict[str, object]:
+    """What a reload leaves as the run started: the health checks, whose
+    companion probes the targets it was started with."""
+    from veloz.control import health
+
+    return {"the health checks": [(str(t.vip), str(t.address), t.check, t.on_all_down)
+                                  for t in health.targets(values)]}  # fmt: skip
 
 
 # ---- live: `veloz ctl vip|backend|lb|lb-stats` ------------------------------

@@ -16,6 +16,11 @@ A module defines:
         top-level config keys that hold objects, not config fields
     def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]
         the objects of a config file (relative file names are relative to base)
+    def reload_ops(ctl: Ctl, values: dict, ports: Ports, base: Path) -> list[Op]
+        a reload (instance.py): from what the running NF holds to the file's
+        objects, as one transaction; the whole file checked before anything is sent
+    def reload_fixed(values: dict) -> dict[str, object]   (optional)
+        what a reload cannot change, by name: a change of it asks for a restart
     ctl_VERB(args, ctl: Ctl) -> int
         the work of its `veloz ctl` subcommands, whose parser is
         veloz/cli/ctl_NF.py's add_ctl_commands (func=ctl_VERB)

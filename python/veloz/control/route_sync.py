@@ -25,6 +25,10 @@ If the watch is lost (the kernel drops events when its socket buffer
 overflows: ENOBUFS), the companion starts a new one and compares the whole
 table again, so nothing is missed for long. Its status file says how far
 behind it is (veloz status, the metrics' veloz_router_sync_*).
+
+A reload of a router instance's config (reload_ops, docs/service.md) is the
+same kind of batch: the difference between the routes the router holds and
+those the file gives, written by change_ops in one transaction.
 """
 
 from __future__ import annotations
@@ -292,6 +296,55 @@ def held_routes(ctl: Ctl, table: router.NexthopTable) -> dict[Prefix, Route]:
     return out
 
 
+def resolve_new(adds: Iterable[Route], table: router.NexthopTable, ports: Ports,
+                neighbours: dict[tuple[int, bytes], bytes]) -> list[Op]:  # fmt: skip
+    """The new next hops of adds, with the MACs neighbours already know,
+    written first (the routes through them then forward from the start)."""
+    ops = []
+    for route in adds:
+        if route.kind != ABI.FORWARD:
+            continue
+        members = route.multipath or (((route.via, route.port),) if route.via else ())
+        for via, port in dict.fromkeys(members):
+            slot, new = table.slot(via, port, ports)
+            if new:
+                table.slots[slot].dmac = neighbours.get(via)
+                value = table.slots[slot].value()
+                ops.append(update(router.NEXTHOPS, slot.to_bytes(4, "little"), value))
+    return ops
+
+
+def diff(held: dict[Prefix, Route], wanted: Iterable[Route]) -> dict[Prefix, Route | None]:
+    """From the routes held to those wanted (of two for one prefix, the
+    later): each prefix to change, to its new route or None (deleted)."""
+    want = {r.prefix: r for r in wanted}
+    changed: dict[Prefix, Route | None] = {p: r for p, r in want.items() if held.get(p) != r}
+    changed |= {p: None for p in held if p not in want}
+    return changed
+
+
+def reload_ops(ctl: Ctl, values: dict, ports: Ports, base: Path) -> list[Op]:
+    """A reload of a router's config: its routes (route files, [[route]],
+    local, the ports' addresses) reached from what the router holds in one
+    transaction, as change_ops writes a batch of the kernel's; next hops
+    given their MACs by [[neighbour]] or the kernel. With sync the routes
+    are the kernel's (instance.py refuses a change of them): neighbours only."""
+    neighbours = router.config_neighbours(values, ports)
+    table = router._nexthops(ctl)
+    ops: list[Op] = []
+    if parse_source(values) is None:
+        wanted = router.config_routes(values, ports, base)  # the whole file read and checked
+        held = held_routes(ctl, table)
+        changed = diff(held, wanted)
+        fib = router._dir24().Table(router._reader(ctl))
+        ops += resolve_new((r for r in changed.values() if r is not None), table, ports,
+                           neighbours)  # fmt: skip
+        ops += change_ops(changed, held, table, ports, fib)
+    for key, mac in neighbours.items():  # the slots in use whose MAC is now another
+        ops += neighbour_ops(key, mac, table)
+    return ops
+
+
 # ---- the companion ----------------------------------------------------------
 
 
@@ -365,21 +418,6 @@ class Sync:
         self.neighbours = router.kernel_neighbours(ports.names)
         return self.kernel.load() | (set(self.held) - self.protected)
 
-    def _resolve_new(self, adds: Iterable[Route]) -> list[Op]:
-        """New next hops with the MACs the kernel already knows, written first."""
-        ops = []
-        for route in adds:
-            if route.kind != ABI.FORWARD:
-                continue
-            members = route.multipath or (((route.via, route.port),) if route.via else ())
-            for via, port in dict.fromkeys(members):
-                slot, new = self.table.slot(via, port, self.ports)
-                if new:
-                    self.table.slots[slot].dmac = self.neighbours.get(via)
-                    value = self.table.slots[slot].value()
-                    ops.append(update(router.NEXTHOPS, slot.to_bytes(4, "little"), value))
-        return ops
-
     def apply(self, touched: Iterable[Prefix], neighbour_lines: list[str]) -> None:
         start = time.monotonic()
         ops: list[Op] = []
@@ -400,7 +438,8 @@ class Sync:
         if not ops and not changed:
             return
         with self.connect() as ctl:
-            ops += self._resolve_new(r for r in changed.values() if r is not None)
+            adds = (r for r in changed.values() if r is not None)
+            ops += resolve_new(adds, self.table, self.ports, self.neighbours)
             ops += change_ops(changed, self.held, self.table, self.ports, self.fib)
             ctl.apply(ops)
         self.fib.committed()

@@ -385,7 +385,10 @@ def _require(item: dict, field: str, where: str) -> str:
     return str(item[field])
 
 
-def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
+def config_routes(values: dict, ports: Ports, base: Path) -> list[Route]:
+    """Every route a config gives the router, in order (of two for one prefix,
+    the later is held): the kernel's table with sync, the route files, the
+    [[route]] tables, local, and each address of the run's live ports."""
     from veloz.control import route_sync
 
     routes: list[Route] = []
@@ -413,22 +416,48 @@ def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
     routes += [Route(parse_prefix(str(a)), ABI.LOCAL) for a in local]
     live = [n for n in ports.names if n]
     routes += [Route(p, ABI.LOCAL) for p in port_addresses(live)]
+    return routes
 
-    table = NexthopTable()
-    fib = _dir24().Table()
-    ops = list(route_ops(routes, table, ports, fib))
-    ops += fib.ops()
-    ops += table.free_ops()
+
+def config_neighbours(values: dict, ports: Ports) -> dict[tuple[int, bytes], bytes]:
+    """(family, address) -> MAC: the kernel's neighbours on the live ports,
+    then the config's [[neighbour]] tables over them."""
+    live = [n for n in ports.names if n]
     neighbours = kernel_neighbours(live) if live else {}
     for i, item in enumerate(_table(values, "neighbour")):
         where = f"neighbour {i + 1}"
         addr = parse_address(_require(item, "address", where))
         neighbours[(addr.version, addr.packed)] = parse_mac(_require(item, "mac", where))
-    for (family, addr), mac in neighbours.items():
+    return neighbours
+
+
+def config_ops(values: dict, ports: Ports, base: Path) -> list[Op]:
+    routes = config_routes(values, ports, base)
+    table = NexthopTable()
+    fib = _dir24().Table()
+    ops = list(route_ops(routes, table, ports, fib))
+    ops += fib.ops()
+    ops += table.free_ops()
+    for (family, addr), mac in config_neighbours(values, ports).items():
         table.resolve(family, addr, mac)
     # next hops again, now with their MACs (the last write of a slot wins)
     ops += [update(NEXTHOPS, i.to_bytes(4, "little"), nh.value()) for i, nh in table.slots.items()]
     return ops
+
+
+def reload_ops(ctl: Ctl, values: dict, ports: Ports, base: Path) -> list[Op]:
+    """What a reload of a config sends to the running router: route_sync.reload_ops."""
+    from veloz.control import route_sync
+
+    return route_sync.reload_ops(ctl, values, ports, base)
+
+
+def reload_fixed(values: dict) -> dict[str, object]:
+    """What a reload leaves as the run started: a router that follows the
+    kernel's table takes its routes from there, not from the file."""
+    keys = ("sync", "sync_table", "routes", "route", "local")
+    synced = {k: values.get(k) for k in keys} if "sync" in values else None
+    return {'the routes of a router that follows the kernel (sync = "kernel")': synced}
 
 
 # ---- live: `veloz ctl route|neigh|router-stats` -----------------------------
