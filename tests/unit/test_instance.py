@@ -284,7 +284,7 @@ def test_instance_reload_is_one_transaction_and_a_broken_file_changes_nothing(
     with pytest.raises(VelozError, match="config file"):
         instance.reload(str(path))
     (tmp_path / "ddos.toml").write_text("threshold = 3\n" + OLD)
-    with pytest.raises(VelozError, match="the NF config's fields changed: a restart applies it"):
+    with pytest.raises(VelozError, match="the NF config's fields changed: a new run applies them"):
         instance.reload(str(path))
     assert len(fake.applied) == 1 and state(fake) == state(holding(NEW))
     # another process on the socket (a run not of this instance): refused

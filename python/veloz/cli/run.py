@@ -160,8 +160,11 @@ def instance_args(inst: instance.Instance, parser: argparse.ArgumentParser) -> a
 
 def _run_instance(args: argparse.Namespace) -> int:
     parser: argparse.ArgumentParser = args.run_parser
+    # --take-over says how the run starts (from a running one), not what it runs
     for action in parser._actions:
-        if action.dest in ("instance", "help") or not action.option_strings and action.dest != "nf":
+        if action.dest in ("instance", "help", "take_over") or (
+            not action.option_strings and action.dest != "nf"
+        ):
             continue
         if getattr(args, action.dest, action.default) not in (action.default, None):
             what = action.option_strings[0] if action.option_strings else "an NF name"
@@ -170,6 +173,7 @@ def _run_instance(args: argparse.Namespace) -> int:
         raise VelozError("--instance takes no EAL arguments after --: its options do")
     inst = instance.load(args.instance)
     run_args = instance_args(inst, parser)
+    run_args.take_over = getattr(args, "take_over", False)
     values = inst.config_values()  # read once: what runs is what the companion records
     run_args.config_table, run_args.config_base = values, inst.base
     run_args.passthrough = []

@@ -263,8 +263,12 @@ def before_exec(inst: Instance, values: dict[str, Any]) -> Callable[[], None]:
 def _restart_needed(inst: Instance, started: dict, now: dict) -> None:
     for key in RESTART_KEYS:
         if started.get(key) != now[key]:
-            what = "the NF config's fields" if key == "fields" else key
-            raise VelozError(f"{inst.path}: {what} changed: a restart applies it, a reload "
+            if key == "fields":
+                # compiled into the NF: a new run applies them, with the state
+                raise VelozError(f"{inst.path}: the NF config's fields changed: a new run "
+                                 f"applies them (`veloz run --instance {inst.name} --take-over`, "
+                                 f"or systemctl restart veloz@{inst.name})")  # fmt: skip
+            raise VelozError(f"{inst.path}: {key} changed: a restart applies it, a reload "
                              f"does not (systemctl restart veloz@{inst.name})")  # fmt: skip
     fixed = started.get("fixed") or {}
     for what, digest in now["fixed"].items():
