@@ -4,12 +4,14 @@ server on kernel sockets: the same queries from vz-gen get the same answers,
 byte for byte (an answer, NXDOMAIN, NODATA, a CNAME, truncation without
 EDNS, a 1.1 kB answer, a 3 kB one in IPv4 fragments, REFUSED). Nothing is
 left behind: knotd stopped and its files gone, udpd's program and socket
-gone (the udpd fixture checks)."""
+gone (the udpd fixture checks). And knotd in direct mode (no udpd), ended
+by each signal, answering the same and leaving nothing attached."""
 
 from __future__ import annotations
 
 import glob
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -68,3 +70,21 @@ def test_knotd_answers_the_same_on_veloz_and_kernel_sockets(udpd):
     assert flags & 0x0200, "1.1 kB without EDNS is truncated (TC)"
     assert len(bytes.fromhex(by_name["big TXT"])) > 1000
     assert len(bytes.fromhex(by_name["huge TXT"])) > 1472, "the fragmented answer"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL],
+                         ids=["SIGTERM", "SIGINT", "SIGKILL"])  # fmt: skip
+def test_knotd_in_direct_mode_answers_as_on_kernel_sockets(testbed, sig):
+    """knotd running the stack itself (VZ_MODE=direct, no udpd): the same
+    answers, byte for byte; ended by a signal, it leaves no steering
+    program on the interface, so the next direct server starts at once."""
+    kernel, _ = answers("kernel")
+    with dnsapp.knotd("veloz-direct") as proc:
+        direct = dnsapp.probe_in_gen(dnsapp.arm_ip("veloz-direct"))
+        proc.send_signal(sig)
+        proc.wait(timeout=20)
+    names = [f"{n} {t}" + ("" if e else " (no EDNS)") for n, t, e in dnsapp.PROBES]
+    assert all(kernel), dict(zip(names, kernel, strict=True))
+    differ = [n for n, k, v in zip(names, kernel, direct, strict=True) if k != v]
+    assert not differ, f"answers differ in direct mode: {differ}"
+    assert not xdp_attached("vz-dut", "dut-gen"), f"knotd left its program after {sig.name}"

@@ -89,7 +89,8 @@ class FakeLab:
 
     @contextlib.contextmanager
     def knotd(self, arm: str, sock: str = "") -> Iterator[None]:
-        assert self.udpd_up
+        # udpd runs for the poller arms, and never beside direct mode
+        assert self.udpd_up == (arm in ("veloz", "veloz-busy")), arm
         self.arm = arm
         self.calls.append(("knotd", arm))
         yield
@@ -113,9 +114,10 @@ def test_arms_interleaved_answers_compared(monkeypatch):
     lab = FakeLab(monkeypatch, differ=True)
     ctx = Context(settings={"trials": 2, "seconds": 0.5})
     EXPERIMENTS["udp-app"].run(ctx)
-    assert [c[1] for c in lab.calls if c[0] == "knotd"] == ["kernel", "veloz", "veloz-busy"] * 2
+    arms = ["kernel", "veloz", "veloz-busy", "veloz-direct"]
+    assert [c[1] for c in lab.calls if c[0] == "knotd"] == arms * 2
     assert [c[2] for c in lab.calls if c[0] == "dnsperf"][:2] == [udp_app.LOADED, 1]
-    assert [r["stack"] for r in ctx.records] == ["kernel", "veloz", "veloz-busy"] * 2
+    assert [r["stack"] for r in ctx.records] == arms * 2
     kernel, veloz = ctx.records[:2]
     # two answered probes; veloz's second differs, the unanswered one is not "same"
     assert kernel["same_as_kernel"] == 2 and veloz["same_as_kernel"] == 1

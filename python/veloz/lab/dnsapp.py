@@ -20,9 +20,10 @@ Stacks ("arms"):
   veloz         the shim through udpd (poller mode) on 198.18.0.3
   veloz-busy    the same, every socket with SO_BUSY_POLL of BUSY_US
                 ($VZ_BUSY_POLL_US): knotd's epoll_wait spins before it sleeps
-  veloz-direct  the shim in VZ_MODE=direct on 198.18.0.3: knotd would run
-                the stack itself on its own AF_XDP socket (no udpd), but
-                direct mode has no epoll, and knotd stops at epoll_ctl
+  veloz-direct  the shim in VZ_MODE=direct on 198.18.0.3: knotd runs the
+                stack itself on its own AF_XDP socket (no udpd); its epoll
+                set holds the sockets' eventfds, readable while a datagram
+                is queued
 """
 
 from __future__ import annotations
