@@ -119,7 +119,8 @@ def settings_from(args: argparse.Namespace) -> dict:
     if args.repeat < 1:
         raise VelozError("--repeat must be positive")
     least = len(route_table.bench_prefixes())  # the generator's range is routed
-    if args.routes is not None and not least <= args.routes <= route_table.PAPER_ROUTES:
+    routes = getattr(args, "routes", None)  # `veloz demo` has no --routes
+    if routes is not None and not least <= routes <= route_table.PAPER_ROUTES:
         raise VelozError(f"--routes must be {least} to {route_table.PAPER_ROUTES}")
     return {
         "experiment": name,
@@ -136,7 +137,7 @@ def settings_from(args: argparse.Namespace) -> dict:
         "noises": noises,
         "accesses": _ints(args.accesses, "accesses", 0, 4096),
         "repeat": args.repeat,
-        "routes": args.routes or route_table.PAPER_ROUTES,
+        "routes": routes or route_table.PAPER_ROUTES,
         # udp-latency/udp-throughput: --sizes are UDP payloads (UDPDK's 18..1472)
         "udp_payloads": (
             _ints(",".join(sizes), "sizes", 18, 1472)

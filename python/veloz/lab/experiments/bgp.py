@@ -250,7 +250,8 @@ class Bgp:
     def run(self, ctx) -> None:
         if topology.current().name != "testbed":
             raise VelozError("bench bgp runs on the built-in testbed (vz-gen, vz-dut, vz-sink)")
-        routes = route_table.generate(ctx.settings["routes"], seed=1)
+        routes = route_table.generate(ctx.settings.get("routes") or route_table.PAPER_ROUTES,
+                                      seed=1)  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="veloz-bgp-") as tmp:
             prefixes = [f"{ipaddress.IPv4Address(a)}/{n}" for a, n in routes]
             feed = bgp.feed_file(Path(tmp) / "feed.routes", prefixes)

@@ -102,7 +102,8 @@ class Router:
         dut = topology.current().dut.host
         with tempfile.TemporaryDirectory(prefix="veloz-router-") as tmp:
             (Path(tmp) / "nf").mkdir()
-            configs = _write_configs(Path(tmp) / "nf", ctx.settings["routes"])
+            routes = ctx.settings.get("routes") or route_table.PAPER_ROUTES
+            configs = _write_configs(Path(tmp) / "nf", routes)
             self.cost(ctx, configs, Path(tmp))
             # the configs where the DUT's NF reads them (copied over SSH)
             with dut.staged(Path(tmp) / "nf") as there:
