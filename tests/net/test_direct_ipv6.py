@@ -21,7 +21,7 @@ from test_direct import SERVER_IP, xdp_attached
 from veloz.core import paths
 from veloz.core.proc import in_netns
 
-SERVER_IP6 = "fd00:198:18::3"  # beside the kernel's fd00:198:18::1 on dut-gen
+SERVER_IP6 = "fd00:198:18::3"  # beside the kernel's fd00:198:18::2 on dut-gen
 DUAL, ONLY6, ONLY4 = 7300, 7301, 7302
 
 # Three sockets; each answer is the datagram, "|", and the peer as the
@@ -60,10 +60,10 @@ s4.settimeout(2)
 me6, me4 = s6.getsockname()[1], s4.getsockname()[1]
 res = {{"ok": 0, "bad": [], "lost": 0}}
 # (socket, server address, server port, the peer the server must see)
-paths = [(s6, "{SERVER_IP6}", {DUAL}, f"fd00:198:18::2 {{me6}}"),
-         (s4, "{SERVER_IP}", {DUAL}, f"::ffff:198.18.0.4 {{me4}}"),
-         (s6, "{SERVER_IP6}", {ONLY6}, f"fd00:198:18::2 {{me6}}"),
-         (s4, "{SERVER_IP}", {ONLY4}, f"198.18.0.4 {{me4}}")]
+paths = [(s6, "{SERVER_IP6}", {DUAL}, f"fd00:198:18::1 {{me6}}"),
+         (s4, "{SERVER_IP}", {DUAL}, f"::ffff:198.18.0.1 {{me4}}"),
+         (s6, "{SERVER_IP6}", {ONLY6}, f"fd00:198:18::1 {{me6}}"),
+         (s4, "{SERVER_IP}", {ONLY4}, f"198.18.0.1 {{me4}}")]
 for rnd in range(3):
     for size in SIZES:
         for i, (s, ip, port, peer) in enumerate(paths):
