@@ -4,7 +4,8 @@ fd00:198:18::3 on dut-gen (VZ_DIRECT_ADDR, VZ_DIRECT_ADDR6). vz-gen's
 kernel finds fd00:198:18::3 by NDP and pings it, whole and in fragments;
 its kernel sockets send datagrams of every size over both families,
 interleaved, to three server sockets: AF_INET6 on [::] (IPV6_V6ONLY off, so
-IPv4 comes to it as v4-mapped addresses), AF_INET6 IPv6-only, and AF_INET.
+IPv4 comes to it as v4-mapped addresses), AF_INET6 IPv6-only (answering
+with recvmsg/sendmsg), and AF_INET.
 Each answer is checked: its bytes, the peer address the server saw, the
 address and port it came from, and that none is missing."""
 
@@ -43,6 +44,10 @@ while True:
     for s in select.select([dual, only6, only4, sys.stdin], [], [])[0]:
         if s is sys.stdin:
             sys.exit(0)
+        if s is only6:  # the message calls, two parts gathered
+            data, _, _, peer = s.recvmsg(65535)
+            s.sendmsg([data, f"|{{peer[0]}} {{peer[1]}}".encode()], [], 0, peer)
+            continue
         data, peer = s.recvfrom(65535)
         s.sendto(data + f"|{{peer[0]}} {{peer[1]}}".encode(), peer)
 """

@@ -148,6 +148,11 @@ static void test_bad_addresses(void)
 	      "sendto, another family: EINVAL (udpv6_sendmsg)");
 	CHECK(ERR(vz_direct_sendto(s6, &b, 1, 0, SA(a4), 8)) == EINVAL,
 	      "sendto, a short sockaddr_in: EINVAL");
+	odd.ss_family = AF_UNSPEC;
+	CHECK(ERR(vz_direct_sendto(s6, &b, 1, 0, SA(odd), sizeof(a6))) ==
+		      EDESTADDRREQ,
+	      "sendto, AF_UNSPEC: no address, unconnected: EDESTADDRREQ");
+	odd.ss_family = 99;
 	/* AF_INET: inet_bind's */
 	CHECK(ERR(vz_direct_bind(s4, SA(a4), 15)) == EINVAL, "v4 short");
 	CHECK(ERR(vz_direct_bind(s4, SA(a6), sizeof(a6))) == EAFNOSUPPORT,

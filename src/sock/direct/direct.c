@@ -238,34 +238,40 @@ static int config6(struct vz_stack_config *cfg)
 	return 0;
 }
 
+/* The stack's addresses from the environment: 0, or -1 with a line on
+ * stderr. */
+static int config(struct vz_stack_config *cfg, const char *ifname)
+{
+	const char *addr = getenv("VZ_DIRECT_ADDR");
+	const char *gw = getenv("VZ_DIRECT_GATEWAY");
+
+	if (!ifname || !*ifname ||
+	    parse_addr(addr, &cfg->ip4, &cfg->prefix_len)) {
+		fprintf(stderr,
+			"libveloz-sock: VZ_MODE=direct needs "
+			"VZ_DIRECT_IFACE=IF and VZ_DIRECT_ADDR=A.B.C.D/LEN\n");
+		return -1;
+	}
+	if (gw && *gw && inet_pton(AF_INET, gw, &cfg->gateway) != 1) {
+		fprintf(stderr,
+			"libveloz-sock: VZ_DIRECT_GATEWAY=%s is not an "
+			"IPv4 address\n",
+			gw);
+		return -1;
+	}
+	return config6(cfg);
+}
+
 static void do_init(void)
 {
 	struct vz_stack_config cfg = { 0 };
 	struct vz_stack_ops ops = { .tx = on_tx, .deliver = on_deliver };
 	struct vz_udpd_port_config pcfg = { 0 };
 	const char *ifname = getenv("VZ_DIRECT_IFACE");
-	const char *addr = getenv("VZ_DIRECT_ADDR");
-	const char *gw = getenv("VZ_DIRECT_GATEWAY");
 	const char *skb = getenv("VZ_DIRECT_SKB");
 	char steer[PATH_MAX + 32], err[256] = "";
 
-	if (!ifname || !*ifname ||
-	    parse_addr(addr, &cfg.ip4, &cfg.prefix_len)) {
-		fprintf(stderr,
-			"libveloz-sock: VZ_MODE=direct needs "
-			"VZ_DIRECT_IFACE=IF and VZ_DIRECT_ADDR=A.B.C.D/LEN\n");
-		vz_direct.init_err = EINVAL;
-		return;
-	}
-	if (gw && *gw && inet_pton(AF_INET, gw, &cfg.gateway) != 1) {
-		fprintf(stderr,
-			"libveloz-sock: VZ_DIRECT_GATEWAY=%s is not an "
-			"IPv4 address\n",
-			gw);
-		vz_direct.init_err = EINVAL;
-		return;
-	}
-	if (config6(&cfg)) {
+	if (config(&cfg, ifname)) {
 		vz_direct.init_err = EINVAL;
 		return;
 	}
@@ -364,6 +370,10 @@ static ssize_t sendto_on(struct dsock *s, const void *buf, size_t len,
 		return fail(EMSGSIZE);
 	if (len && !buf)
 		return fail(EFAULT);
+	/* udpv6_sendmsg: AF_UNSPEC is no address at all */
+	if (to && s->v6 && tolen >= sizeof(sa_family_t) &&
+	    to->sa_family == AF_UNSPEC)
+		to = NULL;
 	if (to) {
 		rc = vz_direct_addr_get(s, to, tolen, DS_SEND, &ip, &port);
 		if (rc)
