@@ -34,12 +34,13 @@ static double now_s(void)
 /* A datagram for fd's socket, as the engine queues it. */
 static bool deliver(int fd, const char *text)
 {
+	struct in6_addr from = in6_map(htonl(0x7f000001));
 	bool ok = false;
 
 	pthread_mutex_lock(&vz_direct.lock);
 	if (vz_direct.by_fd[fd])
-		ok = vz_direct_enqueue(vz_direct.by_fd[fd], htonl(0x7f000001),
-				       htons(999), text, strlen(text));
+		ok = vz_direct_enqueue(vz_direct.by_fd[fd], &from, htons(999),
+				       text, strlen(text));
 	pthread_mutex_unlock(&vz_direct.lock);
 	return ok;
 }
@@ -104,7 +105,7 @@ out:;
 
 static void test_readiness(void)
 {
-	int fd = vz_direct_sock_new(SOCK_DGRAM);
+	int fd = vz_direct_sock_new(AF_INET, SOCK_DGRAM);
 	char buf[32];
 
 	REQUIRE(fd >= 0 && vz_direct_fd(fd), "a socket (%s)", strerror(errno));
@@ -132,7 +133,7 @@ out:;
 
 static void test_epoll_modes(void)
 {
-	int fd = vz_direct_sock_new(SOCK_DGRAM);
+	int fd = vz_direct_sock_new(AF_INET, SOCK_DGRAM);
 	int lt = epoll_create1(0), et = epoll_create1(0);
 	int one = epoll_create1(0), outer = epoll_create1(0);
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT };
@@ -183,7 +184,8 @@ static int bind_port(int fd, __u16 port)
 
 static void test_dup(void)
 {
-	int a = vz_direct_sock_new(SOCK_DGRAM), b, c, other, ep = -1, p[2];
+	int a = vz_direct_sock_new(AF_INET, SOCK_DGRAM), b, c, other, ep = -1,
+	    p[2];
 	char buf[32];
 
 	REQUIRE(a >= 0 && !bind_port(a, 5001), "a bound socket");
@@ -197,7 +199,7 @@ static void test_dup(void)
 	CHECK(!vz_direct_close(a), "close the first");
 	CHECK(vz_direct_fcntl(a, F_DUPFD, 0) < 0 && errno == EBADF,
 	      "dup of a closed descriptor: EBADF");
-	other = vz_direct_sock_new(SOCK_DGRAM);
+	other = vz_direct_sock_new(AF_INET, SOCK_DGRAM);
 	CHECK(other >= 0 && bind_port(other, 5001) < 0 && errno == EADDRINUSE,
 	      "the port still the socket's");
 	CHECK(deliver(b, "x") && ep_count(ep, 0) == 1,
@@ -216,7 +218,7 @@ static void test_dup(void)
 	REQUIRE(!pipe(p), "pipe");
 	CHECK(vz_direct_dup3(p[0], c, 0) == c && !vz_direct_fd(c),
 	      "a kernel descriptor over the last copy");
-	other = vz_direct_sock_new(SOCK_DGRAM);
+	other = vz_direct_sock_new(AF_INET, SOCK_DGRAM);
 	CHECK(other >= 0 && !bind_port(other, 5001),
 	      "the port free with the last descriptor");
 	CHECK(vz_direct_recvfrom(c, buf, 1, MSG_DONTWAIT, NULL, NULL) < 0 &&
@@ -262,7 +264,7 @@ static void test_close_while_waiting(void)
 	struct blocked r = { 0 }, e = { 0 };
 	pthread_t tr, te;
 	double t;
-	int fd = vz_direct_sock_new(SOCK_DGRAM);
+	int fd = vz_direct_sock_new(AF_INET, SOCK_DGRAM);
 
 	REQUIRE(fd >= 0, "a socket");
 	/* a blocked receive gets what comes */
@@ -294,7 +296,7 @@ out:;
 
 static void test_fork(void)
 {
-	int fd = vz_direct_sock_new(SOCK_DGRAM), err[2], st = 0;
+	int fd = vz_direct_sock_new(AF_INET, SOCK_DGRAM), err[2], st = 0;
 	char line[256] = "";
 	pid_t pid;
 	ssize_t n;

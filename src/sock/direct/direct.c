@@ -62,8 +62,8 @@ static int on_tx(void *opaque, const void *frame, size_t len)
 	return vz_udpd_port_tx(vz_direct.port, frame, len);
 }
 
-bool vz_direct_enqueue(struct dsock *s, __be32 addr, __be16 port,
-		       const void *data, size_t len)
+bool vz_direct_enqueue(struct dsock *s, const struct in6_addr *addr,
+		       __be16 port, const void *data, size_t len)
 {
 	struct dgram *d;
 
@@ -72,7 +72,7 @@ bool vz_direct_enqueue(struct dsock *s, __be32 addr, __be16 port,
 	d = malloc(sizeof(*d) + len);
 	if (!d)
 		return false;
-	d->addr = addr;
+	d->addr = *addr;
 	d->port = port;
 	d->len = len;
 	memcpy(d->data, data, len);
@@ -83,22 +83,11 @@ bool vz_direct_enqueue(struct dsock *s, __be32 addr, __be16 port,
 	return true;
 }
 
-/* A datagram for us: onto its socket's queue (as the kernel, a connected
- * socket takes only its peer's). */
 static int on_deliver(void *opaque, const struct vz_dgram_meta *m,
 		      const void *payload, size_t len)
 {
-	struct dsock *s = vz_direct.by_port[ntohs(m->dst_port)];
-
 	(void)opaque;
-	if (!s || (s->ip && s->ip != m->dst_ip))
-		return -1;
-	if (s->peer_port &&
-	    (s->peer_ip != m->src_ip || s->peer_port != m->src_port))
-		return 0; /* not from the peer: dropped, as the kernel does */
-	if (!vz_direct_enqueue(s, m->src_ip, m->src_port, payload, len))
-		s->drops++;
-	return 0;
+	return vz_direct_deliver(m, payload, len);
 }
 
 static void on_frame(void *opaque, const void *frame, size_t len)
@@ -188,30 +177,101 @@ static int parse_addr(const char *text, __be32 *ip, __u8 *prefix)
 	return 0;
 }
 
+/* ADDR/LEN, or ADDR alone when prefix is NULL (the stack judges them). */
+static int parse_addr6(const char *text, __u8 ip[16], __u8 *prefix)
+{
+	char buf[INET6_ADDRSTRLEN + 8], *slash, *end;
+	long p = 0;
+
+	if (!text || strlen(text) >= sizeof(buf))
+		return -1;
+	memcpy(buf, text, strlen(text) + 1);
+	slash = strchr(buf, '/');
+	if (!slash != !prefix)
+		return -1;
+	if (slash) {
+		*slash = 0;
+		p = strtol(slash + 1, &end, 10);
+		if (*end || p < 1 || p > 128)
+			return -1;
+		*prefix = (__u8)p;
+	}
+	return inet_pton(AF_INET6, buf, ip) == 1 ? 0 : -1;
+}
+
+/* Linux's default for IPV6_V6ONLY, net.ipv6.bindv6only (0 if unreadable). */
+static bool bindv6only(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv6/bindv6only", "re");
+	int v = 0;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v != 0;
+}
+
+/* VZ_DIRECT_ADDR6, VZ_DIRECT_GATEWAY6: 0, or -1 with a line on stderr. */
+static int config6(struct vz_stack_config *cfg)
+{
+	const char *addr = getenv("VZ_DIRECT_ADDR6");
+	const char *gw = getenv("VZ_DIRECT_GATEWAY6");
+
+	if (addr && *addr && parse_addr6(addr, cfg->ip6, &cfg->prefix6_len)) {
+		fprintf(stderr,
+			"libveloz-sock: VZ_DIRECT_ADDR6=%s: give an "
+			"IPv6 address with its prefix, as "
+			"fd00:198:18::3/64\n",
+			addr);
+		return -1;
+	}
+	if (gw && *gw &&
+	    (!cfg->prefix6_len || parse_addr6(gw, cfg->gateway6, NULL))) {
+		fprintf(stderr, "libveloz-sock: VZ_DIRECT_GATEWAY6=%s: %s\n",
+			gw,
+			cfg->prefix6_len ? "not an IPv6 address"
+					 : "needs VZ_DIRECT_ADDR6");
+		return -1;
+	}
+	return 0;
+}
+
+/* The stack's addresses from the environment: 0, or -1 with a line on
+ * stderr. */
+static int config(struct vz_stack_config *cfg, const char *ifname)
+{
+	const char *addr = getenv("VZ_DIRECT_ADDR");
+	const char *gw = getenv("VZ_DIRECT_GATEWAY");
+
+	if (!ifname || !*ifname ||
+	    parse_addr(addr, &cfg->ip4, &cfg->prefix_len)) {
+		fprintf(stderr,
+			"libveloz-sock: VZ_MODE=direct needs "
+			"VZ_DIRECT_IFACE=IF and VZ_DIRECT_ADDR=A.B.C.D/LEN\n");
+		return -1;
+	}
+	if (gw && *gw && inet_pton(AF_INET, gw, &cfg->gateway) != 1) {
+		fprintf(stderr,
+			"libveloz-sock: VZ_DIRECT_GATEWAY=%s is not an "
+			"IPv4 address\n",
+			gw);
+		return -1;
+	}
+	return config6(cfg);
+}
+
 static void do_init(void)
 {
 	struct vz_stack_config cfg = { 0 };
 	struct vz_stack_ops ops = { .tx = on_tx, .deliver = on_deliver };
 	struct vz_udpd_port_config pcfg = { 0 };
 	const char *ifname = getenv("VZ_DIRECT_IFACE");
-	const char *addr = getenv("VZ_DIRECT_ADDR");
-	const char *gw = getenv("VZ_DIRECT_GATEWAY");
 	const char *skb = getenv("VZ_DIRECT_SKB");
 	char steer[PATH_MAX + 32], err[256] = "";
 
-	if (!ifname || !*ifname ||
-	    parse_addr(addr, &cfg.ip4, &cfg.prefix_len)) {
-		fprintf(stderr,
-			"libveloz-sock: VZ_MODE=direct needs "
-			"VZ_DIRECT_IFACE=IF and VZ_DIRECT_ADDR=A.B.C.D/LEN\n");
-		vz_direct.init_err = EINVAL;
-		return;
-	}
-	if (gw && *gw && inet_pton(AF_INET, gw, &cfg.gateway) != 1) {
-		fprintf(stderr,
-			"libveloz-sock: VZ_DIRECT_GATEWAY=%s is not an "
-			"IPv4 address\n",
-			gw);
+	if (config(&cfg, ifname)) {
 		vz_direct.init_err = EINVAL;
 		return;
 	}
@@ -230,6 +290,7 @@ static void do_init(void)
 	pcfg = (struct vz_udpd_port_config){
 		.ifname = ifname,
 		.ip4 = cfg.ip4,
+		.ip6 = cfg.prefix6_len ? cfg.ip6 : NULL,
 		.skb_mode = skb && !strcmp(skb, "1"),
 		/* the interface lock is free: a veloz program attached
 		 * through netlink is a killed owner's, safe to remove (a
@@ -245,6 +306,9 @@ static void do_init(void)
 		return;
 	}
 	vz_direct.ip4 = cfg.ip4;
+	if (cfg.prefix6_len)
+		memcpy(&vz_direct.ip6, cfg.ip6, sizeof(vz_direct.ip6));
+	vz_direct.v6only = bindv6only();
 	vz_direct.nxfds = vz_udpd_port_fds(vz_direct.port, vz_direct.xfds,
 					   VZ_UDPD_MAX_QUEUES);
 	vz_direct.eph_next = (__u32)getpid();
@@ -271,11 +335,33 @@ int vz_direct_init(void)
 
 /* ---- datagrams ---- */
 
+/* Under vz_direct.lock, s bound: to ip (IPv4 v4-mapped) from s's address
+ * of that family: 0 or a negative errno. */
+static int send_locked(const struct dsock *s, const struct in6_addr *ip,
+		       __be16 port, const void *buf, size_t len)
+{
+	struct vz_dgram_meta m = { .src_port = s->port, .dst_port = port };
+	bool v4 = in6_mapped(ip);
+
+	if (!(s->tables & (v4 ? ON4 : ON6)))
+		return -ENETUNREACH; /* bound to the other family's address */
+	if (v4) {
+		m.src_ip = in6_any(&s->ip) ? 0 : in6_v4(&s->ip);
+		m.dst_ip = in6_v4(ip);
+	} else {
+		m.v6 = 1;
+		if (!in6_any(&s->ip))
+			memcpy(m.src_ip6, &s->ip, 16);
+		memcpy(m.dst_ip6, ip, 16);
+	}
+	return vz_stack_send(vz_direct.stack, &m, buf, len, vz_now_ns());
+}
+
 static ssize_t sendto_on(struct dsock *s, const void *buf, size_t len,
 			 int flags, const struct sockaddr *to, socklen_t tolen)
 {
-	struct vz_dgram_meta m = { 0 };
-	struct sockaddr_in sin;
+	struct in6_addr ip;
+	__be16 port;
 	int rc = 0;
 
 	if (flags & MSG_OOB)
@@ -284,34 +370,33 @@ static ssize_t sendto_on(struct dsock *s, const void *buf, size_t len,
 		return fail(EMSGSIZE);
 	if (len && !buf)
 		return fail(EFAULT);
+	/* udpv6_sendmsg: AF_UNSPEC is no address at all */
+	if (to && s->v6 && tolen >= sizeof(sa_family_t) &&
+	    to->sa_family == AF_UNSPEC)
+		to = NULL;
 	if (to) {
-		rc = vz_direct_sin_get(to, tolen, &sin);
+		rc = vz_direct_addr_get(s, to, tolen, DS_SEND, &ip, &port);
 		if (rc)
 			return fail(rc);
-		if (!sin.sin_port)
+		if (!port)
 			return fail(EINVAL);
 	} else if (!s->peer_port) {
 		return fail(EDESTADDRREQ);
 	} else {
-		sin.sin_addr.s_addr = s->peer_ip;
-		sin.sin_port = s->peer_port;
+		ip = s->peer_ip;
+		port = s->peer_port;
 	}
 	pthread_mutex_lock(&vz_direct.lock);
 	if (!vz_direct.stack)
 		rc = -ENETDOWN; /* the process is exiting */
 	else if (!s->port)
-		rc = -vz_direct_bind_locked(s, 0, 0);
-	if (!rc) {
-		m.src_ip = s->ip;
-		m.src_port = s->port;
-		m.dst_ip = sin.sin_addr.s_addr;
-		m.dst_port = sin.sin_port;
-		rc = vz_stack_send(vz_direct.stack, &m, buf, len, vz_now_ns());
-		/* run to completion: out now, and take what came meanwhile
-		 * (a burst kicks once, at its end) */
-		if (!in_burst)
-			vz_direct_engine();
-	}
+		rc = -vz_direct_bind_locked(s, NULL, 0);
+	if (!rc)
+		rc = send_locked(s, &ip, port, buf, len);
+	/* run to completion: out now, and take what came meanwhile (a burst
+	 * kicks once, at its end) */
+	if (!rc && !in_burst)
+		vz_direct_engine();
 	pthread_mutex_unlock(&vz_direct.lock);
 	return rc ? fail(-rc) : (ssize_t)len;
 }
@@ -467,7 +552,7 @@ static ssize_t recvfrom_on(struct dsock *s, void *buf, size_t len, int flags,
 	if (n)
 		memcpy(buf, d->data, n);
 	if (from && fromlen)
-		vz_direct_sin_put(from, fromlen, d->addr, d->port);
+		vz_direct_addr_put(s, from, fromlen, &d->addr, d->port);
 	len = d->len;
 	if (!(flags & MSG_PEEK))
 		free(d);

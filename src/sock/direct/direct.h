@@ -12,7 +12,7 @@
  * select and epoll (edge-triggered, EPOLLONESHOT, nested sets, dup copies)
  * work on it; a background thread sleeping on the AF_XDP sockets runs the
  * engine when a frame comes and no application thread is polling, so
- * waiters wake and ARP and ICMP echo are answered meanwhile.
+ * waiters wake and ARP, NDP and ICMP echo are answered meanwhile.
  *
  * The same vz_ calls (and so the LD_PRELOAD shim) work: libveloz-sock hands
  * them here (lib/csock.h, VZ_DIRECT) when vz_direct_enabled(). Configuration,
@@ -20,6 +20,15 @@
  *   VZ_DIRECT_IFACE   the interface (required)
  *   VZ_DIRECT_ADDR    A.B.C.D/LEN, the stack's address (required)
  *   VZ_DIRECT_GATEWAY A.B.C.D for off-link destinations
+ *   VZ_DIRECT_ADDR6   ADDR/LEN, the stack's IPv6 address (optional; without
+ *                     it an AF_INET6 socket is EAFNOSUPPORT, which the shim
+ *                     leaves to the kernel). The steering program then also
+ *                     takes its frames and its solicited-node group's; NDP
+ *                     and ICMPv6 echo are answered as ARP and ICMP are.
+ *                     AF_INET6 sockets follow Linux: IPV6_V6ONLY starts as
+ *                     net.ipv6.bindv6only says (0: off), and one bound to ::
+ *                     with it off takes IPv4 too, as v4-mapped addresses
+ *   VZ_DIRECT_GATEWAY6 ADDR, an IPv6 router for off-link destinations
  *   VZ_DIRECT_SKB     1: generic XDP (any interface)
  *   VZ_DIRECT_STEER   the steering object (default: udpd's, found beside
  *                     libveloz-sock in the build tree)

@@ -76,8 +76,7 @@ static bool release(int fd, struct dsock *s)
 				s->fd = i;
 		return false;
 	}
-	if (s->port && vz_direct.by_port[ntohs(s->port)] == s)
-		vz_direct.by_port[ntohs(s->port)] = NULL;
+	vz_direct_unbind_locked(s);
 	return !s->users; /* the queue goes with the memory (a peek reads) */
 }
 
@@ -90,7 +89,7 @@ static void adopt(int fd, struct dsock *s)
 	__atomic_store_n(&vz_direct.by_fd[fd], s, __ATOMIC_RELEASE);
 }
 
-int vz_direct_sock_new(int type)
+int vz_direct_sock_new(int domain, int type)
 {
 	struct dsock *s = calloc(1, sizeof(*s));
 
@@ -110,6 +109,8 @@ int vz_direct_sock_new(int type)
 		return fail(e);
 	}
 	s->nonblock = type & SOCK_NONBLOCK;
+	s->v6 = domain == AF_INET6;
+	s->v6only = s->v6 && vz_direct.v6only;
 	s->busy_us = getenv("VZ_BUSY_POLL_US") ? vz_busy_default_us()
 					       : DEFAULT_BUSY_US;
 	pthread_mutex_lock(&vz_direct.lock);
@@ -126,14 +127,16 @@ int vz_direct_socket(int domain, int type, int protocol)
 		return -1;
 	if (vz_direct_forked())
 		return fail(ENOTSUP);
-	if (domain != AF_INET)
+	/* without VZ_DIRECT_ADDR6 the shim leaves IPv6 to the kernel */
+	if (domain != AF_INET &&
+	    (domain != AF_INET6 || IN6_IS_ADDR_UNSPECIFIED(&vz_direct.ip6)))
 		return fail(EAFNOSUPPORT);
 	if (base != SOCK_DGRAM)
 		return fail(base == SOCK_STREAM ? EPROTONOSUPPORT
 						: ESOCKTNOSUPPORT);
 	if (protocol && protocol != IPPROTO_UDP)
 		return fail(EPROTONOSUPPORT);
-	return vz_direct_sock_new(type);
+	return vz_direct_sock_new(domain, type);
 }
 
 int vz_direct_close(int fd)
@@ -226,74 +229,17 @@ int vz_direct_dup3(int oldfd, int newfd, int flags)
 	return newfd;
 }
 
-int vz_direct_sin_get(const struct sockaddr *sa, socklen_t len,
-		      struct sockaddr_in *sin)
-{
-	if (!sa)
-		return EFAULT;
-	if (len < sizeof(*sin))
-		return EINVAL;
-	memcpy(sin, sa, sizeof(*sin));
-	return sin->sin_family == AF_INET ? 0 : EAFNOSUPPORT;
-}
-
-int vz_direct_sin_put(struct sockaddr *sa, socklen_t *len, __be32 ip,
-		      __be16 port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_addr.s_addr = ip,
-				   .sin_port = port };
-
-	if (!sa || !len)
-		return fail(EFAULT);
-	memcpy(sa, &sin, *len < sizeof(sin) ? *len : sizeof(sin));
-	*len = sizeof(sin);
-	return 0;
-}
-
-/* Under vz_direct.lock. One socket per port: no SO_REUSEPORT groups here. */
-int vz_direct_bind_locked(struct dsock *s, __be32 ip, __u16 port)
-{
-	unsigned int i;
-
-	if (!s->refs)
-		return EBADF; /* closed by another thread meanwhile */
-	if (s->port)
-		return EINVAL;
-	if (ip && ip != vz_direct.ip4)
-		return EADDRNOTAVAIL;
-	if (!port) {
-		for (i = 0; i <= EPH_HI - EPH_LO; i++) {
-			__u16 p =
-				(__u16)(EPH_LO + vz_direct.eph_next++ %
-							 (EPH_HI - EPH_LO + 1));
-
-			if (!vz_direct.by_port[p]) {
-				port = p;
-				break;
-			}
-		}
-		if (!port)
-			return EADDRINUSE;
-	} else if (vz_direct.by_port[port]) {
-		return EADDRINUSE;
-	}
-	s->ip = ip;
-	s->port = htons(port);
-	vz_direct.by_port[port] = s;
-	return 0;
-}
-
 static int bind_on(struct dsock *s, const struct sockaddr *addr, socklen_t len)
 {
-	struct sockaddr_in sin;
+	struct in6_addr ip;
+	__be16 port;
 	int rc;
 
-	rc = vz_direct_sin_get(addr, len, &sin);
+	rc = vz_direct_addr_get(s, addr, len, DS_BIND, &ip, &port);
 	if (rc)
 		return fail(rc);
 	pthread_mutex_lock(&vz_direct.lock);
-	rc = vz_direct_bind_locked(s, sin.sin_addr.s_addr, ntohs(sin.sin_port));
+	rc = vz_direct_bind_locked(s, &ip, ntohs(port));
 	pthread_mutex_unlock(&vz_direct.lock);
 	return rc ? fail(rc) : 0;
 }
@@ -301,26 +247,29 @@ static int bind_on(struct dsock *s, const struct sockaddr *addr, socklen_t len)
 static int connect_on(struct dsock *s, const struct sockaddr *addr,
 		      socklen_t len)
 {
-	struct sockaddr_in sin;
+	struct in6_addr ip;
+	__be16 port;
 	int rc = 0;
 
 	if (addr && len >= sizeof(sa_family_t) &&
 	    addr->sa_family == AF_UNSPEC) {
-		s->peer_ip = 0;
+		memset(&s->peer_ip, 0, sizeof(s->peer_ip));
 		s->peer_port = 0;
 		return 0;
 	}
-	rc = vz_direct_sin_get(addr, len, &sin);
+	rc = vz_direct_addr_get(s, addr, len, DS_CONNECT, &ip, &port);
 	if (rc)
 		return fail(rc);
-	if (!sin.sin_port)
+	if (!port)
 		return fail(EINVAL);
 	pthread_mutex_lock(&vz_direct.lock);
 	if (!s->port)
-		rc = vz_direct_bind_locked(s, 0, 0);
+		rc = vz_direct_bind_locked(s, NULL, 0);
+	if (!rc && !(s->tables & (in6_mapped(&ip) ? ON4 : ON6)))
+		rc = ENETUNREACH; /* bound to the other family's address */
 	if (!rc) {
-		s->peer_ip = sin.sin_addr.s_addr;
-		s->peer_port = sin.sin_port;
+		s->peer_ip = ip;
+		s->peer_port = port;
 	}
 	pthread_mutex_unlock(&vz_direct.lock);
 	return rc ? fail(rc) : 0;
@@ -329,9 +278,13 @@ static int connect_on(struct dsock *s, const struct sockaddr *addr,
 static int getsockname_on(struct dsock *s, struct sockaddr *addr,
 			  socklen_t *len)
 {
-	return vz_direct_sin_put(addr, len,
-				 s->ip || !s->peer_port ? s->ip : vz_direct.ip4,
-				 s->port);
+	struct in6_addr ip = s->ip;
+
+	/* connected from any address: the one its datagrams leave from */
+	if (in6_any(&ip) && s->peer_port)
+		ip = in6_mapped(&s->peer_ip) ? in6_map(vz_direct.ip4)
+					     : vz_direct.ip6;
+	return vz_direct_addr_put(s, addr, len, &ip, s->port);
 }
 
 static int getpeername_on(struct dsock *s, struct sockaddr *addr,
@@ -339,7 +292,7 @@ static int getpeername_on(struct dsock *s, struct sockaddr *addr,
 {
 	if (!s->peer_port)
 		return fail(ENOTCONN);
-	return vz_direct_sin_put(addr, len, s->peer_ip, s->peer_port);
+	return vz_direct_addr_put(s, addr, len, &s->peer_ip, s->peer_port);
 }
 
 /* ---- options, poll ---- */
@@ -379,16 +332,46 @@ static int set_int(struct dsock *s, int name, int v)
 	}
 }
 
+/* IP_MTU_DISCOVER; on an AF_INET6 socket also IPV6_MTU_DISCOVER (the
+ * first then governs its IPv4, as Linux's). */
+static bool pmtu_opt(const struct dsock *s, int level, int name)
+{
+	return vz_pmtu_opt(false, level, name) ||
+	       (s->v6 && vz_pmtu_opt(true, level, name));
+}
+
+/* IPV6_V6ONLY: only before bind, as Linux (an unbound socket is in no
+ * port table yet). */
+static int set_v6only(struct dsock *s, const void *val, socklen_t len)
+{
+	int v, rc = 0;
+
+	if (!val)
+		return fail(EFAULT);
+	if (len < sizeof(int))
+		return fail(EINVAL);
+	memcpy(&v, val, sizeof(v));
+	pthread_mutex_lock(&vz_direct.lock);
+	if (s->port)
+		rc = EINVAL;
+	else
+		s->v6only = v != 0;
+	pthread_mutex_unlock(&vz_direct.lock);
+	return rc ? fail(rc) : 0;
+}
+
 static int setsockopt_on(struct dsock *s, int level, int name, const void *val,
 			 socklen_t len)
 {
 	int v;
 
-	if (vz_pmtu_opt(false, level, name)) {
+	if (pmtu_opt(s, level, name)) {
 		int err = vz_pmtu_set(val, len);
 
 		return err ? fail(-err) : 0;
 	}
+	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
+		return set_v6only(s, val, len);
 	if (level != SOL_SOCKET)
 		return fail(ENOPROTOOPT);
 	if (!val)
@@ -414,11 +397,14 @@ static int getsockopt_on(struct dsock *s, int level, int name, void *val,
 			 socklen_t *len)
 {
 
-	if (vz_pmtu_opt(false, level, name)) {
+	if (pmtu_opt(s, level, name)) {
 		int err = vz_pmtu_get(val, len);
 
 		return err ? fail(-err) : 0;
 	}
+	if (s->v6 && level == IPPROTO_IPV6 && name == IPV6_V6ONLY)
+		return !val || !len ? fail(EFAULT)
+				    : put_int(val, len, s->v6only);
 	if (level != SOL_SOCKET)
 		return fail(ENOPROTOOPT);
 	if (!val || !len)
@@ -429,7 +415,7 @@ static int getsockopt_on(struct dsock *s, int level, int name, void *val,
 	case SO_TYPE:
 		return put_int(val, len, SOCK_DGRAM);
 	case SO_DOMAIN:
-		return put_int(val, len, AF_INET);
+		return put_int(val, len, s->v6 ? AF_INET6 : AF_INET);
 	case SO_PROTOCOL:
 		return put_int(val, len, IPPROTO_UDP);
 	case SO_ERROR:

@@ -8,6 +8,15 @@
  *                  the names, the options, fcntl; a socket's references
  *   direct_wait.c  waiting: the background thread, poll/select, the spin
  *                  before epoll_wait, fork
+ *   direct_addr.c  addresses: the callers' sockaddrs of either family,
+ *                  checked as the kernel checks them, and written back;
+ *                  binding (the port tables); which socket a datagram is for
+ *
+ * Both families share one code path: a socket's and a datagram's addresses
+ * are IPv6, an IPv4 one v4-mapped (::ffff:A.B.C.D), whatever the socket's
+ * family. An AF_INET socket sits in the IPv4 port table; an AF_INET6 one in
+ * the IPv6 table, and also in the IPv4 one when bound to :: (or unbound)
+ * with IPV6_V6ONLY off, where it receives IPv4 as v4-mapped addresses.
  *
  * One lock (vz_direct.lock) serialises the engine, the port, the sockets'
  * receive queues and their references. A socket's eventfd is readable
@@ -48,8 +57,12 @@
 /* The background thread's longest sleep: the stack's timers tick in ms. */
 #define TICK_MS 1
 
+/* The port tables a socket is in. */
+#define ON4 1u
+#define ON6 2u
+
 struct dgram {
-	__be32 addr;
+	struct in6_addr addr; /* the sender; IPv4 v4-mapped */
 	__be16 port;
 	size_t len;
 	unsigned char data[];
@@ -60,7 +73,12 @@ struct dsock {
 	int refs; /* descriptors naming it (dup); 0: closed */
 	int users; /* calls in progress holding it (hold/put) */
 	bool nonblock;
-	__be32 ip, peer_ip;
+	bool v6; /* AF_INET6 */
+	bool v6only; /* IPV6_V6ONLY */
+	__u8 tables; /* ON4, ON6: which port tables hold it (bound) */
+	/* the bound address (any: :: or ::ffff:0.0.0.0) and the peer's;
+	 * IPv4 v4-mapped */
+	struct in6_addr ip, peer_ip;
 	__be16 port, peer_port; /* network order; 0: unbound/unconnected */
 	__u32 busy_us;
 	struct timeval rcvtimeo;
@@ -73,13 +91,16 @@ struct vz_direct_state {
 	pthread_mutex_t lock;
 	struct vz_udpd_port *port;
 	struct vz_stack *stack;
-	struct dsock *by_port[65536]; /* host order */
+	struct dsock *by_port4[65536]; /* host order */
+	struct dsock *by_port6[65536];
 	struct dsock *by_fd[MAX_FD];
 	int xfds[VZ_UDPD_MAX_QUEUES];
 	unsigned int nxfds;
 	__u64 last_run, last_tick;
 	__u32 eph_next;
 	__be32 ip4;
+	struct in6_addr ip6; /* all zero: no IPv6 (AF_INET6 is EAFNOSUPPORT) */
+	bool v6only; /* new AF_INET6 sockets' IPV6_V6ONLY (the sysctl's) */
 	pthread_t bg;
 	__u32 busy_us; /* a wait's spin: $VZ_BUSY_POLL_US or the default */
 	int wake; /* an eventfd: the background thread's doorbell */
@@ -140,21 +161,68 @@ VZ_DIRECT_HIDDEN int vz_direct_sys_poll(struct pollfd *p, nfds_t n, int ms);
 
 /* A socket without the engine's set-up (socket() after vz_direct_init):
  * its descriptor, or -1 with errno. */
-VZ_DIRECT_HIDDEN int vz_direct_sock_new(int type);
+VZ_DIRECT_HIDDEN int vz_direct_sock_new(int domain, int type);
 /* Under vz_direct.lock: queue a datagram on s (false: full, dropped). */
-VZ_DIRECT_HIDDEN bool vz_direct_enqueue(struct dsock *s, __be32 addr,
+VZ_DIRECT_HIDDEN bool vz_direct_enqueue(struct dsock *s,
+					const struct in6_addr *addr,
 					__be16 port, const void *data,
 					size_t len);
+/* Under vz_direct.lock: a datagram the engine received, onto its socket's
+ * queue; -1 when no socket is bound to it (direct_addr.c). */
+struct vz_dgram_meta;
+VZ_DIRECT_HIDDEN int vz_direct_deliver(const struct vz_dgram_meta *m,
+				       const void *payload, size_t len);
 
-/* Under vz_direct.lock (direct_sock.c): bind s, port 0 for an ephemeral
+/* ---- addresses (direct_addr.c) ---- */
+
+static inline bool in6_mapped(const struct in6_addr *a)
+{
+	return IN6_IS_ADDR_V4MAPPED(a);
+}
+
+static inline __be32 in6_v4(const struct in6_addr *a)
+{
+	return a->s6_addr32[3];
+}
+
+static inline struct in6_addr in6_map(__be32 ip)
+{
+	struct in6_addr a = { 0 };
+
+	a.s6_addr32[2] = htonl(0xffff);
+	a.s6_addr32[3] = ip;
+	return a;
+}
+
+/* :: or ::ffff:0.0.0.0 */
+static inline bool in6_any(const struct in6_addr *a)
+{
+	return IN6_IS_ADDR_UNSPECIFIED(a) || (in6_mapped(a) && !in6_v4(a));
+}
+
+static inline bool in6_eq(const struct in6_addr *a, const struct in6_addr *b)
+{
+	return !memcmp(a, b, sizeof(*a));
+}
+
+/* What a caller's address is for: the kernel checks each differently. */
+enum dsock_op { DS_BIND, DS_CONNECT, DS_SEND };
+
+/* The address a caller passes to s: 0 or a positive errno, as Linux's
+ * inet/inet6 bind, connect and sendmsg give them. */
+VZ_DIRECT_HIDDEN int vz_direct_addr_get(const struct dsock *s,
+					const struct sockaddr *sa,
+					socklen_t len, enum dsock_op op,
+					struct in6_addr *ip, __be16 *port);
+/* Copy an address out in s's family, as the kernel does. */
+VZ_DIRECT_HIDDEN int vz_direct_addr_put(const struct dsock *s,
+					struct sockaddr *sa, socklen_t *len,
+					const struct in6_addr *ip, __be16 port);
+/* Under vz_direct.lock: bind s to ip (NULL: any), port 0 for an ephemeral
  * one: 0 or a positive errno. */
-VZ_DIRECT_HIDDEN int vz_direct_bind_locked(struct dsock *s, __be32 ip,
-					   __u16 port);
-/* Copy an AF_INET address out as the kernel does (direct_sock.c). */
-VZ_DIRECT_HIDDEN int vz_direct_sin_put(struct sockaddr *sa, socklen_t *len,
-				       __be32 ip, __be16 port);
-/* The address a caller passes: 0 or a positive errno (direct_sock.c). */
-VZ_DIRECT_HIDDEN int vz_direct_sin_get(const struct sockaddr *sa, socklen_t len,
-				       struct sockaddr_in *sin);
+VZ_DIRECT_HIDDEN int
+vz_direct_bind_locked(struct dsock *s, const struct in6_addr *ip, __u16 port);
+/* Under vz_direct.lock: take s out of the port tables. */
+VZ_DIRECT_HIDDEN void vz_direct_unbind_locked(struct dsock *s);
 
 #endif

@@ -80,7 +80,25 @@ static const char *steer_object(char *buf, size_t len)
 	return buf;
 }
 
-static int open_steer(struct vz_udpd_port *p, __be32 ip4, const char *path)
+/* The steering program's IPv6 address (udpd_config6), if any. */
+static int config6(struct vz_udpd_port *p, const __u8 *ip6)
+{
+	__u32 key = 0;
+	int fd;
+
+	if (!ip6)
+		return 0;
+	fd = bpf_object__find_map_fd_by_name(p->obj, "udpd_config6");
+	if (fd < 0 || bpf_map_update_elem(fd, &key, ip6, BPF_ANY)) {
+		vz_err("cannot give the steering program the IPv6 address: %s",
+		       strerror(fd < 0 ? ENOENT : errno));
+		return -EIO;
+	}
+	return 0;
+}
+
+static int open_steer(struct vz_udpd_port *p, __be32 ip4, const __u8 *ip6,
+		      const char *path)
 {
 	__u32 key = 0, value = ip4;
 	int err, fd;
@@ -106,21 +124,21 @@ static int open_steer(struct vz_udpd_port *p, __be32 ip4, const char *path)
 		       strerror(fd < 0 ? ENOENT : errno));
 		return -EIO;
 	}
-	return 0;
+	return config6(p, ip6);
 }
 
-static int attach(struct vz_udpd_port *p, __be32 ip4, const char *given)
+static int attach(struct vz_udpd_port *p, const struct vz_udpd_port_config *cfg)
 {
 	LIBBPF_OPTS(bpf_link_create_opts, opts);
 	struct bpf_program *prog;
 	char path[4200];
 	int err;
 
-	if (given)
-		snprintf(path, sizeof(path), "%s", given);
+	if (cfg->steer_path)
+		snprintf(path, sizeof(path), "%s", cfg->steer_path);
 	else
 		steer_object(path, sizeof(path));
-	err = open_steer(p, ip4, path);
+	err = open_steer(p, cfg->ip4, cfg->ip6, path);
 	if (err)
 		return err;
 	prog = bpf_object__next_program(p->obj, NULL);
@@ -259,7 +277,7 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
 		p->free_frames[p->nfree++] = (__u64)i * FRAME_SIZE;
 	err = vz_claim_port(&p->lock, p->ifindex, p->ifname, cfg->replace, 0);
 	if (!err)
-		err = attach(p, cfg->ip4, cfg->steer_path);
+		err = attach(p, cfg);
 	for (i = 0; !err && i < p->nqueues; i++)
 		err = open_queue(p, i, cfg->copy);
 	if (err) {

@@ -16,6 +16,8 @@
 struct vz_udpd_port_config {
 	const char *ifname;
 	__be32 ip4; /* what the steering program takes */
+	/* and this IPv6 address (NULL: none), with its solicited-node group */
+	const __u8 *ip6;
 	bool skb_mode; /* generic XDP (any interface) instead of native */
 	bool copy; /* force copy mode (else the kernel's choice) */
 	/*
