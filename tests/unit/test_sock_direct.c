@@ -45,10 +45,13 @@ static bool deliver(int fd, const char *text)
 	return ok;
 }
 
+/* The kernel's poll on the socket's eventfd, watched as the shim's poll,
+ * select and epoll_ctl watch it (vz_direct_watch). */
 static short revents(int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT };
 
+	vz_direct_watch(fd);
 	return poll(&p, 1, 0) < 0 ? -1 : p.revents;
 }
 
@@ -66,6 +69,7 @@ static int ep_add(int ep, int fd, __u32 events)
 {
 	struct epoll_event ev = { .events = events, .data.fd = fd };
 
+	vz_direct_watch(fd);
 	return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
 }
 
@@ -100,6 +104,28 @@ static void test_poll_mixed(int fd)
 	CHECK(vz_direct_poll(p, 2, 0) == 0, "read: nothing");
 	close(pp[0]);
 	close(pp[1]);
+out:;
+}
+
+/* A socket nothing polls: its datagrams cost no eventfd write; watched,
+ * what is queued makes it readable at once. */
+static void test_unwatched(void)
+{
+	int fd = vz_direct_sock_new(AF_INET, SOCK_DGRAM);
+	struct pollfd p = { .events = POLLIN };
+	char buf[32];
+
+	REQUIRE(fd >= 0, "a socket (%s)", strerror(errno));
+	p.fd = fd;
+	CHECK(deliver(fd, "q") && poll(&p, 1, 0) == 0,
+	      "unwatched: the eventfd untouched");
+	vz_direct_watch(fd);
+	CHECK(poll(&p, 1, 0) == 1 && p.revents == POLLIN,
+	      "watched: readable with what is queued");
+	CHECK(!strcmp(recv_text(fd, buf, sizeof(buf)), "q") &&
+		      poll(&p, 1, 0) == 0,
+	      "read: drained");
+	CHECK(!vz_direct_close(fd), "close");
 out:;
 }
 
@@ -344,6 +370,7 @@ out:;
 
 int main(void)
 {
+	test_unwatched();
 	test_readiness();
 	test_epoll_modes();
 	test_dup();

@@ -51,6 +51,9 @@ bool vz_direct_enabled(void);
 /* Open the port and start the engine (once): 0 or -1 with errno. */
 int vz_direct_init(void);
 bool vz_direct_fd(int fd);
+/* fd is handed to epoll_ctl, poll or select: keep its eventfd's readiness
+ * from now on (dsock.h, watched). Nothing for any other descriptor. */
+void vz_direct_watch(int fd);
 
 int vz_direct_socket(int domain, int type, int protocol);
 int vz_direct_bind(int fd, const struct sockaddr *addr, socklen_t len);

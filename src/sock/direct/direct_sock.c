@@ -45,6 +45,23 @@ struct dsock *vz_direct_hold(int fd)
 	return s;
 }
 
+void vz_direct_watch(int fd)
+{
+	struct dsock *s;
+
+	if (fd < 0 || fd >= MAX_FD || !vz_direct_fd(fd))
+		return;
+	pthread_mutex_lock(&vz_direct.lock);
+	s = vz_direct.by_fd[fd];
+	if (s && !s->watched) {
+		s->watched = true;
+		/* what is queued already makes it readable now */
+		if (s->head != s->tail)
+			vz_direct_efd_ring(s->fd);
+	}
+	pthread_mutex_unlock(&vz_direct.lock);
+}
+
 /* Under vz_direct.lock. */
 static void sock_free(struct dsock *s)
 {

@@ -280,9 +280,12 @@ int vz_direct_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 	struct poll_arg a = { fds, n };
 	nfds_t i;
 
-	if (child)
-		for (i = 0; i < n; i++)
-			if (vz_direct_fd(fds[i].fd) && vz_direct_forked())
-				return fail(ENOTSUP);
+	for (i = 0; i < n; i++) {
+		if (!vz_direct_fd(fds[i].fd))
+			continue;
+		if (child && vz_direct_forked())
+			return fail(ENOTSUP);
+		vz_direct_watch(fds[i].fd);
+	}
 	return vz_direct_wait(poll_check, &a, timeout_ms);
 }

@@ -73,6 +73,13 @@ struct dsock {
 	int refs; /* descriptors naming it (dup); 0: closed */
 	int users; /* calls in progress holding it (hold/put) */
 	bool nonblock;
+	/*
+	 * Handed to epoll_ctl, poll or select once: its eventfd is then kept
+	 * readable while a datagram is queued. Until then nobody looks at it
+	 * (a blocking receive waits on the port), and a datagram costs no
+	 * eventfd write and read, two system calls, on the round trip.
+	 */
+	bool watched;
 	bool v6; /* AF_INET6 */
 	bool v6only; /* IPV6_V6ONLY */
 	__u8 tables; /* ON4, ON6: which port tables hold it (bound) */

@@ -48,6 +48,7 @@
 #else
 #define vz_direct_enabled() false
 #define vz_direct_wait(check, arg, ms) check(arg, ms)
+#define vz_direct_watch(fd) ((void)(fd))
 #endif
 #include "veloz/sock.h"
 
@@ -406,8 +407,11 @@ int vz_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	sys_init();
 	/* A direct-mode socket's eventfd is readable while it holds a
 	 * datagram: a kernel member like any other. */
-	if (!s)
+	if (!s) {
+		if (op != EPOLL_CTL_DEL)
+			vz_direct_watch(fd);
 		return ctl_kernel(epfd, op, fd, ev);
+	}
 	rc = ctl_check(epfd, op, s, ev);
 	if (rc)
 		return fail(-rc);
