@@ -45,6 +45,7 @@
 
 #define RX_BUDGET 256
 #define TX_BUDGET 256
+#define IDLE_SPINS 256 /* empty rounds before yielding the CPU */
 #define BUSY_POLL_US 1000 /* idle this long, then sleep */
 #define SLEEP_MAX_MS 100 /* the longest sleep: the interface check's period */
 
@@ -452,6 +453,7 @@ static void idle_sleep(struct udpd *u, int ms)
 /* When the loop does what it does not do every round (ns, CLOCK_MONOTONIC). */
 struct loop_clock {
 	__u64 start, next_tick, next_check, next_stats, last_work;
+	unsigned int idle; /* rounds without work in a row */
 };
 
 /* The stack's timers each millisecond, the interface's presence each
@@ -488,24 +490,20 @@ static int sleep_ms(__u64 wake, __u64 now)
 	return ms < SLEEP_MAX_MS ? (int)ms + 1 : SLEEP_MAX_MS;
 }
 
-/*
- * Nothing to do: let an application sharing the CPU run, at once; nothing
- * for long (the busy-poll time): sleep until something comes or a timer.
- * The yield is every empty round: an application that udpd just woke
- * waits for a CPU, and with more spinners than CPUs (udpd and the other
- * end's, on two) that CPU is udpd's. A yield with nobody waiting returns
- * at once; one every 256 empty rounds made a round trip wait ~30 us more
- * for it (`veloz bench udp-latency`, veloz arm).
- */
+/* Nothing to do: let an application sharing the CPU run; nothing for
+ * long (the busy-poll time): sleep until something comes or a timer. */
 static void loop_idle(const struct opts *o, struct udpd *u,
 		      struct loop_clock *c, unsigned int work)
 {
 	__u64 wake;
 
 	if (work) {
+		c->idle = 0;
 		c->last_work = u->now;
 		return;
 	}
+	if (++c->idle % IDLE_SPINS)
+		return;
 	wake = c->next_check < c->next_stats ? c->next_check : c->next_stats;
 	if (u->now - c->last_work >= o->busy_poll_us * 1000ull && wake > u->now)
 		idle_sleep(u, sleep_ms(wake, u->now));
@@ -517,7 +515,7 @@ static void loop_idle(const struct opts *o, struct udpd *u,
 static int run(const struct opts *o, struct udpd *u)
 {
 	__u64 start = vz_now_ns();
-	struct loop_clock c = { start, start, start, 0, start };
+	struct loop_clock c = { start, start, start, 0, start, 0 };
 	unsigned int work, round;
 	int ret = 0;
 
