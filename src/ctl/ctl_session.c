@@ -561,8 +561,8 @@ static void do_counters(struct vz_ctl *ctl, struct buf *out)
 
 /*
  * A successor has the NF's program on the hook and its maps (xdp), or the
- * state of its paused workers (userspace): the run stops at its next
- * interval; on xdp it leaves the program attached.
+ * state of its paused workers (userspace): the run stops (within the main
+ * loop's 10 ms sleep slice); on xdp it leaves the program attached.
  */
 static void do_leave(struct session *s, struct buf *out)
 {
