@@ -57,7 +57,6 @@ def probe_frames(n: int = 20) -> list:
 # ---- exact counts -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def drop_run(backend: str) -> tuple[dict, dict]:
     """200,000 frames at 200 kpps into a drop NF: the generator's record and
     the run's summary."""
@@ -88,6 +87,7 @@ def drop_run(backend: str) -> tuple[dict, dict]:
         return sent, runner.stop()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_drop_counts_exactly_what_the_generator_sent(testbed, backend):
     sent, summary = drop_run(backend)
     # a userspace worker kept off its CPU longer than its ring lasts (the

@@ -118,7 +118,10 @@ def check(exp: str, r: dict) -> None:
         assert r["done"] > 0, r
     elif exp == "ddos":
         if r["rate"]:  # the rule drops the flood's source: the attacker of [addresses]
-            assert r["attack_sent"] == 3_000_000 and 0 < r["dropped"] <= r["attack_sent"], r
+            # a paced flood for --duration: its last batch may miss the end
+            # on a loaded machine (2,999,000 seen), so within 1% of rate x 3 s
+            assert abs(r["attack_sent"] - 3_000_000) <= 30_000, r
+            assert 0 < r["dropped"] <= r["attack_sent"], r
         else:
             assert r["attack_sent"] == 0 and r["dropped"] == 0 and r["answered"] >= 0.9, r
     elif exp == "soak" and r["kind"] == "probe":  # 3 s at the rate: all dropped
