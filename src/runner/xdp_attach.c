@@ -82,26 +82,53 @@ static void kernel_prog_name(unsigned int id, char *name, size_t len)
 	close(fd);
 }
 
-/* The XDP link that attached prog_id to ifindex, 0 when netlink did. */
-static unsigned int xdp_link_of(unsigned int prog_id, int ifindex)
+/*
+ * The kernel's links, one by one, until match() accepts one: its info
+ * (the link's id in *id), or false. Asked of the kernel, not of pins: they
+ * may live in another bpffs (`ip netns exec` gives each command its own).
+ */
+static bool find_link(bool (*match)(const struct bpf_link_info *, const void *),
+		      const void *arg, struct bpf_link_info *info, __u32 *id)
 {
-	struct bpf_link_info info;
-	__u32 id = 0, len, found = 0;
+	bool found = false;
+	__u32 len;
 	int fd;
 
-	while (!found && !bpf_link_get_next_id(id, &id)) {
-		fd = bpf_link_get_fd_by_id(id);
+	*id = 0;
+	while (!found && !bpf_link_get_next_id(*id, id)) {
+		fd = bpf_link_get_fd_by_id(*id);
 		if (fd < 0)
 			continue;
-		memset(&info, 0, sizeof(info));
-		len = sizeof(info);
-		if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
-		    info.type == BPF_LINK_TYPE_XDP && info.prog_id == prog_id &&
-		    (int)info.xdp.ifindex == ifindex)
-			found = id;
+		memset(info, 0, sizeof(*info));
+		len = sizeof(*info);
+		found = !bpf_obj_get_info_by_fd(fd, info, &len) &&
+			match(info, arg);
 		close(fd);
 	}
 	return found;
+}
+
+struct xdp_hook {
+	__u32 prog_id;
+	int ifindex;
+};
+
+static bool is_xdp_link_of(const struct bpf_link_info *info, const void *arg)
+{
+	const struct xdp_hook *h = arg;
+
+	return info->type == BPF_LINK_TYPE_XDP && info->prog_id == h->prog_id &&
+	       (int)info->xdp.ifindex == h->ifindex;
+}
+
+/* The XDP link that attached prog_id to ifindex, 0 when netlink did. */
+static unsigned int xdp_link_of(unsigned int prog_id, int ifindex)
+{
+	struct xdp_hook h = { prog_id, ifindex };
+	struct bpf_link_info info;
+	__u32 id;
+
+	return find_link(is_xdp_link_of, &h, &info, &id) ? id : 0;
 }
 
 /* Does /proc/PID/fdinfo/FD describe the BPF link LINK_ID? */
@@ -235,30 +262,20 @@ int vz_xdp_detach_all(int ifindex)
 	return 0;
 }
 
-/*
- * The program behind libxdp's dispatcher: an freplace link targets it. Its
- * pins may live in another bpffs (`ip netns exec` gives each command its
- * own), so the kernel's list of links is asked, not libxdp.
- */
+static bool targets(const struct bpf_link_info *info, const void *arg)
+{
+	return info->type == BPF_LINK_TYPE_TRACING &&
+	       info->tracing.target_obj_id == *(const __u32 *)arg;
+}
+
+/* The program behind libxdp's dispatcher: an freplace link targets it. */
 static __u32 component_of(__u32 dispatcher_id)
 {
 	struct bpf_link_info info;
-	__u32 id = 0, len, found = 0;
-	int fd;
+	__u32 id;
 
-	while (!found && !bpf_link_get_next_id(id, &id)) {
-		fd = bpf_link_get_fd_by_id(id);
-		if (fd < 0)
-			continue;
-		memset(&info, 0, sizeof(info));
-		len = sizeof(info);
-		if (!bpf_obj_get_info_by_fd(fd, &info, &len) &&
-		    info.type == BPF_LINK_TYPE_TRACING &&
-		    info.tracing.target_obj_id == dispatcher_id)
-			found = info.prog_id;
-		close(fd);
-	}
-	return found;
+	return find_link(targets, &dispatcher_id, &info, &id) ? info.prog_id
+							      : 0;
 }
 
 bool vz_xdp_is_nf_name(const char *name)
