@@ -16,17 +16,20 @@ import signal
 import subprocess
 
 import pytest
-from wire import run_nf
+from wire import run_nf, settle_nf
 
-from veloz.core.proc import in_netns, veloz_argv
+from veloz.core.proc import in_netns, run_json, veloz_argv
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 
-def send(rate: str, seconds: float, flows: int = 256) -> None:
-    argv = ["gen", "--iface", "gen-dut", "--rate", rate, "--flows", str(flows),
-            "--duration", str(seconds), "--json"]  # fmt: skip
-    subprocess.run(in_netns("vz-gen", veloz_argv(*argv)), check=True, capture_output=True)
+def send(rate: int, seconds: float, flows: int = 256) -> dict:
+    """rate x seconds frames, paced by count: a generator kept off its CPU
+    sends them all, late, where one paced by duration would send fewer."""
+    count = int(rate * seconds)
+    argv = ["gen", "--iface", "gen-dut", "--rate", str(rate), "--flows", str(flows),
+            "--count", str(count), "--json"]  # fmt: skip
+    return run_json(in_netns("vz-gen", veloz_argv(*argv)), timeout=60)
 
 
 BACKENDS = ["afxdp", "dpdk"]
@@ -41,7 +44,7 @@ def test_dispatch_with_the_core_allocator(testbed, backend, policy):
     try:
         detail = nf.attached["detail"]
         assert DISPATCHER[backend] in detail and f"with {policy} and the core allocator" in detail
-        for rate in ("100k", "1M", "100k"):  # low, beyond one worker, low
+        for rate in (100_000, 1_000_000, 100_000):  # low, beyond one worker, low
             send(rate, 1.0)
     finally:
         summary = nf.stop()
@@ -72,13 +75,15 @@ def test_dispatch_with_the_core_allocator(testbed, backend, policy):
 def test_fixed_workers_share_the_flows(testbed, backend):
     nf = run_nf("tx", backend, "--workers", "2", "--dispatch", "flow-affinity")
     try:
-        send("200k", 1.0)
+        sent = send(200_000, 1.0)
+        settle_nf(200_000)
     finally:
         summary = nf.stop()
     dispatch = [r for r in nf.records if r.get("event") == "dispatch_summary"][-1]
     # Every frame sent was dispatched and sent back, or counted where it was
     # lost (the shared CPUs can starve the dispatcher of a few).
     assert dispatch["frames"] - dispatch["ring_full"] == summary["tx"] > 190_000, dispatch
+    assert sent["xmit"] == 200_000, sent
     assert summary["tx"] + summary["errors"]["rx_missed"] == 200_000, summary
     # nothing reordered but by a counted forced move (a worker 256 frames
     # behind: on this shared 2-CPU machine a descheduled worker can be)
