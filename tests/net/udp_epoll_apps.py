@@ -1,4 +1,4 @@
-"""UDP programs for test_direct_epoll.py, each a plain Python program on the
+"""UDP programs for test_shim_epoll.py, each a plain Python program on the
 socket module (run under the LD_PRELOAD shim for veloz, without it for the
 kernel):
 
@@ -9,10 +9,11 @@ kernel):
                                checked (content); prints a JSON summary
   reflector ADDR PORT          echoes, on kernel sockets, for probe
   probe ADDR PORT RADDR RPORT  epoll edge-triggered and EPOLLONESHOT, dup of
-        [--direct]             a closed descriptor; with --direct, a close
-                               under a blocked recvfrom and epoll_wait, and
-                               a forked child's calls; datagrams come back
-                               from the reflector; prints JSON
+        [--shim]               a closed descriptor; with --shim (veloz's
+                               sockets), a close under a blocked recvfrom
+                               and epoll_wait, and a forked child's calls;
+                               datagrams come back from the reflector;
+                               prints JSON
 
 Servers print "ready" once bound, and a JSON summary on SIGTERM.
 """
@@ -271,7 +272,7 @@ def probe(argv: list[str]) -> None:
     addr, port, raddr, rport = argv[0], int(argv[1]), argv[2], int(argv[3])
     p = Probe(addr, port, raddr, rport)
     out = {**probe_epoll_modes(p), **probe_dup(p)}
-    if "--direct" in argv:
+    if "--shim" in argv:
         out.update(probe_close_while_waiting(p, port))
         out.update(probe_fork(p))
     out["select_missed"] = p.unseen

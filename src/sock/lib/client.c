@@ -40,6 +40,7 @@
 
 struct vz_client_libc vz_client_libc;
 pthread_mutex_t vz_client_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t vz_client_hold_lock = PTHREAD_MUTEX_INITIALIZER;
 int vz_client_doorbell = -1;
 __be32 vz_client_ip4;
 __u8 vz_client_ip6[16];
@@ -134,15 +135,48 @@ void vz_client_unmap(struct vz_csock *s)
 
 /* Under vz_client_lock, the last descriptor released (s->fd, closed here; -1
  * when dup2() already replaced it). */
+static void sock_free(struct vz_csock *s)
+{
+	vz_client_unmap(s);
+	pthread_mutex_destroy(&s->rx_lock);
+	pthread_mutex_destroy(&s->tx_lock);
+	free(s);
+}
+
 void vz_client_destroy(struct vz_csock *s)
 {
+	static const __u64 one = 1;
+	bool in_use;
+
 	vz_epoll_sock_gone(s);
-	if (s->fd >= 0) {
+	pthread_mutex_lock(&vz_client_hold_lock);
+	if (s->fd >= 0)
 		vz_client_table_set(s->fd, NULL);
+	__atomic_store_n(&s->closed, true, __ATOMIC_RELEASE);
+	in_use = s->users > 0;
+	pthread_mutex_unlock(&vz_client_hold_lock);
+	if (s->fd >= 0) {
+		/* a thread asleep in poll() on it holds the file: it wakes */
+		if (in_use &&
+		    vz_client_libc.write(s->fd, &one, sizeof(one)) < 0) {
+			/* EAGAIN: the counter is full, so it is awake already
+			 */
+		}
 		vz_client_libc.close(s->fd);
 	}
-	vz_client_unmap(s);
-	free(s);
+	if (!in_use)
+		sock_free(s);
+}
+
+void vz_client_put(struct vz_csock *s)
+{
+	bool last;
+
+	pthread_mutex_lock(&vz_client_hold_lock);
+	last = !--s->users && s->closed;
+	pthread_mutex_unlock(&vz_client_hold_lock);
+	if (last)
+		sock_free(s);
 }
 
 /* Another descriptor of s than `fd` (there is one while refs > 1). */
@@ -207,6 +241,7 @@ static void drop_all(void)
 static void forget_all(void)
 {
 	pthread_mutex_init(&vz_client_lock, NULL);
+	pthread_mutex_init(&vz_client_hold_lock, NULL);
 	vz_epoll_forked();
 	drop_all();
 }

@@ -70,6 +70,16 @@ struct vz_csock {
 	size_t shm_len;
 	struct vz_ring rx; /* we consume */
 	struct vz_ring tx; /* we produce */
+	/* The rings have one consumer and one producer on each side: threads
+	 * that share the socket (dup() copies in several epoll sets) take
+	 * turns on ours. Held only while a record is read or written, never
+	 * while waiting. */
+	pthread_mutex_t rx_lock, tx_lock;
+	/* Calls in sendto or recvfrom (under vz_client_hold_lock): the last
+	 * close() leaves it to the last of them to free the socket, and wakes
+	 * one that sleeps; it then fails with EBADF, as in direct mode. */
+	int users;
+	bool closed;
 	__be32 ip, peer_ip;
 	__be16 port, peer_port; /* 0: unbound, unconnected */
 	struct timeval rcvtimeo, sndtimeo;
@@ -109,6 +119,8 @@ struct vz_client_libc {
 VZ_HIDDEN extern struct vz_client_libc vz_client_libc;
 /* Serialises control requests and every change of the table. */
 VZ_HIDDEN extern pthread_mutex_t vz_client_lock;
+/* Guards each socket's users and closed (sock_hold); never held long. */
+VZ_HIDDEN extern pthread_mutex_t vz_client_hold_lock;
 /* The poller's doorbell (WELCOME's eventfd): written after queueing a
  * datagram when the poller said it sleeps. -1: an old poller sent none. */
 VZ_HIDDEN extern int vz_client_doorbell;
@@ -176,6 +188,22 @@ static inline struct vz_csock *sock_get(int fd)
 	}
 	return s;
 }
+
+/* sock_get() for a call that may wait (sendto, recvfrom): the socket stays
+ * allocated until sock_put(), whoever closes its descriptors meanwhile. */
+static inline struct vz_csock *sock_hold(int fd)
+{
+	struct vz_csock *s;
+
+	pthread_mutex_lock(&vz_client_hold_lock);
+	s = lookup(fd);
+	if (s)
+		s->users++;
+	pthread_mutex_unlock(&vz_client_hold_lock);
+	return s ? s : sock_get(fd);
+}
+
+VZ_HIDDEN void vz_client_put(struct vz_csock *s);
 
 /* Milliseconds left (rounded up) for poll(), -1 for none; a long wait
  * wakes every 1000 s to look again. */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * libveloz-sock's data path: sendto writes the socket's transmit ring and
- * recvfrom reads its receive ring (ring.h), lock-free (one thread per
- * socket); datagrams never cross the control connection. A caller that
+ * recvfrom reads its receive ring (ring.h), each under the socket's lock
+ * for that ring (uncontended but for threads sharing a socket); datagrams
+ * never cross the control connection. A caller that
  * must wait sets the ring's `waiting` word, re-checks the ring and sleeps
  * in poll() on the socket's eventfd, which the poller writes only when it
  * finds the word set: no system call per datagram otherwise.
@@ -72,7 +73,11 @@ static int wait_ring(struct vz_csock *s, struct vz_ring_ctl *c,
 			rc = -EAGAIN;
 		else if (vz_client_libc.poll(&p, 1, ms) < 0)
 			rc = -errno;
-		eventfd_drain(s->fd);
+		if (__atomic_load_n(&s->closed, __ATOMIC_ACQUIRE))
+			rc = -EBADF; /* closed by another thread: its fd is gone
+				      */
+		else
+			eventfd_drain(s->fd);
 	}
 	__atomic_store_n(&c->waiting, 0, __ATOMIC_RELAXED);
 	return rc;
@@ -147,14 +152,20 @@ static inline int send_check(const struct vz_csock *s, const void *buf,
 }
 
 /* Room for a record of `need` bytes on the transmit ring, waiting as the
- * socket allows: the record, or NULL with *rc a -errno. */
+ * socket allows: the record, with tx_lock held until its commit, or NULL
+ * with *rc a -errno. */
 static inline struct vz_ring_rec *send_reserve(struct vz_csock *s, size_t need,
 					       int flags, int *rc)
 {
 	struct vz_ring_rec *rec;
 	__s64 until = -2;
 
-	while (!(rec = vz_ring_reserve(&s->tx, need))) {
+	for (;;) {
+		pthread_mutex_lock(&s->tx_lock);
+		rec = vz_ring_reserve(&s->tx, need);
+		if (rec)
+			break;
+		pthread_mutex_unlock(&s->tx_lock);
 		if (s->nonblock || (flags & MSG_DONTWAIT)) {
 			*rc = -EAGAIN;
 			return NULL;
@@ -168,32 +179,27 @@ static inline struct vz_ring_rec *send_reserve(struct vz_csock *s, size_t need,
 	return rec;
 }
 
-ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
-		  const struct sockaddr *to, socklen_t tolen)
+/* sendto on a held socket (sock_hold): the length sent, or -errno. */
+static ssize_t send_held(struct vz_csock *s, const void *buf, size_t len,
+			 int flags, const struct sockaddr *to, socklen_t tolen)
 {
-	struct vz_csock *s;
 	struct vz_ring_rec *rec;
 	struct vz_addr sin;
-	size_t a; /* the IPv6 address in front of the datagram */
+	size_t a = s->v6 ? VZ_RING_ADDR6 : 0; /* the IPv6 address in front */
 	int rc;
-	VZ_DIRECT(fd, vz_direct_sendto(fd, buf, len, flags, to, tolen));
-	s = sock_get(fd);
 
-	if (!s)
-		return -1;
-	a = s->v6 ? VZ_RING_ADDR6 : 0;
 	rc = send_check(s, buf, len, flags, a);
 	if (!rc)
 		rc = send_dest(s, to, tolen, &sin);
 	if (!rc)
 		rc = -take_error(s);
 	if (rc)
-		return fail(rc);
+		return rc;
 	if (!s->port && vz_client_autobind(s))
-		return -1;
+		return -errno;
 	rec = send_reserve(s, a + len, flags, &rc);
 	if (!rec)
-		return fail(rc);
+		return rc;
 	rec->len = (__u32)(a + len);
 	rec->flags = a ? VZ_RING_F_V6 : 0;
 	rec->addr = sin.ip;
@@ -204,8 +210,24 @@ ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
 	if (len)
 		memcpy((__u8 *)(rec + 1) + a, buf, len);
 	vz_ring_commit(&s->tx, a + len);
+	pthread_mutex_unlock(&s->tx_lock);
 	ring_doorbell(s);
 	return (ssize_t)len;
+}
+
+ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
+		  const struct sockaddr *to, socklen_t tolen)
+{
+	struct vz_csock *s;
+	ssize_t rc;
+	VZ_DIRECT(fd, vz_direct_sendto(fd, buf, len, flags, to, tolen));
+	s = sock_hold(fd);
+
+	if (!s)
+		return -1;
+	rc = send_held(s, buf, len, flags, to, tolen);
+	vz_client_put(s);
+	return rc < 0 ? fail((int)rc) : rc;
 }
 
 ssize_t vz_send(int fd, const void *buf, size_t len, int flags)
@@ -213,8 +235,9 @@ ssize_t vz_send(int fd, const void *buf, size_t len, int flags)
 	return vz_sendto(fd, buf, len, flags, NULL, 0);
 }
 
-/* The next datagram's header and bytes, waiting if allowed: 1, or -errno
- * (including a pending SO_ERROR once the ring is empty). */
+/* The next datagram's header and bytes, waiting if allowed: 1 with
+ * rx_lock held until the record is released, or -errno (including a
+ * pending SO_ERROR once the ring is empty). */
 static int recv_next(struct vz_csock *s, int flags, struct vz_ring_rec *rec,
 		     const __u8 **payload)
 {
@@ -222,11 +245,15 @@ static int recv_next(struct vz_csock *s, int flags, struct vz_ring_rec *rec,
 	int rc;
 
 	for (;;) {
+		pthread_mutex_lock(&s->rx_lock);
 		rc = vz_ring_peek(&s->rx, rec, payload);
 		if (rc > 0)
 			return 1;
+		pthread_mutex_unlock(&s->rx_lock);
 		if (rc < 0)
 			return -EIO; /* the poller wrote garbage */
+		if (__atomic_load_n(&s->closed, __ATOMIC_ACQUIRE))
+			return -EBADF;
 		rc = take_error(s);
 		if (rc)
 			return -rc;
@@ -240,30 +267,28 @@ static int recv_next(struct vz_csock *s, int flags, struct vz_ring_rec *rec,
 	}
 }
 
-ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
-		    struct sockaddr *from, socklen_t *fromlen)
+/* recvfrom on a held socket (sock_hold): the length, or -errno. */
+static ssize_t recv_held(struct vz_csock *s, void *buf, size_t len, int flags,
+			 struct sockaddr *from, socklen_t *fromlen)
 {
-	struct vz_csock *s;
 	struct vz_ring_rec rec = { 0 };
 	const __u8 *payload = NULL;
 	size_t n, a, dlen;
 	int rc;
-	VZ_DIRECT(fd, vz_direct_recvfrom(fd, buf, len, flags, from, fromlen));
-	s = sock_get(fd);
 
-	if (!s)
-		return -1;
 	if (flags & (MSG_OOB | MSG_ERRQUEUE))
-		return fail(-EOPNOTSUPP);
+		return -EOPNOTSUPP;
 	if (len && !buf)
-		return fail(-EFAULT);
+		return -EFAULT;
 	rc = recv_next(s, flags, &rec, &payload);
 	if (rc < 0)
-		return fail(rc);
+		return rc;
 	/* An AF_INET6 socket's datagram opens with its sender's address. */
 	a = s->v6 ? VZ_RING_ADDR6 : 0;
-	if (!!(rec.flags & VZ_RING_F_V6) != s->v6 || rec.len < a)
-		return fail(-EIO); /* the poller wrote garbage */
+	if (!!(rec.flags & VZ_RING_F_V6) != s->v6 || rec.len < a) {
+		pthread_mutex_unlock(&s->rx_lock);
+		return -EIO; /* the poller wrote garbage */
+	}
 	dlen = rec.len - a;
 	n = dlen < len ? dlen : len;
 	if (n) /* buf may be NULL when len is 0 */
@@ -272,7 +297,23 @@ ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
 		addr_put(s, from, fromlen, rec.addr, payload, rec.port);
 	if (!(flags & MSG_PEEK))
 		vz_ring_release(&s->rx, rec.len);
+	pthread_mutex_unlock(&s->rx_lock);
 	return (ssize_t)((flags & MSG_TRUNC) ? dlen : n);
+}
+
+ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
+		    struct sockaddr *from, socklen_t *fromlen)
+{
+	struct vz_csock *s;
+	ssize_t rc;
+	VZ_DIRECT(fd, vz_direct_recvfrom(fd, buf, len, flags, from, fromlen));
+	s = sock_hold(fd);
+
+	if (!s)
+		return -1;
+	rc = recv_held(s, buf, len, flags, from, fromlen);
+	vz_client_put(s);
+	return rc < 0 ? fail((int)rc) : rc;
 }
 
 ssize_t vz_recv(int fd, void *buf, size_t len, int flags)

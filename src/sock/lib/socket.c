@@ -58,6 +58,8 @@ int vz_socket(int domain, int type, int protocol)
 	vz_busy_pin_from_env();
 	s->v6 = domain == AF_INET6;
 	s->refs = 1;
+	pthread_mutex_init(&s->rx_lock, NULL);
+	pthread_mutex_init(&s->tx_lock, NULL);
 	s->fd = eventfd(0,
 			EFD_NONBLOCK | (type & SOCK_CLOEXEC ? EFD_CLOEXEC : 0));
 	if (s->fd < 0) {

@@ -1,14 +1,16 @@
-"""Epoll servers in direct mode (VZ_MODE=direct) under the LD_PRELOAD shim:
-a direct socket's eventfd is readable while it holds a datagram, so the
-kernel's epoll works on it. In vz-dut, on 198.18.0.3 (dut-gen's AF_XDP
-socket): an asyncio DatagramProtocol echo server, and a server whose
-threads each epoll_wait on their own set holding their own dup() of one UDP
-socket. From vz-gen, kernel sockets send 2000 requests one in flight and
-check every answer; the same servers on kernel sockets (198.18.0.2) are the
-reference; once more with no spin, so the background thread wakes the
-server on every request. A probe checks edge-triggered epoll and EPOLLONESHOT against the
-kernel's, dup of a closed descriptor (EBADF), a close under a thread
-blocked in recvfrom or epoll_wait, and a forked child's calls (ENOTSUP)."""
+"""Epoll servers under the LD_PRELOAD shim, in both modes: direct
+(VZ_MODE=direct: the process runs the stack on dut-gen's AF_XDP socket) and
+poller (udpd runs it; the process's sockets are rings shared with it). A
+veloz socket's eventfd is readable while it holds a datagram, so the
+kernel's epoll works on it. In vz-dut, on 198.18.0.3: an asyncio
+DatagramProtocol echo server, and a server whose threads each epoll_wait on
+their own set holding their own dup() of one UDP socket. From vz-gen,
+kernel sockets send 2000 requests one in flight and check every answer; the
+same servers on kernel sockets (198.18.0.2) are the reference; once more in
+direct mode with no spin, so the background thread wakes the server on
+every request. A probe checks edge-triggered epoll and EPOLLONESHOT against
+the kernel's, dup of a closed descriptor (EBADF), a close under a thread
+blocked in recvfrom or epoll_wait, and a forked child's calls."""
 
 from __future__ import annotations
 
@@ -21,18 +23,31 @@ from pathlib import Path
 
 import pytest
 from test_direct import direct_env, stop, xdp_attached
+from test_udpd import SOCKET as UDPD_SOCKET
+from test_udpd import udpd  # noqa: F401  (a fixture)
 
 from veloz.core import paths
 from veloz.core.proc import in_netns
 
-DIRECT_IP, KERNEL_IP, GEN_IP = "198.18.0.3", "198.18.0.2", "198.18.0.1"
+SHIM_IP, KERNEL_IP, GEN_IP = "198.18.0.3", "198.18.0.2", "198.18.0.1"
 APPS = str(Path(__file__).with_name("udp_epoll_apps.py"))
 REQUESTS = 2000
+MODES = ["direct", "poller"]
 
 
-def shim_env() -> dict[str, str]:
-    return {**direct_env("dut-gen", DIRECT_IP),
-            "LD_PRELOAD": str(paths.library("libveloz-preload.so"))}  # fmt: skip
+def shim_env(mode: str) -> dict[str, str]:
+    """The server's environment in a mode (poller: udpd must be running)."""
+    preload = {"LD_PRELOAD": str(paths.library("libveloz-preload.so"))}
+    if mode == "direct":
+        return {**direct_env("dut-gen", SHIM_IP), **preload}
+    return {**os.environ, **preload, "VZ_UDPD_SOCKET": UDPD_SOCKET, "VZ_PRELOAD_STRICT": "1"}
+
+
+def shim_mode(request: pytest.FixtureRequest, mode: str) -> dict[str, str]:
+    """shim_env(mode), with udpd started first for poller mode."""
+    if mode == "poller":
+        request.getfixturevalue("udpd")
+    return shim_env(mode)
 
 
 def start(netns: str, args: list[str], env: dict[str, str] | None) -> subprocess.Popen:
@@ -72,26 +87,28 @@ def check_answers(result: dict, arm: str) -> None:
     assert c["answered"] <= s["echoed"] <= REQUESTS, (arm, result)
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     "server", [["asyncio"], ["threads", "4"]], ids=["asyncio", "threads-dup-epoll"]
 )
-def test_epoll_echo_servers_direct_and_kernel(testbed, server):
+def test_epoll_echo_servers_on_veloz_and_kernel(testbed, request, server, mode):
     subprocess.run(in_netns("vz-gen", ["ip", "neigh", "flush", "dev", "gen-dut"]), check=True)
-    direct = serve_and_query(server, DIRECT_IP, 7200, shim_env())
-    check_answers(direct, "direct")
-    assert not xdp_attached("vz-dut", "dut-gen"), "the direct server left its program"
+    veloz = serve_and_query(server, SHIM_IP, 7200, shim_mode(request, mode))
+    check_answers(veloz, mode)
+    if mode == "direct":
+        assert not xdp_attached("vz-dut", "dut-gen"), "the direct server left its program"
     kernel = serve_and_query(server, KERNEL_IP, 7200, dict(os.environ))
     check_answers(kernel, "kernel")
     if server[0] == "threads":
-        assert len(direct["server"]["per_thread"]) == 4
+        assert len(veloz["server"]["per_thread"]) == 4
 
 
 def test_epoll_server_asleep_is_woken_by_the_port(testbed):
     """No spin: the server sleeps in epoll_wait on every request, and the
     background thread, woken by the AF_XDP socket, runs the engine that
     makes it readable. A round trip costs wake-ups, not a timer's tick."""
-    direct = serve_and_query(["asyncio"], DIRECT_IP, 7201,
-                             {**shim_env(), "VZ_BUSY_POLL_US": "0"})  # fmt: skip
+    direct = serve_and_query(["asyncio"], SHIM_IP, 7201,
+                             {**shim_env("direct"), "VZ_BUSY_POLL_US": "0"})  # fmt: skip
     check_answers(direct, "direct, asleep")
     assert direct["client"]["rtt_p50_us"] < 700, direct
 
@@ -105,7 +122,7 @@ def test_idle_direct_server_sleeps(testbed):
     """Idle, in epoll_wait with no timeout: the server spins once, then it
     and the background thread sleep (the latter wakes for the stack's
     timers only), so a second of idling costs a small part of a CPU."""
-    proc = start("vz-dut", ["asyncio", DIRECT_IP, "7202"], shim_env())
+    proc = start("vz-dut", ["asyncio", SHIM_IP, "7202"], shim_env("direct"))
     try:
         time.sleep(0.3)
         before, t0 = cpu_seconds(proc.pid), time.monotonic()
@@ -116,12 +133,20 @@ def test_idle_direct_server_sleeps(testbed):
     assert used < 0.25, f"an idle direct server used {used:.0%} of a CPU"
 
 
-def test_edge_oneshot_dup_and_close_direct_as_kernel(testbed):
+# A forked child's calls on its parent's socket, and on a socket of its own:
+# direct mode refuses both (the port's rings are the parent's), with one
+# line on stderr; in poller mode the parent's sockets are not the child's
+# (EBADF), and a socket of its own works through udpd.
+CHILD = {"direct": ("ENOTSUP", "ENOTSUP"), "poller": ("EBADF", "worked")}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_edge_oneshot_dup_and_close_as_kernel(testbed, request, mode):
+    env = shim_mode(request, mode)
     reflector = start("vz-gen", ["reflector", GEN_IP, "7210"], None)
     try:
         kernel = run_app("vz-dut", ["probe", KERNEL_IP, "7211", GEN_IP, "7210"])
-        direct = run_app("vz-dut", ["probe", DIRECT_IP, "7211", GEN_IP, "7210", "--direct"],
-                         shim_env())  # fmt: skip
+        veloz = run_app("vz-dut", ["probe", SHIM_IP, "7211", GEN_IP, "7210", "--shim"], env)
     finally:
         stop(reflector)
     expected = {
@@ -130,16 +155,15 @@ def test_edge_oneshot_dup_and_close_direct_as_kernel(testbed):
         "dup_closed": "EBADF", "after_copy_closed": ["c"], "select_missed": 0,
     }  # fmt: skip
     assert {k: v for k, v in kernel.items() if k != "stderr"} == expected
-    assert {k: direct[k] for k in expected} == expected, direct
+    assert {k: veloz[k] for k in expected} == expected, veloz
     # a close under another thread: the blocked recvfrom ends with EBADF,
     # epoll_wait reports nothing, and the port is free for a new socket
-    assert direct["recv_after_close"] == "EBADF", direct
-    assert direct["epoll_after_close"] == 0, direct
-    assert direct["port_reused"] == ["d"], direct
-    # fork: the child's calls fail clearly, with one line on stderr; its
-    # exit leaves the parent's port working
-    assert direct["child_recv"] == "ENOTSUP" and direct["child_socket"] == "ENOTSUP", direct
-    assert direct["child_status"] == 0 and direct["after_child"] == ["e"], direct
-    notes = [line for line in direct["stderr"].splitlines() if "forked child" in line]
-    assert len(notes) == 1, direct["stderr"]
-    assert not xdp_attached("vz-dut", "dut-gen")
+    assert veloz["recv_after_close"] == "EBADF", veloz
+    assert veloz["epoll_after_close"] == 0, veloz
+    assert veloz["port_reused"] == ["d"], veloz
+    # fork: clear errnos in the child; its exit leaves the parent's port working
+    assert (veloz["child_recv"], veloz["child_socket"]) == CHILD[mode], veloz
+    assert veloz["child_status"] == 0 and veloz["after_child"] == ["e"], veloz
+    notes = [line for line in veloz["stderr"].splitlines() if "forked child" in line]
+    assert len(notes) == (mode == "direct"), veloz["stderr"]
+    assert not xdp_attached("vz-dut", "dut-gen") or mode == "poller"
