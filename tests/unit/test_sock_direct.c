@@ -129,6 +129,39 @@ static void test_unwatched(void)
 out:;
 }
 
+/* poll over direct sockets only: answered from their queues, the eventfd
+ * following a queue only while a caller sleeps on it. */
+static void test_poll_direct_only(void)
+{
+	int fd = vz_direct_sock_new(AF_INET, SOCK_DGRAM);
+	struct pollfd p = { .events = POLLIN | POLLOUT },
+		      k = { .events = POLLIN };
+	char buf[32];
+	double t;
+
+	REQUIRE(fd >= 0, "a socket (%s)", strerror(errno));
+	p.fd = k.fd = fd;
+	CHECK(vz_direct_poll(&p, 1, 0) == 1 && p.revents == POLLOUT,
+	      "empty: writable only (%#x)", p.revents);
+	CHECK(deliver(fd, "r") && vz_direct_poll(&p, 1, 0) == 1 &&
+		      p.revents == (POLLIN | POLLOUT),
+	      "queued: readable (%#x)", p.revents);
+	CHECK(poll(&k, 1, 0) == 0, "the eventfd untouched: no sleeper");
+	p.events = POLLIN;
+	CHECK(vz_direct_poll(&p, 1, 1000) == 1 && p.revents == POLLIN &&
+		      poll(&k, 1, 0) == 0,
+	      "readable at once, still no eventfd write");
+	CHECK(!strcmp(recv_text(fd, buf, sizeof(buf)), "r"), "read");
+	t = now_s();
+	CHECK(vz_direct_poll(&p, 1, 30) == 0 && now_s() - t >= 0.025 &&
+		      poll(&k, 1, 0) == 0,
+	      "nothing: its timeout, the eventfd left empty");
+	CHECK(deliver(fd, "s") && poll(&k, 1, 0) == 0,
+	      "after the sleep, a datagram costs no eventfd write again");
+	CHECK(!vz_direct_close(fd), "close");
+out:;
+}
+
 static void test_readiness(void)
 {
 	int fd = vz_direct_sock_new(AF_INET, SOCK_DGRAM);
@@ -371,6 +404,7 @@ out:;
 int main(void)
 {
 	test_unwatched();
+	test_poll_direct_only();
 	test_readiness();
 	test_epoll_modes();
 	test_dup();

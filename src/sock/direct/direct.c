@@ -76,7 +76,7 @@ bool vz_direct_enqueue(struct dsock *s, const struct in6_addr *addr,
 	d->port = port;
 	d->len = len;
 	memcpy(d->data, data, len);
-	if (s->tail == s->head && s->watched)
+	if (s->tail == s->head && vz_direct_efd_kept(s))
 		vz_direct_efd_ring(s->fd);
 	__atomic_store_n(&s->q[s->tail % QLEN], d, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->tail, s->tail + 1, __ATOMIC_RELEASE);
@@ -436,7 +436,7 @@ static struct dgram *pop(struct dsock *s, bool peek)
 	if (peek)
 		return d;
 	__atomic_store_n(&s->head, s->head + 1, __ATOMIC_RELEASE);
-	if (s->head == s->tail && s->refs && s->watched)
+	if (s->head == s->tail && s->refs && vz_direct_efd_kept(s))
 		vz_direct_efd_drain(s->fd);
 	return d;
 }

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,57 @@ void vz_direct_watch(int fd)
 		/* what is queued already makes it readable now */
 		if (s->head != s->tail)
 			vz_direct_efd_ring(s->fd);
+	}
+	pthread_mutex_unlock(&vz_direct.lock);
+}
+
+int vz_direct_poll_ready(struct pollfd *fds, nfds_t n)
+{
+	int ready = 0;
+	nfds_t i;
+
+	pthread_mutex_lock(&vz_direct.lock);
+	for (i = 0; i < n; i++) {
+		struct dsock *s;
+
+		fds[i].revents = 0;
+		if (fds[i].fd < 0)
+			continue; /* poll() skips it */
+		s = vz_direct.by_fd[fds[i].fd];
+		if (!s)
+			fds[i].revents = POLLNVAL; /* closed since the check */
+		else if (s->head != s->tail)
+			fds[i].revents = fds[i].events & (POLLIN | POLLRDNORM);
+		/* as the eventfd's: a datagram can always be sent (or dropped)
+		 */
+		fds[i].revents |= fds[i].events & (POLLOUT | POLLWRNORM);
+		ready += !!fds[i].revents;
+	}
+	pthread_mutex_unlock(&vz_direct.lock);
+	return ready;
+}
+
+void vz_direct_sleep(const struct pollfd *fds, nfds_t n, bool asleep)
+{
+	nfds_t i;
+
+	pthread_mutex_lock(&vz_direct.lock);
+	for (i = 0; i < n; i++) {
+		struct dsock *s =
+			fds[i].fd >= 0 ? vz_direct.by_fd[fds[i].fd] : NULL;
+		bool kept;
+
+		if (!s)
+			continue;
+		kept = vz_direct_efd_kept(s);
+		s->sleepers += asleep ? 1 : -1;
+		if (kept == vz_direct_efd_kept(s) || s->head == s->tail)
+			continue;
+		/* the eventfd starts following the queue, or stops (empty) */
+		if (asleep)
+			vz_direct_efd_ring(s->fd);
+		else
+			vz_direct_efd_drain(s->fd);
 	}
 	pthread_mutex_unlock(&vz_direct.lock);
 }

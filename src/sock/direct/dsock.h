@@ -80,6 +80,9 @@ struct dsock {
 	 * eventfd write and read, two system calls, on the round trip.
 	 */
 	bool watched;
+	/* Threads asleep in poll() or select() on it: its eventfd is kept as
+	 * when watched for as long as one sleeps. */
+	int sleepers;
 	bool v6; /* AF_INET6 */
 	bool v6only; /* IPV6_V6ONLY */
 	__u8 tables; /* ON4, ON6: which port tables hold it (bound) */
@@ -159,6 +162,20 @@ VZ_DIRECT_HIDDEN void vz_direct_bg_stop(void);
 /* Around an application thread's spin on the engine: the background
  * thread stays off the port meanwhile. */
 VZ_DIRECT_HIDDEN void vz_direct_spinning(bool on);
+
+/* poll()'s answer for a set of direct sockets only, from their queues: no
+ * system call (direct_sock.c). */
+VZ_DIRECT_HIDDEN int vz_direct_poll_ready(struct pollfd *fds, nfds_t n);
+/* Around a sleep in poll() on such a set: their eventfds follow their
+ * queues while it sleeps (asleep true), then stop (false). */
+VZ_DIRECT_HIDDEN void vz_direct_sleep(const struct pollfd *fds, nfds_t n,
+				      bool asleep);
+
+/* Whether s's eventfd must follow its queue (watched, or slept on). */
+static inline bool vz_direct_efd_kept(const struct dsock *s)
+{
+	return s->watched || s->sleepers;
+}
 
 /* Add one to an eventfd's counter; empty it (direct_wait.c). */
 VZ_DIRECT_HIDDEN void vz_direct_efd_ring(int fd);
