@@ -30,7 +30,7 @@ from veloz.core import paths
 from veloz.core.proc import in_netns
 
 SHIM_IP, KERNEL_IP, GEN_IP = "198.18.0.3", "198.18.0.2", "198.18.0.1"
-APPS = str(Path(__file__).with_name("udp_epoll_apps.py"))
+APPS = ["-m", "veloz.lab.epoll_apps"]
 REQUESTS = 2000
 MODES = ["direct", "poller"]
 
@@ -52,7 +52,7 @@ def shim_mode(request: pytest.FixtureRequest, mode: str) -> dict[str, str]:
 
 def start(netns: str, args: list[str], env: dict[str, str] | None) -> subprocess.Popen:
     """One of udp_epoll_apps' programs, once it said it is ready."""
-    proc = subprocess.Popen(in_netns(netns, [sys.executable, APPS, *args]), env=env,
+    proc = subprocess.Popen(in_netns(netns, [sys.executable, *APPS, *args]), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     line = proc.stdout.readline()
     if "ready" not in line:
@@ -63,7 +63,7 @@ def start(netns: str, args: list[str], env: dict[str, str] | None) -> subprocess
 
 def run_app(netns: str, args: list[str], env: dict[str, str] | None = None) -> dict:
     """Its JSON summary, with what it said on stderr as "stderr"."""
-    done = subprocess.run(in_netns(netns, [sys.executable, APPS, *args]), env=env,
+    done = subprocess.run(in_netns(netns, [sys.executable, *APPS, *args]), env=env,
                           capture_output=True, text=True, timeout=180, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "stderr": done.stderr}

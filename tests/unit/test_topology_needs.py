@@ -155,6 +155,7 @@ def test_every_experiment_says_what_it_needs_where():
         seen[name] = {(n.role, n.name) for n in needs}
     assert ("dut", "stress-ng") in seen["noisy"] and ("dut", "knotd") in seen["udp-app"]
     assert ("generator", "dnsperf") in seen["udp-app"]
+    assert ("dut", "veloz.lab.epoll_apps") in seen["udp-servers"]
     assert ("generator", "vz-udpd") in seen["udp-latency"]
     assert ("generator", "vz-udpd") not in seen["udp-throughput"]
     assert ("dut", "veloz.lab.legit") in seen["ddos"]

@@ -3,7 +3,8 @@ write its results (JSON) into a directory, and the HTML report beside them.
 
 Experiments: drop, tx, redirect (peak, zero-loss and 0.5%-loss rates, loss
 against offered load), latency, cpu, cost, sizes, noisy, headline, router,
-lb, ddos, dispatch, udp-latency, udp-throughput, udp-app, soak, udp-soak.
+lb, ddos, dispatch, udp-latency, udp-throughput, udp-app, udp-servers, soak,
+udp-soak.
 Trials are interleaved across backends, 5 by default; every result carries
 the environment it was measured in. Each runs on the namespace testbed, or
 on the hosts of a --topology file (each command on its role's host).
@@ -36,7 +37,7 @@ from veloz.lab.gen import parse_rate
 # pay for importing scipy and matplotlib (the experiments) each time.
 EXPERIMENTS = ("drop", "tx", "redirect", "latency", "cpu", "cost", "sizes", "noisy", "headline",
                "router", "bgp", "lb", "ddos", "dispatch", "udp-latency",
-               "udp-throughput", "udp-app", "soak", "udp-soak")  # fmt: skip
+               "udp-throughput", "udp-app", "udp-servers", "soak", "udp-soak")  # fmt: skip
 NOISES = ("none", "cpu", "disk", "net")
 
 BACKENDS = ("xdp", "xdp-generic", "afxdp", "dpdk", "linux")

@@ -25,6 +25,7 @@ from veloz.lab.experiments import (
     throughput,
     udp,
     udp_app,
+    udp_servers,
 )
 
 EXPERIMENTS: dict[str, object] = {
@@ -45,6 +46,7 @@ EXPERIMENTS: dict[str, object] = {
     "udp-latency": udp.UDP_LATENCY,
     "udp-throughput": udp.UDP_THROUGHPUT,
     "udp-app": udp_app.UDP_APP,
+    "udp-servers": udp_servers.UDP_SERVERS,
     "soak": soak.SOAK,
     "udp-soak": soak.UDP_SOAK,
 }

@@ -1,6 +1,8 @@
-"""UDP programs for test_shim_epoll.py, each a plain Python program on the
-socket module (run under the LD_PRELOAD shim for veloz, without it for the
-kernel):
+"""Unmodified UDP servers of the kinds people run, and their checks: plain
+Python on the socket module, run as `python -m veloz.lab.epoll_apps CMD`
+(under the LD_PRELOAD shim for veloz's sockets, without it for the
+kernel's). `veloz bench udp-servers` and tests/net/test_shim_epoll.py run
+them:
 
   asyncio ADDR PORT            an asyncio DatagramProtocol echo server
   threads ADDR PORT N          N threads, each epoll_wait on its own set
@@ -124,9 +126,13 @@ def client(addr: str, port: int, count: int) -> None:
             break
     took = time.monotonic() - start
     rtts.sort()
-    p50_us = round(rtts[len(rtts) // 2] * 1e6) if rtts else None
+
+    def pct_us(q: float) -> float | None:
+        return round(rtts[min(int(len(rtts) * q), len(rtts) - 1)] * 1e6, 1) if rtts else None
+
     print(json.dumps({"sent": count, "answered": answered, "wrong": wrong, "stale": stale,
-                      "seconds": round(took, 3), "rtt_p50_us": p50_us}))  # fmt: skip
+                      "seconds": round(took, 3), "rtt_p50_us": pct_us(0.5),
+                      "rtt_p99_us": pct_us(0.99)}))  # fmt: skip
 
 
 def reflector(addr: str, port: int) -> None:
