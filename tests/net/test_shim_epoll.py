@@ -3,9 +3,11 @@
 poller (udpd runs it; the process's sockets are rings shared with it). A
 veloz socket's eventfd is readable while it holds a datagram, so the
 kernel's epoll works on it. In vz-dut, on 198.18.0.3: an asyncio
-DatagramProtocol echo server, and a server whose threads each epoll_wait on
-their own set holding their own dup() of one UDP socket. From vz-gen,
-kernel sockets send 2000 requests one in flight and check every answer; the
+DatagramProtocol echo server, a server whose threads each epoll_wait on
+their own set holding their own dup() of one UDP socket, and one whose
+threads each have their own socket in a SO_REUSEPORT group. From vz-gen,
+kernel sockets send 2000 requests one in flight over 16 source ports and
+check every answer; the
 same servers on kernel sockets (198.18.0.2) are the reference; once more in
 direct mode with no spin, so the background thread wakes the server on
 every request. A probe checks edge-triggered epoll and EPOLLONESHOT against
@@ -32,6 +34,7 @@ from veloz.core.proc import in_netns
 SHIM_IP, KERNEL_IP, GEN_IP = "198.18.0.3", "198.18.0.2", "198.18.0.1"
 APPS = ["-m", "veloz.lab.epoll_apps"]
 REQUESTS = 2000
+FLOWS = 16  # the client's source ports, round robin: a SO_REUSEPORT group spreads them
 MODES = ["direct", "poller"]
 
 
@@ -73,7 +76,7 @@ def serve_and_query(server: list[str], ip: str, port: int, env: dict[str, str] |
     """The server's and the client's summaries for REQUESTS requests."""
     proc = start("vz-dut", [*server[:1], ip, str(port), *server[1:]], env)
     try:
-        got = run_app("vz-gen", ["client", ip, str(port), str(REQUESTS)])
+        got = run_app("vz-gen", ["client", ip, str(port), str(REQUESTS), str(FLOWS)])
     finally:
         out = stop(proc)
     return {"client": got, "server": json.loads(out.strip().splitlines()[-1])}
@@ -89,8 +92,9 @@ def check_answers(result: dict, arm: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
-    "server", [["asyncio"], ["threads", "4"]], ids=["asyncio", "threads-dup-epoll"]
-)
+    "server", [["asyncio"], ["threads", "4"], ["reuseport", "4"]],
+    ids=["asyncio", "threads-dup-epoll", "threads-reuseport"],
+)  # fmt: skip
 def test_epoll_echo_servers_on_veloz_and_kernel(testbed, request, server, mode):
     subprocess.run(in_netns("vz-gen", ["ip", "neigh", "flush", "dev", "gen-dut"]), check=True)
     veloz = serve_and_query(server, SHIM_IP, 7200, shim_mode(request, mode))
@@ -101,6 +105,11 @@ def test_epoll_echo_servers_on_veloz_and_kernel(testbed, request, server, mode):
     check_answers(kernel, "kernel")
     if server[0] == "threads":
         assert len(veloz["server"]["per_thread"]) == 4
+    if server[0] == "reuseport":
+        # the group spreads the client's 16 flows over its members, as the
+        # kernel's does (by hash: at least two of the four get some)
+        for arm, got in ((mode, veloz), ("kernel", kernel)):
+            assert sum(n > 0 for n in got["server"]["per_thread"]) >= 2, (arm, got)
 
 
 def test_epoll_server_asleep_is_woken_by_the_port(testbed):

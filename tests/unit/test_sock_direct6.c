@@ -469,6 +469,76 @@ out:
 	vz_direct.stack = NULL;
 }
 
+static int reuseport_sock(int family, int on)
+{
+	int fd = vz_direct_sock_new(family, SOCK_DGRAM);
+
+	if (fd >= 0 && on)
+		vz_direct_setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on,
+				     sizeof(on));
+	return fd;
+}
+
+/* SO_REUSEPORT groups: members share a port, each flow goes to one of
+ * them, the flows spread over them, and a member's close hands its flows
+ * to the others. A socket without the option, or on another address,
+ * cannot join. */
+static void test_reuseport_group(void)
+{
+	struct sockaddr_in any = sin4("0.0.0.0", 5300), us = sin4(US4, 5300);
+	int a = reuseport_sock(AF_INET, 1), b = reuseport_sock(AF_INET, 1);
+	int plain = reuseport_sock(AF_INET, 0),
+	    other = reuseport_sock(AF_INET, 1);
+	int got_a = 0, got_b = 0, sport, on = 0;
+	socklen_t olen = sizeof(on), alen;
+	char text[32], from[64];
+
+	REQUIRE(a >= 0 && b >= 0 && plain >= 0 && other >= 0, "sockets");
+	CHECK(!vz_direct_bind(a, SA(any), sizeof(any)) &&
+		      !vz_direct_bind(b, SA(any), sizeof(any)),
+	      "two members bound to one port");
+	CHECK(ERR(vz_direct_bind(plain, SA(any), sizeof(any))) == EADDRINUSE,
+	      "without SO_REUSEPORT: EADDRINUSE");
+	CHECK(ERR(vz_direct_bind(other, SA(us), sizeof(us))) == EADDRINUSE,
+	      "another address: EADDRINUSE");
+	CHECK(!vz_direct_getsockopt(a, SOL_SOCKET, SO_REUSEPORT, &on, &olen) &&
+		      on == 1,
+	      "SO_REUSEPORT reads back");
+	for (sport = 1000; sport < 1064; sport++) {
+		int i;
+
+		for (i = 0; i < 3; i++) /* one flow, three datagrams */
+			deliver(PEER4, sport, US4, 5300, "x");
+		got_a += (int)!!*recv_from(a, text, sizeof(text), from,
+					   sizeof(from), &alen);
+		got_b += (int)!!*recv_from(b, text, sizeof(text), from,
+					   sizeof(from), &alen);
+		/* the flow's other two went where its first did */
+		while (*recv_from(a, text, sizeof(text), from, sizeof(from),
+				  &alen) ||
+		       *recv_from(b, text, sizeof(text), from, sizeof(from),
+				  &alen))
+			i--;
+		CHECK(i == 1, "flow %d: all three on one member", sport);
+	}
+	CHECK(got_a + got_b == 64 && got_a >= 16 && got_b >= 16,
+	      "64 flows spread over two members (%d, %d)", got_a, got_b);
+	CHECK(!vz_direct_close(a), "close one member");
+	deliver(PEER4, 1000, US4, 5300, "y");
+	deliver(PEER4, 1001, US4, 5300, "z");
+	CHECK(!strcmp(recv_from(b, text, sizeof(text), from, sizeof(from),
+				&alen),
+		      "y") &&
+		      !strcmp(recv_from(b, text, sizeof(text), from,
+					sizeof(from), &alen),
+			      "z"),
+	      "the other member takes every flow");
+	vz_direct_close(b);
+	vz_direct_close(plain);
+	vz_direct_close(other);
+out:;
+}
+
 int main(void)
 {
 	/* the addresses vz_direct_init takes from the environment */
@@ -479,6 +549,7 @@ int main(void)
 	test_dual_stack();
 	test_mapped_bind();
 	test_send();
+	test_reuseport_group();
 	if (failures)
 		fprintf(stderr, "%d failure(s)\n", failures);
 	return failures != 0;

@@ -7,8 +7,11 @@ them:
   asyncio ADDR PORT            an asyncio DatagramProtocol echo server
   threads ADDR PORT N          N threads, each epoll_wait on its own set
                                holding its own dup() of one UDP socket
+  reuseport ADDR PORT N        N threads, each epoll_wait on its own socket,
+                               all bound to one port with SO_REUSEPORT
   client ADDR PORT COUNT       COUNT requests, one in flight, each answer
-                               checked (content); prints a JSON summary
+        [FLOWS]                checked (content), round robin over FLOWS
+                               source ports; prints a JSON summary
   reflector ADDR PORT          echoes, on kernel sockets, for probe
   probe ADDR PORT RADDR RPORT  epoll edge-triggered and EPOLLONESHOT, dup of
         [--shim]               a closed descriptor; with --shim (veloz's
@@ -64,15 +67,25 @@ def asyncio_server(addr: str, port: int) -> None:
     print(json.dumps({"echoed": echoed}), flush=True)
 
 
-def threads_server(addr: str, port: int, n: int) -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind((addr, port))
-    sock.setblocking(False)
+def threads_server(addr: str, port: int, n: int, reuseport: bool = False) -> None:
+    """n threads, each with its own dup() of one socket, or (reuseport) its
+    own socket in a SO_REUSEPORT group."""
+
+    def bound() -> socket.socket:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if reuseport:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind((addr, port))
+        s.setblocking(False)
+        return s
+
+    sock = bound()
+    mines = [bound() if reuseport and i else None for i in range(n)]
     counts = [0] * n
     stop = threading.Event()
 
     def serve(i: int) -> None:
-        mine = socket.socket(fileno=os.dup(sock.fileno()))
+        mine = mines[i] or socket.socket(fileno=os.dup(sock.fileno()))
         ep = select.epoll()
         ep.register(mine.fileno(), select.EPOLLIN)
         while not stop.is_set():
@@ -100,13 +113,15 @@ def threads_server(addr: str, port: int, n: int) -> None:
     print(json.dumps({"echoed": sum(counts), "per_thread": counts}), flush=True)
 
 
-def client(addr: str, port: int, count: int) -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.settimeout(0.5)
+def client(addr: str, port: int, count: int, flows: int = 1) -> None:
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(flows)]
+    for s in socks:
+        s.settimeout(0.5)
     answered = wrong = stale = 0
     rtts: list[float] = []
     start = time.monotonic()
     for i in range(count):
+        sock = socks[i % flows]  # each its own source port: a flow
         want = f"req {i} {os.urandom(6).hex()} ".encode() * (1 + i % 7)
         sent = time.monotonic()
         sock.sendto(want, (addr, port))
@@ -289,10 +304,10 @@ def main() -> None:
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "asyncio":
         asyncio_server(args[0], int(args[1]))
-    elif cmd == "threads":
-        threads_server(args[0], int(args[1]), int(args[2]))
+    elif cmd in ("threads", "reuseport"):
+        threads_server(args[0], int(args[1]), int(args[2]), reuseport=cmd == "reuseport")
     elif cmd == "client":
-        client(args[0], int(args[1]), int(args[2]))
+        client(args[0], int(args[1]), int(args[2]), *(int(a) for a in args[3:4]))
     elif cmd == "reflector":
         reflector(args[0], int(args[1]))
     elif cmd == "probe":

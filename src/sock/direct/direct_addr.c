@@ -111,18 +111,50 @@ static unsigned int tables_for(const struct dsock *s, const struct in6_addr *ip,
 	return in6_eq(ip, &vz_direct.ip6) ? ON6 : 0;
 }
 
+static struct dsock **slot(unsigned int table, __u16 port)
+{
+	return table == ON4 ? &vz_direct.by_port4[port]
+			    : &vz_direct.by_port6[port];
+}
+
+static struct dsock **next_of(struct dsock *s, unsigned int table)
+{
+	return table == ON4 ? &s->next4 : &s->next6;
+}
+
+/*
+ * Whether s may take port in these tables: free, or held by a
+ * SO_REUSEPORT group s may join (as the kernel: every member has it set,
+ * on the same address, in the same tables).
+ */
+static bool port_open(const struct dsock *s, unsigned int tables,
+		      const struct in6_addr *ip, __u16 port)
+{
+	unsigned int t;
+
+	for (t = ON4; t <= ON6; t <<= 1) {
+		const struct dsock *first = *slot(t, port);
+
+		if (!(tables & t) || !first)
+			continue;
+		if (!s->reuseport || !first->reuseport ||
+		    first->tables != tables || !in6_eq(&first->ip, ip))
+			return false;
+	}
+	return true;
+}
+
 static bool port_free(unsigned int tables, __u16 port)
 {
 	return !((tables & ON4) && vz_direct.by_port4[port]) &&
 	       !((tables & ON6) && vz_direct.by_port6[port]);
 }
 
-/* One socket per port and family: no SO_REUSEPORT groups here. */
 int vz_direct_bind_locked(struct dsock *s, const struct in6_addr *ip,
 			  __u16 port)
 {
 	struct in6_addr any = s->v6 ? in6addr_any : in6_map(0);
-	unsigned int tables, i;
+	unsigned int tables, i, t;
 	int err;
 
 	if (!s->refs)
@@ -147,29 +179,64 @@ int vz_direct_bind_locked(struct dsock *s, const struct in6_addr *ip,
 		}
 		if (!port)
 			return EADDRINUSE;
-	} else if (!port_free(tables, port)) {
+	} else if (!port_open(s, tables, ip, port)) {
 		return EADDRINUSE;
 	}
 	s->ip = *ip;
 	s->port = htons(port);
 	s->tables = (__u8)tables;
-	if (tables & ON4)
-		vz_direct.by_port4[port] = s;
-	if (tables & ON6)
-		vz_direct.by_port6[port] = s;
+	/* a group's members in the order they bound: the last at the end */
+	for (t = ON4; t <= ON6; t <<= 1) {
+		struct dsock **at = slot(t, port);
+
+		if (!(tables & t))
+			continue;
+		while (*at)
+			at = next_of(*at, t);
+		*at = s;
+		*next_of(s, t) = NULL;
+	}
 	return 0;
 }
 
 void vz_direct_unbind_locked(struct dsock *s)
 {
 	__u16 p = ntohs(s->port);
+	unsigned int t;
 
 	if (!s->port)
 		return;
-	if (vz_direct.by_port4[p] == s)
-		vz_direct.by_port4[p] = NULL;
-	if (vz_direct.by_port6[p] == s)
-		vz_direct.by_port6[p] = NULL;
+	for (t = ON4; t <= ON6; t <<= 1) {
+		struct dsock **at = slot(t, p);
+
+		while (*at && *at != s)
+			at = next_of(*at, t);
+		if (*at)
+			*at = *next_of(s, t);
+	}
+}
+
+/*
+ * A datagram's socket in the group bound to its port: by the hash of its
+ * flow, so one flow's datagrams all go to one member (the kernel's
+ * reuseport selection does so too), and the flows spread over the members.
+ */
+static struct dsock *reuseport_pick(struct dsock *first, unsigned int table,
+				    const struct in6_addr *src, __be16 sport)
+{
+	__u32 h = (__u32)sport * 0x9e3779b1u, n = 0, i;
+	struct dsock *s;
+
+	if (!*next_of(first, table))
+		return first;
+	for (i = 0; i < 4; i++)
+		h = (h ^ src->s6_addr32[i]) * 0x85ebca6bu;
+	h ^= h >> 16;
+	for (s = first; s; s = *next_of(s, table))
+		n++;
+	for (s = first, i = h % n; i; i--)
+		s = *next_of(s, table);
+	return s;
 }
 
 /* As the kernel: the socket bound to the port in the datagram's family, if
@@ -192,6 +259,7 @@ int vz_direct_deliver(const struct vz_dgram_meta *m, const void *payload,
 	}
 	if (!s || (!in6_any(&s->ip) && !in6_eq(&s->ip, &dst)))
 		return -1;
+	s = reuseport_pick(s, m->v6 ? ON6 : ON4, &src, m->src_port);
 	if (s->peer_port &&
 	    (!in6_eq(&s->peer_ip, &src) || s->peer_port != m->src_port))
 		return 0; /* not from the peer: dropped, as the kernel does */

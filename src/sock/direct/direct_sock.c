@@ -3,8 +3,8 @@
  * Direct mode's socket calls: socket, close, dup, bind, connect, the
  * names, the options and fcntl. A socket is a real eventfd descriptor
  * (numbers never collide with the process's; dup copies it), in a table by
- * descriptor and one by port (one socket per port: no SO_REUSEPORT groups
- * here). A socket counts the descriptors naming it (refs) and the calls in
+ * descriptor and one by port (a SO_REUSEPORT group's first: direct_addr.c).
+ * A socket counts the descriptors naming it (refs) and the calls in
  * progress on it (users): closing a descriptor another thread waits on
  * leaves that thread a live socket, which it finds closed.
  */
@@ -389,12 +389,12 @@ static int set_int(struct dsock *s, int name, int v)
 			return fail(EINVAL);
 		s->busy_us = (__u32)v;
 		return 0;
-	case SO_REUSEADDR:
-	case SO_REUSEPORT: /* knotd sets it even for one worker */
+	case SO_REUSEPORT: /* groups: direct_addr.c */
+		s->reuseport = v != 0;
+		return 0;
+	case SO_REUSEADDR: /* a port's second socket needs SO_REUSEPORT */
 	case SO_RCVBUF:
 	case SO_SNDBUF:
-		/* accepted; one socket per port here: a second bind to a
-		 * port, SO_REUSEPORT or not, is EADDRINUSE */
 		return 0;
 	default:
 		return fail(ENOPROTOOPT);
@@ -489,6 +489,8 @@ static int getsockopt_on(struct dsock *s, int level, int name, void *val,
 		return put_int(val, len, IPPROTO_UDP);
 	case SO_ERROR:
 		return put_int(val, len, 0);
+	case SO_REUSEPORT:
+		return put_int(val, len, s->reuseport);
 	case SO_RCVBUF:
 	case SO_SNDBUF:
 		return put_int(val, len, QLEN * 2048);

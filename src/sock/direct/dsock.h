@@ -86,6 +86,11 @@ struct dsock {
 	bool v6; /* AF_INET6 */
 	bool v6only; /* IPV6_V6ONLY */
 	__u8 tables; /* ON4, ON6: which port tables hold it (bound) */
+	/* SO_REUSEPORT: sockets bound to one port with it set all form a
+	 * group, the table holding its first and each the next (per table);
+	 * a datagram goes to one chosen by its flow's hash. */
+	bool reuseport;
+	struct dsock *next4, *next6;
 	/* the bound address (any: :: or ::ffff:0.0.0.0) and the peer's;
 	 * IPv4 v4-mapped */
 	struct in6_addr ip, peer_ip;

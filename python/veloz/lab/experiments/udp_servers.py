@@ -2,12 +2,15 @@
 """Unmodified epoll servers on veloz's sockets against kernel sockets: the
 two kinds of UDP server people run most (veloz/lab/epoll_apps.py), echoing
 in vz-dut, a client on kernel sockets in vz-gen sending REQUESTS requests
-one in flight and checking every answer:
+one in flight, round robin over FLOWS source ports, and checking every
+answer:
 
-  asyncio  Python's asyncio DatagramProtocol: one thread, epoll, a
-           self-pipe socketpair in the same set
-  threads  four threads, each in epoll_wait on its own set holding its own
-           dup() of one UDP socket (libevent servers' pattern)
+  asyncio    Python's asyncio DatagramProtocol: one thread, epoll, a
+             self-pipe socketpair in the same set
+  threads    four threads, each in epoll_wait on its own set holding its
+             own dup() of one UDP socket (libevent servers' pattern)
+  reuseport  four threads, each in epoll_wait on its own socket, the four
+             bound to one port with SO_REUSEPORT (knotd's, nginx's)
 
 Only the server's stack changes between arms (the same environments as
 udp-app's, veloz/lab/dnsapp.py):
@@ -34,7 +37,9 @@ from veloz.lab.experiments import udp
 from veloz.lab.hosts import stop
 
 ARMS = ("kernel", "veloz", "veloz-direct")
-SERVERS = {"asyncio": ("asyncio",), "threads": ("threads", "4")}
+SERVERS = {"asyncio": ("asyncio",), "threads": ("threads", "4"),
+           "reuseport": ("reuseport", "4")}  # fmt: skip
+FLOWS = 16  # the client's source ports, round robin
 REQUESTS = 5000
 PORT = 7400
 MODULE = "veloz.lab.epoll_apps"
@@ -52,7 +57,8 @@ def measure(arm: str, server: str) -> dict:
         line = proc.stdout.readline() if proc.stdout else ""
         if "ready" not in line:
             raise VelozError(f"the {server} server ({arm}) did not start: {line.strip()}", code=1)
-        done = gen.run(gen.python_argv(MODULE, "client", ip, str(PORT), str(REQUESTS)),
+        done = gen.run(gen.python_argv(MODULE, "client", ip, str(PORT), str(REQUESTS),
+                                       str(FLOWS)),
                        timeout=REQUESTS * 0.5 + 60)  # fmt: skip
     finally:
         stop(proc)
