@@ -22,6 +22,7 @@
 #include "check.h"
 #include "sock/direct/direct.h"
 #include "sock/direct/dsock.h"
+#include "sock/lib/busy.h"
 
 static double now_s(void)
 {
@@ -401,6 +402,47 @@ static void test_fork(void)
 out:;
 }
 
+static volatile int spinners_stop;
+
+static void *spinner(void *arg)
+{
+	(void)arg;
+	while (!spinners_stop)
+		;
+	return NULL;
+}
+
+static bool never(const void *arg)
+{
+	(void)arg;
+	return false;
+}
+
+/* More runnable threads than CPUs: a busy-poll spin does not start (one
+ * look, then the caller sleeps), where it would take its whole budget. */
+static void test_no_spin_without_a_free_cpu(void)
+{
+	long ncpus = sysconf(_SC_NPROCESSORS_ONLN), i, n = ncpus + 1;
+	pthread_t *t = calloc((size_t)n, sizeof(*t));
+	double start;
+
+	REQUIRE(t, "threads");
+	spinners_stop = 0;
+	for (i = 0; i < n; i++)
+		pthread_create(&t[i], NULL, spinner, NULL);
+	usleep(20000); /* past the once-a-millisecond look */
+	CHECK(!vz_busy_cpu_free(), "%ld spinners on %ld CPUs: none free", n,
+	      ncpus);
+	start = now_s();
+	CHECK(!vz_busy_spin(never, NULL, 500000, -1) && now_s() - start < 0.25,
+	      "a 500 ms spin did not start (%.3f s)", now_s() - start);
+	spinners_stop = 1;
+	for (i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+out:
+	free(t);
+}
+
 int main(void)
 {
 	test_unwatched();
@@ -410,6 +452,7 @@ int main(void)
 	test_dup();
 	test_close_while_waiting();
 	test_fork();
+	test_no_spin_without_a_free_cpu();
 	if (failures)
 		fprintf(stderr, "%d failure(s)\n", failures);
 	return failures != 0;

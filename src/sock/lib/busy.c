@@ -3,12 +3,14 @@
  * Busy polling and CPU pinning for libveloz-sock (busy.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sock/lib/busy.h"
 #include "sock/lib/clock.h"
@@ -95,13 +97,64 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* How often a spinner looks again whether it has a CPU to itself. */
+#define VZ_BUSY_RECHECK_NS 1000000
+
+static pthread_once_t loadavg_once = PTHREAD_ONCE_INIT;
+static int loadavg_fd = -1;
+static long online_cpus;
+
+static void loadavg_open(void)
+{
+	loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	online_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+/* The runnable threads now, this one included (/proc/loadavg's fourth
+ * field, "running/total"); -1 when it cannot be read. */
+static long runnable_now(void)
+{
+	char buf[128], *p = buf;
+	ssize_t n = pread(loadavg_fd, buf, sizeof(buf) - 1, 0);
+	int spaces = 0;
+
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	while (*p && spaces < 3)
+		spaces += *p++ == ' ';
+	return spaces == 3 ? strtol(p, NULL, 10) : -1;
+}
+
+bool vz_busy_cpu_free(void)
+{
+	static __s64 next_look;
+	static bool free_cpu = true;
+	__s64 now = (__s64)vz_now_ns();
+	long running;
+
+	pthread_once(&loadavg_once, loadavg_open);
+	if (loadavg_fd < 0 || online_cpus < 1)
+		return true;
+	/* racy by design: two threads may both look, and either answer
+	 * holds for a millisecond */
+	if (now < __atomic_load_n(&next_look, __ATOMIC_RELAXED))
+		return __atomic_load_n(&free_cpu, __ATOMIC_RELAXED);
+	__atomic_store_n(&next_look, now + VZ_BUSY_RECHECK_NS,
+			 __ATOMIC_RELAXED);
+	running = runnable_now();
+	__atomic_store_n(&free_cpu, running < 0 || running <= online_cpus,
+			 __ATOMIC_RELAXED);
+	return __atomic_load_n(&free_cpu, __ATOMIC_RELAXED);
+}
+
 bool vz_busy_spin(bool (*ready)(const void *arg), const void *arg, __u32 us,
 		  __s64 until_ns)
 {
 	__s64 end, now, next_yield;
 	unsigned int i;
 
-	if (!us)
+	if (!us || !vz_busy_cpu_free())
 		return ready(arg);
 	now = (__s64)vz_now_ns();
 	end = now + (__s64)us * 1000;

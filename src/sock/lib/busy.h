@@ -33,8 +33,18 @@ __u32 vz_busy_default_us(void);
 void vz_busy_pin_from_env(void);
 
 /*
+ * Whether a spinner would have a CPU to itself: the runnable threads (the
+ * kernel's count, the caller included) fit on the online CPUs. With more
+ * spinners than CPUs (two ends of a ping-pong and their pollers on two
+ * CPUs), every hand-off waits for one of them to yield, and sleeping at
+ * once is faster. Looked at once a millisecond at most.
+ */
+bool vz_busy_cpu_free(void);
+
+/*
  * Spin until ready(arg) is true, at most `us` microseconds and never past
- * `until_ns` (CLOCK_MONOTONIC, < 0: none). True when ready.
+ * `until_ns` (CLOCK_MONOTONIC, < 0: none), when a CPU is free for it
+ * (vz_busy_cpu_free; else only one look). True when ready.
  */
 bool vz_busy_spin(bool (*ready)(const void *arg), const void *arg, __u32 us,
 		  __s64 until_ns);
