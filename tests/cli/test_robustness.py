@@ -490,12 +490,22 @@ CASES = generate()
 # of runs in those namespaces, named by their namespace's inode.
 TESTBED_LANE_NETNS = ("vz-gen", "vz-dut", "vz-sink", "vz-mgmt", "vz-ssh-")
 NETNS_INODE = re.compile(r"(?:^|[/-])(?:net)?(\d{9,})-")
+OWNER_PID = re.compile(r"-(\d+)$")  # a record named for its process
 
 
 def _ours(path: Path) -> bool:
-    """A /run/veloz entry of this network namespace, or of none."""
+    """A /run/veloz entry of this network namespace, or of none; not one
+    named for a live process in another (the testbed lane's dpdk record,
+    dpdk-hugepages-PID)."""
+    here = os.stat("/proc/self/ns/net").st_ino
     found = NETNS_INODE.search(path.name)
-    return found is None or int(found.group(1)) == os.stat("/proc/self/ns/net").st_ino
+    if found is not None:
+        return int(found.group(1)) == here
+    pid = OWNER_PID.search(path.name)
+    try:
+        return pid is None or os.stat(f"/proc/{pid.group(1)}/ns/net").st_ino == here
+    except OSError:
+        return True  # its process is gone: a leftover
 
 
 def _snapshot() -> dict[str, set]:

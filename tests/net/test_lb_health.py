@@ -148,13 +148,32 @@ def backend_row(stats: dict, vip: str, address: str) -> dict:
     return b
 
 
-def generate(seconds: float, src: str | None = None) -> threading.Thread:
+def gen_argv(seconds: float, src: str | None = None) -> list[str]:
     extra = ["--src-ip", src] if src else []
-    argv = veloz_argv("gen", "--iface", "gen-dut", "--json", "--dst-ip", VIP, "--flows", "64",
-                      "--rate", "500", "--duration", str(seconds), *extra)  # fmt: skip
-    t = threading.Thread(target=lambda: run_json(in_netns("vz-gen", argv), seconds + 60))
+    return in_netns("vz-gen", veloz_argv(
+        "gen", "--iface", "gen-dut", "--json", "--dst-ip", VIP, "--flows", "64", "--rate",
+        "500", "--duration", str(seconds), *extra))  # fmt: skip
+
+
+def generate(seconds: float, src: str | None = None) -> threading.Thread:
+    argv = gen_argv(seconds, src)
+    t = threading.Thread(target=lambda: run_json(argv, seconds + 60))
     t.start()
     return t
+
+
+class Traffic:
+    """Paced flows until stopped (SIGINT: the generator ends its last batch
+    and reports), at most `seconds`; join() stops it, as a thread's."""
+
+    def __init__(self, seconds: float) -> None:
+        self.proc = subprocess.Popen(gen_argv(seconds), stdout=subprocess.PIPE, text=True)
+
+    def join(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        out, _ = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0 and '"sent"' in out, out
 
 
 def frames(cap: Capture) -> list[tuple[float, tuple[str, int], str]]:
@@ -205,7 +224,7 @@ def test_a_killed_backend_is_drained_and_comes_back(servers, tmp_path: Path, bac
     killed = SERVERS[1]
     vip = f"{VIP}:{VIP_PORT}/udp"
     cap = Capture("vz-gen", "gen-dut", tmp_path / "lb.pcap", "ip proto 4")
-    gens: list[threading.Thread] = []
+    gens: list[threading.Thread | Traffic] = []
     try:
         t_kill, t_drained, t_restored, ring0, ring1, ids, lines = kill_and_restart(
             servers, cfg, backend, killed, gens
@@ -225,13 +244,13 @@ def test_a_killed_backend_is_drained_and_comes_back(servers, tmp_path: Path, bac
 
 
 def kill_and_restart(servers: Servers, cfg: Path, backend: str, killed: str,
-                     gens: list[threading.Thread]) -> tuple:  # fmt: skip
+                     gens: list[threading.Thread | Traffic]) -> tuple:  # fmt: skip
     """Under paced traffic: kill, drained, restart, back; then new flows."""
     vip = f"{VIP}:{VIP_PORT}/udp"
     with run_lb(backend, cfg, "--metrics", METRICS) as nf:
         ring0 = read_ring(nf)
         ids = {address: entry(nf, address)[0] for address in SERVERS}
-        gen = generate(30)
+        gen = Traffic(60)
         gens.append(gen)
         time.sleep(3)  # every flow seen on its first backend
         t_kill = time.time()
@@ -266,6 +285,7 @@ def kill_and_restart(servers: Servers, cfg: Path, backend: str, killed: str,
         t_restored = time.time()
         assert entry(nf, killed)[0] == ids[killed]  # its own id: its Maglev identity
         assert read_ring(nf) == ring0
+        time.sleep(2)  # its flows back on it
         gen.join()
         fresh = generate(3, src="198.18.0.50")  # new flows: the ring decides
         gens.append(fresh)

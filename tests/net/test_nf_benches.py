@@ -46,11 +46,12 @@ def test_ddos_under_attack(testbed, tmp_path):
 
 
 def test_router_one_route_and_full_table(testbed, tmp_path):
-    # a tenth of the paper's table: the same paths (nested prefixes, both
-    # IPv4 tables, the kernel's FIB) at a tenth of the loading time
+    # a part of the paper's table: the same paths (nested prefixes, both
+    # IPv4 tables, the kernel's FIB) at a part of the loading time (the
+    # whole table is tests/prog's, through the NF and the reference)
     result = bench(tmp_path, "router", "--backends", "xdp,linux", "--seconds", "0.5",
-                   "--routes", "75000")  # fmt: skip
-    assert result["settings"]["routes"] == 75_000
+                   "--routes", "20000")  # fmt: skip
+    assert result["settings"]["routes"] == 20_000
     tables = ("one route", "full table")
     rates = [r for r in result["records"] if not r.get("cost")]
     seen = {(r["table"], r["arm"]) for r in rates}

@@ -127,10 +127,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Packet], dict]:
     # every flow again, shuffled: the same flow must take the same member
     frames += rng.sample(frames, len(frames))
     out = {}
+    raw = [bytes(f) for f in frames]  # built once for the four runs
     for backend in ("xdp", "native"):
         for table in ("trie", "dir24"):
             config = f'table = "{table}"\n' + CONFIG
-            records, sent = replay_router(tmp, backend, frames, config, f"ecmp-{table}")
+            records, sent = replay_router(tmp, backend, raw, config, f"ecmp-{table}")
             out[(backend, table)] = ([{k: v for k, v in r.items() if k != "ns"}
                                       for r in records], sent)  # fmt: skip
     return frames, out
@@ -148,9 +149,12 @@ def test_builds_and_tables_agree_frame_by_frame(runs):
 
 @needs_root
 def test_each_flow_takes_the_hashed_member(runs):
+    # the other builds and tables answered and sent the same, frame for
+    # frame (test_builds_and_tables_agree_frame_by_frame): one is checked
     frames, results = runs
     table = routes()
-    for key, (records, sent) in results.items():
+    for key in [("xdp", "trie")]:
+        records, sent = results[key]
         out = iter(sent)
         seen: dict[bytes, tuple[str, int]] = {}
         for frame, rec in zip(frames, records, strict=True):
