@@ -80,8 +80,7 @@ int vz_direct_poll_ready(struct pollfd *fds, nfds_t n)
 			fds[i].revents = POLLNVAL; /* closed since the check */
 		else if (s->head != s->tail)
 			fds[i].revents = fds[i].events & (POLLIN | POLLRDNORM);
-		/* as the eventfd's: a datagram can always be sent (or dropped)
-		 */
+		/* as the eventfd's: a send never waits */
 		fds[i].revents |= fds[i].events & (POLLOUT | POLLWRNORM);
 		ready += !!fds[i].revents;
 	}

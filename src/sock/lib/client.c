@@ -133,8 +133,6 @@ void vz_client_unmap(struct vz_csock *s)
 	s->shm = NULL;
 }
 
-/* Under vz_client_lock, the last descriptor released (s->fd, closed here; -1
- * when dup2() already replaced it). */
 static void sock_free(struct vz_csock *s)
 {
 	vz_client_unmap(s);
@@ -143,6 +141,9 @@ static void sock_free(struct vz_csock *s)
 	free(s);
 }
 
+/* Under vz_client_lock, the last descriptor released (s->fd, closed here; -1
+ * when dup2() already replaced it); freed now, or by the last call still in
+ * it (vz_client_put). */
 void vz_client_destroy(struct vz_csock *s)
 {
 	static const __u64 one = 1;
@@ -159,8 +160,7 @@ void vz_client_destroy(struct vz_csock *s)
 		/* a thread asleep in poll() on it holds the file: it wakes */
 		if (in_use &&
 		    vz_client_libc.write(s->fd, &one, sizeof(one)) < 0) {
-			/* EAGAIN: the counter is full, so it is awake already
-			 */
+			/* EAGAIN: full, so it is awake already */
 		}
 		vz_client_libc.close(s->fd);
 	}

@@ -190,7 +190,8 @@ static inline struct vz_csock *sock_get(int fd)
 }
 
 /* sock_get() for a call that may wait (sendto, recvfrom): the socket stays
- * allocated until sock_put(), whoever closes its descriptors meanwhile. */
+ * allocated until vz_client_put(), whoever closes its descriptors
+ * meanwhile. */
 static inline struct vz_csock *sock_hold(int fd)
 {
 	struct vz_csock *s;
