@@ -65,7 +65,7 @@ struct session {
 	__u8 *key, *value, *old; /* scratch, of the largest sizes */
 	size_t key_cap, value_cap;
 	/* "handover": the state's memfd, sent with the next reply (or -1),
-	 * and whether this session holds the workers paused until "leave" */
+	 * and whether this client keeps the workers paused until "leave" */
 	int pass_fd;
 	bool handed_over;
 };

@@ -172,7 +172,8 @@ def take_over(
     traffic: Callable[[], int],
 ) -> Runner:  # fmt: skip
     """Once the paced traffic is under way through the old run, start the
-    new one with --take-over; the old one leaves without detaching."""
+    new one with --take-over; the old one leaves without detaching. The old
+    run's summary and stderr are kept (old.summary, old.stderr)."""
     base = traffic()
     wait_until(traffic, 30, until=lambda n: n >= base + UNDER_WAY, interval=0.02,
                what="the paced traffic under way")  # fmt: skip
@@ -183,7 +184,9 @@ def take_over(
     out, err = old.proc.communicate(timeout=30)
     assert old.proc.returncode == 0, err
     assert "handed over" in err, err
-    assert any(json.loads(line).get("summary") for line in out.splitlines() if line.strip())
+    summaries = [json.loads(x) for x in out.splitlines() if x.strip() and '"summary"' in x]
+    assert summaries, out
+    old.summary, old.stderr = summaries[-1], err  # type: ignore[attr-defined]
     return new
 
 
