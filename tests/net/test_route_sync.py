@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from scapy.all import UDP, Ether
 from test_ctl import BACKENDS, counted_losses, send, sink
-from wire import Capture
+from wire import Capture, settle_nf
 
 from veloz.control.client import Ctl
 from veloz.control.router import parse_prefix
@@ -105,6 +105,7 @@ def test_bgp_drives_the_router(testbed, tmp_path, backend, table):
                     announcer.withdraw(i) if round_ % 2 == 0 else announcer.announce(i)
                 time.sleep(0.1)
             flow.join()
+            settle_nf(200_000)  # the last frames through the NF before the sink stops
             got = s.stop()
         assert results[0]["sent"] == 200_000
         lost = wait_until(lambda: counted_losses(ctl) - lost0, 10,

@@ -99,7 +99,8 @@ def _tags(exp: str, r: dict) -> tuple:
 CASES = {
     "noisy": (["--backends", "xdp", "--noises", "none,cpu", "--seconds", "0.5"], "ssh", ()),
     "lb": (["--backends", "xdp,linux", "--seconds", "0.5"], "ssh", ()),
-    "ddos": (["--backends", "xdp", "--rates", "1M"], "ssh", ("attack_sent",)),
+    # (the flood is paced by duration: its count is check()'s, within 1%)
+    "ddos": (["--backends", "xdp", "--rates", "1M"], "ssh", ()),
     "soak": (["--backends", "xdp", "--rates", "100k", "--seconds", "1"], "ssh",
              ("sent", "counted", "taken", "unaccounted")),
     "udp-latency": (["--sizes", "18"], "ssh", ("sent", "received", "lost")),
