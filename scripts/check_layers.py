@@ -32,11 +32,22 @@ C_LAYERS = [
     ("src/afxdp", 5),
     ("src/dpdk", 5),
     ("src/gen", 6),
-    ("src/sock", 6),
-    ("src/tools", 7),
-    ("src/dump", 7),  # vz-dump: the xdp swap, perf buffers, pcapng
-    ("bench", 9),
-    ("tests", 9),
+    # the userspace UDP stack (src/sock/README.md): the engine and the socket
+    # rings; the port, the poller's and the application's sides of the rings;
+    # direct mode and udpd; what sits on libveloz-sock's API
+    ("src/sock/stack", 6),
+    ("src/sock/ring", 6),
+    ("src/sock/port", 7),
+    ("src/sock/poller", 7),
+    ("src/sock/app", 7),
+    ("src/sock/direct", 8),
+    ("src/sock/udpd", 8),
+    ("src/sock/preload", 9),
+    ("src/sock/apps", 9),
+    ("src/tools", 10),
+    ("src/dump", 10),  # vz-dump: the xdp swap, perf buffers, pcapng
+    ("bench", 12),
+    ("tests", 12),
 ]
 
 # Python packages of veloz, by the same rule: the core every layer shares

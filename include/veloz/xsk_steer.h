@@ -5,7 +5,7 @@
  * (XDP_PASS, to the kernel, where the queue has none). Its name is
  * xsks_map because DPDK's net_af_xdp, which loads src/afxdp/steer.bpf.c,
  * looks it up by that name, and the loaders of both (src/afxdp/afxdp.c,
- * src/sock/udpd/port.c) do too.
+ * src/sock/port/port.c) do too.
  *
  * Two programs remain because they do two jobs: src/afxdp/steer.bpf.c
  * gives a backend every frame of its queues (the NF decides, so nothing is

@@ -3,7 +3,7 @@
  * Who may use a veloz control socket: root, or a member (primary or
  * supplementary) of one configured group. The rule of both control
  * sockets, a running NF's (src/ctl/ctl_server.c) and the UDP poller's
- * (src/sock/lib/server.c). The socket file's mode says the same; checking
+ * (src/sock/poller/server.c). The socket file's mode says the same; checking
  * the peer's credentials too means a mode loosened by hand opens nothing.
  *
  * Header-only: libveloz-sock's server links no other veloz library.

@@ -18,7 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "sock/lib/server.h"
+#include "sock/poller/server.h"
 
 static struct vz_sock_server *srv;
 static struct sockaddr_un addr = { .sun_family = AF_UNIX };

@@ -33,9 +33,9 @@
 
 #include "common/clock.h"
 #include "check.h"
-#include "sock/lib/proto.h"
-#include "sock/lib/ring.h"
-#include "sock/lib/server.h"
+#include "sock/ring/proto.h"
+#include "sock/ring/ring.h"
+#include "sock/poller/server.h"
 #include "veloz/sock.h"
 
 #define LOCAL_IP htonl(0x0a000001) /* 10.0.0.1, the stack's */

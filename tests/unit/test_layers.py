@@ -43,6 +43,30 @@ def test_a_lower_layer_including_a_higher_one_is_refused(tmp_path):
     assert "src/ctl/ctl.c uses src/xdp/attach.h: src/xdp (rank 5) is above" in done.stderr
 
 
+def test_the_sides_of_the_socket_layer_are_layered(tmp_path):
+    # src/sock's folders are layers of their own: the application's side does
+    # not reach into direct mode (its table is found at link time), nor the
+    # poller's side into the application's; direct mode may use both below it
+    write(tmp_path, "src/sock/ring/ring.h", "#pragma once\n")
+    write(tmp_path, "src/sock/app/mode.h", '#include "sock/ring/ring.h"\n')
+    write(tmp_path, "src/sock/port/port.h", "#pragma once\n")
+    write(tmp_path, "src/sock/direct/direct.h", "#pragma once\n")
+    write(tmp_path, "src/sock/direct/direct_mode.c",
+          '#include "sock/app/mode.h"\n#include "sock/port/port.h"\n')  # fmt: skip
+    assert check("check_layers.py", tmp_path).returncode == 0
+
+    write(tmp_path, "src/sock/app/socket.c", '#include "sock/direct/direct.h"\n')
+    write(tmp_path, "src/sock/poller/server.c", '#include "sock/app/mode.h"\n')
+    done = check("check_layers.py", tmp_path)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert any("src/sock/app/socket.c uses src/sock/direct/direct.h: src/sock/direct (rank 8)"
+               " is above src/sock/app" in x for x in lines), lines  # fmt: skip
+    assert any("src/sock/poller/server.c uses src/sock/app/mode.h: src/sock/app is a sibling"
+               in x for x in lines), lines  # fmt: skip
+    assert len(lines) == 2
+
+
 def test_maps_ctl_runner_are_layered_in_that_order(tmp_path):
     # common < maps < ctl < runner: each of these reaches one step up
     write(tmp_path, "src/ctl/ctl.h", "#pragma once\n")

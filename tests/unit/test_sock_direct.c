@@ -21,8 +21,8 @@
 
 #include "check.h"
 #include "sock/direct/direct.h"
-#include "sock/direct/dsock.h"
-#include "sock/lib/busy.h"
+#include "sock/direct/direct_internal.h"
+#include "sock/app/busy.h"
 
 static double now_s(void)
 {

@@ -19,7 +19,7 @@
 
 #include "check.h"
 #include "sock/direct/direct.h"
-#include "sock/direct/dsock.h"
+#include "sock/direct/direct_internal.h"
 #include "sock/stack/stack.h"
 
 #define US4 "192.0.2.1"

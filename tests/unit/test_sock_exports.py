@@ -13,7 +13,7 @@ import pytest
 from veloz.core import paths
 
 HEADER = paths.REPO_ROOT / "include/veloz/sock.h"
-MAP = paths.REPO_ROOT / "src/sock/lib/libveloz-sock.map"
+MAP = paths.REPO_ROOT / "src/sock/app/libveloz-sock.map"
 
 
 def declared() -> set[str]:
@@ -33,7 +33,7 @@ def test_version_script_lists_the_header_api():
 
 
 def test_built_library_exports_only_the_api():
-    lib = paths.build_dir() / "src/sock/lib/libveloz-sock.so"
+    lib = paths.build_dir() / "src/sock/app/libveloz-sock.so"
     if not lib.exists() or not shutil.which("nm"):
         pytest.skip("libveloz-sock is not built")
     out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True,

@@ -23,7 +23,7 @@
 
 #include "common/clock.h"
 #include "check.h"
-#include "sock/lib/server.h"
+#include "sock/poller/server.h"
 #include "veloz/sock.h"
 
 #define LOCAL_IP htonl(0xc6120003) /* 198.18.0.3 */

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "sock/lib/server.h"
+#include "sock/poller/server.h"
 #include "veloz/sock.h"
 
 #define LP_QUEUE 64

@@ -95,7 +95,7 @@ def library(name: str) -> Path:
         for d in _lib_dirs(p):
             if (d / name).is_file():
                 return d / name
-    for sub in ("src/maps", "src/sock/lib", "src/sock/preload"):
+    for sub in ("src/maps", "src/sock/app", "src/sock/preload"):
         if (build_dir() / sub / name).is_file():
             return build_dir() / sub / name
     raise _not_found(name)

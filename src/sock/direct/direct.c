@@ -4,8 +4,8 @@
  * own threads (direct.h). One lock serialises the engine, the port and
  * the sockets' receive queues; the caller that holds it runs the engine
  * on whatever the port has, so a receive that spins is the poller.
- * dsock.h says which file holds what; this one: the engine, its set-up
- * and the data path (sendto, recvfrom).
+ * direct_internal.h says which file holds what; this one: the engine, its
+ * set-up and the data path (sendto, recvfrom).
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -25,11 +25,11 @@
 #include "common/err.h"
 #include "common/iface.h"
 #include "sock/direct/direct.h"
-#include "sock/direct/dsock.h"
-#include "sock/lib/busy.h"
-#include "sock/lib/pmtu.h"
+#include "sock/direct/direct_internal.h"
+#include "sock/app/busy.h"
+#include "sock/app/pmtu.h"
 #include "sock/stack/stack.h"
-#include "sock/udpd/port.h"
+#include "sock/port/port.h"
 
 struct vz_direct_state vz_direct = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -62,7 +62,7 @@ static int on_tx(void *opaque, const void *frame, size_t len)
 	return vz_udpd_port_tx(vz_direct.port, frame, len);
 }
 
-bool vz_direct_enqueue(struct dsock *s, const struct in6_addr *addr,
+bool vz_direct_enqueue(struct vz_direct_socket *s, const struct in6_addr *addr,
 		       __be16 port, const void *data, size_t len)
 {
 	struct dgram *d;
@@ -126,7 +126,7 @@ static void shutdown_all(void)
 	vz_stack_free(vz_direct.stack);
 	vz_direct.stack = NULL;
 	for (i = 0; i < MAX_FD; i++) {
-		struct dsock *s = vz_direct.by_fd[i];
+		struct vz_direct_socket *s = vz_direct.by_fd[i];
 
 		if (!s)
 			continue;
@@ -142,7 +142,7 @@ static void shutdown_all(void)
 }
 
 /* The steering object: $VZ_DIRECT_STEER, else udpd's beside this library
- * in the build tree (src/sock/lib/ -> src/sock/udpd/). */
+ * in the build tree (src/sock/app/ -> src/sock/udpd/). */
 static const char *steer_path(char *buf, size_t len)
 {
 	const char *env = getenv("VZ_DIRECT_STEER");
@@ -337,8 +337,9 @@ int vz_direct_init(void)
 
 /* Under vz_direct.lock, s bound: to ip (IPv4 v4-mapped) from s's address
  * of that family: 0 or a negative errno. */
-static int send_locked(const struct dsock *s, const struct in6_addr *ip,
-		       __be16 port, const void *buf, size_t len)
+static int send_locked(const struct vz_direct_socket *s,
+		       const struct in6_addr *ip, __be16 port, const void *buf,
+		       size_t len)
 {
 	struct vz_dgram_meta m = { .src_port = s->port, .dst_port = port };
 	bool v4 = in6_mapped(ip);
@@ -357,8 +358,9 @@ static int send_locked(const struct dsock *s, const struct in6_addr *ip,
 	return vz_stack_send(vz_direct.stack, &m, buf, len, vz_now_ns());
 }
 
-static ssize_t sendto_on(struct dsock *s, const void *buf, size_t len,
-			 int flags, const struct sockaddr *to, socklen_t tolen)
+static ssize_t sendto_on(struct vz_direct_socket *s, const void *buf,
+			 size_t len, int flags, const struct sockaddr *to,
+			 socklen_t tolen)
 {
 	struct in6_addr ip;
 	__be16 port;
@@ -404,7 +406,7 @@ static ssize_t sendto_on(struct dsock *s, const void *buf, size_t len,
 ssize_t vz_direct_sendto(int fd, const void *buf, size_t len, int flags,
 			 const struct sockaddr *to, socklen_t tolen)
 {
-	struct dsock *s = hold(fd);
+	struct vz_direct_socket *s = hold(fd);
 	ssize_t rc;
 
 	if (!s)
@@ -426,7 +428,7 @@ void vz_direct_burst(bool begin)
 
 /* Under vz_direct.lock: the oldest datagram, or NULL. The last one taken
  * empties the eventfd with the queue. */
-static struct dgram *pop(struct dsock *s, bool peek)
+static struct dgram *pop(struct vz_direct_socket *s, bool peek)
 {
 	struct dgram *d;
 
@@ -441,7 +443,7 @@ static struct dgram *pop(struct dsock *s, bool peek)
 	return d;
 }
 
-static bool readable(const struct dsock *s)
+static bool readable(const struct vz_direct_socket *s)
 {
 	return __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE) !=
 	       __atomic_load_n(&s->head, __ATOMIC_RELAXED);
@@ -451,7 +453,7 @@ static bool readable(const struct dsock *s)
  * (A socket closed meanwhile is "ready": the caller finds it closed.) */
 static bool turn(const void *arg)
 {
-	const struct dsock *s = arg;
+	const struct vz_direct_socket *s = arg;
 
 	if (readable(s) || !__atomic_load_n(&s->refs, __ATOMIC_RELAXED))
 		return true;
@@ -487,7 +489,7 @@ static __s64 deadline_of(const struct timeval *tv)
 
 /* The oldest datagram; when there is none, a turn of the engine first.
  * NULL with errno EAGAIN, or EBADF once another thread closed s. */
-static struct dgram *take(struct dsock *s, bool peek)
+static struct dgram *take(struct vz_direct_socket *s, bool peek)
 {
 	struct dgram *d = NULL;
 
@@ -506,7 +508,7 @@ static struct dgram *take(struct dsock *s, bool peek)
 
 /* The next datagram, spinning then sleeping as the socket allows: NULL
  * with errno EAGAIN (non-blocking, or SO_RCVTIMEO ran out) or EBADF. */
-static struct dgram *next_dgram(struct dsock *s, int flags)
+static struct dgram *next_dgram(struct vz_direct_socket *s, int flags)
 {
 	__s64 until = -2;
 	struct dgram *d;
@@ -535,8 +537,8 @@ static struct dgram *next_dgram(struct dsock *s, int flags)
 	return NULL;
 }
 
-static ssize_t recvfrom_on(struct dsock *s, void *buf, size_t len, int flags,
-			   struct sockaddr *from, socklen_t *fromlen)
+static ssize_t recvfrom_on(struct vz_direct_socket *s, void *buf, size_t len,
+			   int flags, struct sockaddr *from, socklen_t *fromlen)
 {
 	struct dgram *d;
 	size_t n;
@@ -562,7 +564,7 @@ static ssize_t recvfrom_on(struct dsock *s, void *buf, size_t len, int flags,
 ssize_t vz_direct_recvfrom(int fd, void *buf, size_t len, int flags,
 			   struct sockaddr *from, socklen_t *fromlen)
 {
-	struct dsock *s = hold(fd);
+	struct vz_direct_socket *s = hold(fd);
 	ssize_t rc;
 
 	if (!s)

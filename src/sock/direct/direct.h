@@ -3,7 +3,7 @@
  * Direct mode of libveloz-sock: run to completion, no poller.
  *
  * With VZ_MODE=direct the process owns an interface itself: it opens
- * udpd's port (port.c: the interface lock, the steering program for its
+ * udpd's port (src/sock/port: the interface lock, the steering program for its
  * address, one AF_XDP socket per queue) and runs the protocol engine
  * (stack/) in its own threads. A receive polls the AF_XDP ring and runs
  * the engine on what came, in the caller's thread; a send runs the engine
@@ -14,9 +14,10 @@
  * engine when a frame comes and no application thread is polling, so
  * waiters wake and ARP, NDP and ICMP echo are answered meanwhile.
  *
- * The same vz_ calls (and so the LD_PRELOAD shim) work: libveloz-sock hands
- * them here (lib/csock.h, VZ_DIRECT) when vz_direct_enabled(). Configuration,
- * from the environment:
+ * The same vz_ calls (and so the LD_PRELOAD shim) work: libveloz-sock runs
+ * them here through direct mode's operations (direct_mode.c, the table of
+ * src/sock/app/mode.h) when vz_direct_enabled(). Configuration, from the
+ * environment:
  *   VZ_DIRECT_IFACE   the interface (required)
  *   VZ_DIRECT_ADDR    A.B.C.D/LEN, the stack's address (required)
  *   VZ_DIRECT_GATEWAY A.B.C.D for off-link destinations
@@ -39,8 +40,8 @@
  * process that was killed (the interface lock is free) is removed as
  * udpd's --replace does; one whose owner lives is refused.
  */
-#ifndef VZ_SOCK_DIRECT_H
-#define VZ_SOCK_DIRECT_H
+#ifndef VZ_SOCK_DIRECT_DIRECT_H
+#define VZ_SOCK_DIRECT_DIRECT_H
 
 #include <poll.h>
 #include <stdbool.h>
@@ -52,7 +53,8 @@ bool vz_direct_enabled(void);
 int vz_direct_init(void);
 bool vz_direct_fd(int fd);
 /* fd is handed to epoll_ctl, poll or select: keep its eventfd's readiness
- * from now on (dsock.h, watched). Nothing for any other descriptor. */
+ * from now on (direct_internal.h, watched). Nothing for any other descriptor.
+ */
 void vz_direct_watch(int fd);
 
 int vz_direct_socket(int domain, int type, int protocol);

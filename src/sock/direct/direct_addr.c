@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * Direct mode's addresses (dsock.h says which file holds what): the
+ * Direct mode's addresses (direct_internal.h says which file holds what): the
  * sockaddrs callers pass, checked as Linux's inet and inet6 code checks
  * them (the same errno for the same mistake), and the ones handed back;
  * binding, which puts a socket in the IPv4 and/or the IPv6 port table; and
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "sock/direct/dsock.h"
+#include "sock/direct/direct_internal.h"
 #include "sock/stack/stack.h"
 
 /* struct sockaddr_in6 without sin6_scope_id (RFC 2133), which Linux takes */
@@ -21,8 +21,8 @@
 
 /* An AF_INET socket's address: inet_bind, ip4_datagram_connect and
  * udp_sendmsg check it so (AF_UNSPEC: the compatibility they allow). */
-static int get4(const struct sockaddr *sa, socklen_t len, enum dsock_op op,
-		struct in6_addr *ip, __be16 *port)
+static int get4(const struct sockaddr *sa, socklen_t len,
+		enum direct_addr_op op, struct in6_addr *ip, __be16 *port)
 {
 	struct sockaddr_in sin;
 
@@ -40,8 +40,8 @@ static int get4(const struct sockaddr *sa, socklen_t len, enum dsock_op op,
 
 /* An AF_INET address given to an AF_INET6 socket: IPv4 through it, unless
  * it is IPv6-only. */
-static int get4on6(const struct dsock *s, const struct sockaddr *sa,
-		   socklen_t len, enum dsock_op op, struct in6_addr *ip,
+static int get4on6(const struct vz_direct_socket *s, const struct sockaddr *sa,
+		   socklen_t len, enum direct_addr_op op, struct in6_addr *ip,
 		   __be16 *port)
 {
 	if (op == DS_BIND)
@@ -51,8 +51,9 @@ static int get4on6(const struct dsock *s, const struct sockaddr *sa,
 	return get4(sa, len, op, ip, port);
 }
 
-int vz_direct_addr_get(const struct dsock *s, const struct sockaddr *sa,
-		       socklen_t len, enum dsock_op op, struct in6_addr *ip,
+int vz_direct_addr_get(const struct vz_direct_socket *s,
+		       const struct sockaddr *sa, socklen_t len,
+		       enum direct_addr_op op, struct in6_addr *ip,
 		       __be16 *port)
 {
 	struct sockaddr_in6 sin6 = { 0 };
@@ -77,7 +78,7 @@ int vz_direct_addr_get(const struct dsock *s, const struct sockaddr *sa,
 	return 0;
 }
 
-int vz_direct_addr_put(const struct dsock *s, struct sockaddr *sa,
+int vz_direct_addr_put(const struct vz_direct_socket *s, struct sockaddr *sa,
 		       socklen_t *len, const struct in6_addr *ip, __be16 port)
 {
 	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6,
@@ -97,8 +98,8 @@ int vz_direct_addr_put(const struct dsock *s, struct sockaddr *sa,
 }
 
 /* Which tables binding s to ip takes: 0 with *err set when ip is not ours. */
-static unsigned int tables_for(const struct dsock *s, const struct in6_addr *ip,
-			       int *err)
+static unsigned int tables_for(const struct vz_direct_socket *s,
+			       const struct in6_addr *ip, int *err)
 {
 	*err = EADDRNOTAVAIL;
 	if (!s->v6 || in6_mapped(ip)) {
@@ -111,13 +112,14 @@ static unsigned int tables_for(const struct dsock *s, const struct in6_addr *ip,
 	return in6_eq(ip, &vz_direct.ip6) ? ON6 : 0;
 }
 
-static struct dsock **slot(unsigned int table, __u16 port)
+static struct vz_direct_socket **slot(unsigned int table, __u16 port)
 {
 	return table == ON4 ? &vz_direct.by_port4[port]
 			    : &vz_direct.by_port6[port];
 }
 
-static struct dsock **next_of(struct dsock *s, unsigned int table)
+static struct vz_direct_socket **next_of(struct vz_direct_socket *s,
+					 unsigned int table)
 {
 	return table == ON4 ? &s->next4 : &s->next6;
 }
@@ -127,13 +129,13 @@ static struct dsock **next_of(struct dsock *s, unsigned int table)
  * SO_REUSEPORT group s may join (as the kernel: every member has it set,
  * on the same address, in the same tables).
  */
-static bool port_open(const struct dsock *s, unsigned int tables,
+static bool port_open(const struct vz_direct_socket *s, unsigned int tables,
 		      const struct in6_addr *ip, __u16 port)
 {
 	unsigned int t;
 
 	for (t = ON4; t <= ON6; t <<= 1) {
-		const struct dsock *first = *slot(t, port);
+		const struct vz_direct_socket *first = *slot(t, port);
 
 		if (!(tables & t) || !first)
 			continue;
@@ -150,7 +152,7 @@ static bool port_free(unsigned int tables, __u16 port)
 	       !((tables & ON6) && vz_direct.by_port6[port]);
 }
 
-int vz_direct_bind_locked(struct dsock *s, const struct in6_addr *ip,
+int vz_direct_bind_locked(struct vz_direct_socket *s, const struct in6_addr *ip,
 			  __u16 port)
 {
 	struct in6_addr any = s->v6 ? in6addr_any : in6_map(0);
@@ -187,7 +189,7 @@ int vz_direct_bind_locked(struct dsock *s, const struct in6_addr *ip,
 	s->tables = (__u8)tables;
 	/* a group's members in the order they bound: the last at the end */
 	for (t = ON4; t <= ON6; t <<= 1) {
-		struct dsock **at = slot(t, port);
+		struct vz_direct_socket **at = slot(t, port);
 
 		if (!(tables & t))
 			continue;
@@ -199,7 +201,7 @@ int vz_direct_bind_locked(struct dsock *s, const struct in6_addr *ip,
 	return 0;
 }
 
-void vz_direct_unbind_locked(struct dsock *s)
+void vz_direct_unbind_locked(struct vz_direct_socket *s)
 {
 	__u16 p = ntohs(s->port);
 	unsigned int t;
@@ -207,7 +209,7 @@ void vz_direct_unbind_locked(struct dsock *s)
 	if (!s->port)
 		return;
 	for (t = ON4; t <= ON6; t <<= 1) {
-		struct dsock **at = slot(t, p);
+		struct vz_direct_socket **at = slot(t, p);
 
 		while (*at && *at != s)
 			at = next_of(*at, t);
@@ -221,11 +223,13 @@ void vz_direct_unbind_locked(struct dsock *s)
  * flow, so one flow's datagrams all go to one member (the kernel's
  * reuseport selection does so too), and the flows spread over the members.
  */
-static struct dsock *reuseport_pick(struct dsock *first, unsigned int table,
-				    const struct in6_addr *src, __be16 sport)
+static struct vz_direct_socket *reuseport_pick(struct vz_direct_socket *first,
+					       unsigned int table,
+					       const struct in6_addr *src,
+					       __be16 sport)
 {
 	__u32 h = (__u32)sport * 0x9e3779b1u, n = 0, i;
-	struct dsock *s;
+	struct vz_direct_socket *s;
 
 	if (!*next_of(first, table))
 		return first;
@@ -246,7 +250,7 @@ int vz_direct_deliver(const struct vz_dgram_meta *m, const void *payload,
 {
 	__u16 p = ntohs(m->dst_port);
 	struct in6_addr src, dst;
-	struct dsock *s;
+	struct vz_direct_socket *s;
 
 	if (m->v6) {
 		memcpy(&src, m->src_ip6, sizeof(src));

@@ -20,15 +20,15 @@
 #include <unistd.h>
 
 #include "sock/direct/direct.h"
-#include "sock/direct/dsock.h"
-#include "sock/lib/busy.h"
-#include "sock/lib/pmtu.h"
+#include "sock/direct/direct_internal.h"
+#include "sock/app/busy.h"
+#include "sock/app/pmtu.h"
 
 /* ---- sockets and their descriptors ---- */
 
-struct dsock *vz_direct_hold(int fd)
+struct vz_direct_socket *vz_direct_hold(int fd)
 {
-	struct dsock *s = NULL;
+	struct vz_direct_socket *s = NULL;
 
 	if (vz_direct_forked()) {
 		errno = ENOTSUP;
@@ -48,7 +48,7 @@ struct dsock *vz_direct_hold(int fd)
 
 void vz_direct_watch(int fd)
 {
-	struct dsock *s;
+	struct vz_direct_socket *s;
 
 	if (fd < 0 || fd >= MAX_FD || !vz_direct_fd(fd))
 		return;
@@ -70,7 +70,7 @@ int vz_direct_poll_ready(struct pollfd *fds, nfds_t n)
 
 	pthread_mutex_lock(&vz_direct.lock);
 	for (i = 0; i < n; i++) {
-		struct dsock *s;
+		struct vz_direct_socket *s;
 
 		fds[i].revents = 0;
 		if (fds[i].fd < 0)
@@ -94,7 +94,7 @@ void vz_direct_sleep(const struct pollfd *fds, nfds_t n, bool asleep)
 
 	pthread_mutex_lock(&vz_direct.lock);
 	for (i = 0; i < n; i++) {
-		struct dsock *s =
+		struct vz_direct_socket *s =
 			fds[i].fd >= 0 ? vz_direct.by_fd[fds[i].fd] : NULL;
 		bool kept;
 
@@ -114,14 +114,14 @@ void vz_direct_sleep(const struct pollfd *fds, nfds_t n, bool asleep)
 }
 
 /* Under vz_direct.lock. */
-static void sock_free(struct dsock *s)
+static void sock_free(struct vz_direct_socket *s)
 {
 	while (s->head != s->tail)
 		free(s->q[s->head++ % QLEN]);
 	free(s);
 }
 
-void vz_direct_put(struct dsock *s)
+void vz_direct_put(struct vz_direct_socket *s)
 {
 	pthread_mutex_lock(&vz_direct.lock);
 	if (!--s->users && !s->refs)
@@ -132,7 +132,7 @@ void vz_direct_put(struct dsock *s)
 /* Under vz_direct.lock: fd names s no more. The last descriptor closes
  * the socket (its port is free at once, as the kernel's); its memory goes
  * with the last call holding it. True when it may be freed now. */
-static bool release(int fd, struct dsock *s)
+static bool release(int fd, struct vz_direct_socket *s)
 {
 	int i;
 
@@ -149,7 +149,7 @@ static bool release(int fd, struct dsock *s)
 }
 
 /* Under vz_direct.lock. */
-static void adopt(int fd, struct dsock *s)
+static void adopt(int fd, struct vz_direct_socket *s)
 {
 	s->refs++;
 	if (fd > vz_direct.max_fd)
@@ -159,7 +159,7 @@ static void adopt(int fd, struct dsock *s)
 
 int vz_direct_sock_new(int domain, int type)
 {
-	struct dsock *s = calloc(1, sizeof(*s));
+	struct vz_direct_socket *s = calloc(1, sizeof(*s));
 
 	vz_direct_atfork();
 	if (!s)
@@ -209,7 +209,7 @@ int vz_direct_socket(int domain, int type, int protocol)
 
 int vz_direct_close(int fd)
 {
-	struct dsock *s;
+	struct vz_direct_socket *s;
 	bool last;
 
 	if (fd < 0 || fd >= MAX_FD)
@@ -237,7 +237,7 @@ int vz_direct_close(int fd)
  * the copy is the kernel's), and the copy names the same socket. */
 static int dup_min(int fd, int cmd, int min)
 {
-	struct dsock *s = hold(fd);
+	struct vz_direct_socket *s = hold(fd);
 	int nfd, err = 0;
 
 	if (!s)
@@ -268,7 +268,7 @@ static int dup_min(int fd, int cmd, int min)
  * newfd named loses that descriptor first, as dup2 closes it. */
 int vz_direct_dup3(int oldfd, int newfd, int flags)
 {
-	struct dsock *so, *sn;
+	struct vz_direct_socket *so, *sn;
 	bool gone = false;
 
 	if (vz_direct_forked())
@@ -297,7 +297,8 @@ int vz_direct_dup3(int oldfd, int newfd, int flags)
 	return newfd;
 }
 
-static int bind_on(struct dsock *s, const struct sockaddr *addr, socklen_t len)
+static int bind_on(struct vz_direct_socket *s, const struct sockaddr *addr,
+		   socklen_t len)
 {
 	struct in6_addr ip;
 	__be16 port;
@@ -312,7 +313,7 @@ static int bind_on(struct dsock *s, const struct sockaddr *addr, socklen_t len)
 	return rc ? fail(rc) : 0;
 }
 
-static int connect_on(struct dsock *s, const struct sockaddr *addr,
+static int connect_on(struct vz_direct_socket *s, const struct sockaddr *addr,
 		      socklen_t len)
 {
 	struct in6_addr ip;
@@ -343,7 +344,7 @@ static int connect_on(struct dsock *s, const struct sockaddr *addr,
 	return rc ? fail(rc) : 0;
 }
 
-static int getsockname_on(struct dsock *s, struct sockaddr *addr,
+static int getsockname_on(struct vz_direct_socket *s, struct sockaddr *addr,
 			  socklen_t *len)
 {
 	struct in6_addr ip = s->ip;
@@ -355,7 +356,7 @@ static int getsockname_on(struct dsock *s, struct sockaddr *addr,
 	return vz_direct_addr_put(s, addr, len, &ip, s->port);
 }
 
-static int getpeername_on(struct dsock *s, struct sockaddr *addr,
+static int getpeername_on(struct vz_direct_socket *s, struct sockaddr *addr,
 			  socklen_t *len)
 {
 	if (!s->peer_port)
@@ -365,7 +366,8 @@ static int getpeername_on(struct dsock *s, struct sockaddr *addr,
 
 /* ---- options, poll ---- */
 
-static int set_timeo(struct dsock *s, int name, const void *val, socklen_t len)
+static int set_timeo(struct vz_direct_socket *s, int name, const void *val,
+		     socklen_t len)
 {
 	struct timeval t;
 
@@ -380,7 +382,7 @@ static int set_timeo(struct dsock *s, int name, const void *val, socklen_t len)
 }
 
 /* SOL_SOCKET options that take an int. */
-static int set_int(struct dsock *s, int name, int v)
+static int set_int(struct vz_direct_socket *s, int name, int v)
 {
 	switch (name) {
 	case SO_BUSY_POLL:
@@ -402,7 +404,7 @@ static int set_int(struct dsock *s, int name, int v)
 
 /* IP_MTU_DISCOVER; on an AF_INET6 socket also IPV6_MTU_DISCOVER (the
  * first then governs its IPv4, as Linux's). */
-static bool pmtu_opt(const struct dsock *s, int level, int name)
+static bool pmtu_opt(const struct vz_direct_socket *s, int level, int name)
 {
 	return vz_pmtu_opt(false, level, name) ||
 	       (s->v6 && vz_pmtu_opt(true, level, name));
@@ -410,7 +412,8 @@ static bool pmtu_opt(const struct dsock *s, int level, int name)
 
 /* IPV6_V6ONLY: only before bind, as Linux (an unbound socket is in no
  * port table yet). */
-static int set_v6only(struct dsock *s, const void *val, socklen_t len)
+static int set_v6only(struct vz_direct_socket *s, const void *val,
+		      socklen_t len)
 {
 	int v, rc = 0;
 
@@ -428,8 +431,8 @@ static int set_v6only(struct dsock *s, const void *val, socklen_t len)
 	return rc ? fail(rc) : 0;
 }
 
-static int setsockopt_on(struct dsock *s, int level, int name, const void *val,
-			 socklen_t len)
+static int setsockopt_on(struct vz_direct_socket *s, int level, int name,
+			 const void *val, socklen_t len)
 {
 	int v;
 
@@ -461,8 +464,8 @@ static int put_int(void *val, socklen_t *len, int v)
 	return 0;
 }
 
-static int getsockopt_on(struct dsock *s, int level, int name, void *val,
-			 socklen_t *len)
+static int getsockopt_on(struct vz_direct_socket *s, int level, int name,
+			 void *val, socklen_t *len)
 {
 
 	if (pmtu_opt(s, level, name)) {
@@ -498,7 +501,7 @@ static int getsockopt_on(struct dsock *s, int level, int name, void *val,
 	}
 }
 
-static int fcntl_on(int fd, struct dsock *s, int cmd, int arg)
+static int fcntl_on(int fd, struct vz_direct_socket *s, int cmd, int arg)
 {
 	switch (cmd) {
 	case F_GETFL:
@@ -518,7 +521,7 @@ static int fcntl_on(int fd, struct dsock *s, int cmd, int arg)
 
 int vz_direct_bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	struct dsock *s = hold(fd);
+	struct vz_direct_socket *s = hold(fd);
 	int rc;
 
 	if (!s)
@@ -530,7 +533,7 @@ int vz_direct_bind(int fd, const struct sockaddr *addr, socklen_t len)
 
 int vz_direct_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	struct dsock *s = hold(fd);
+	struct vz_direct_socket *s = hold(fd);
 	int rc;
 
 	if (!s)
@@ -542,7 +545,7 @@ int vz_direct_connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 int vz_direct_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	struct dsock *s = hold(fd);
+	struct vz_direct_socket *s = hold(fd);
 	int rc;
 
 	if (!s)
@@ -554,7 +557,7 @@ int vz_direct_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 
 int vz_direct_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	struct dsock *s = hold(fd);
+	struct vz_direct_socket *s = hold(fd);
 	int rc;
 
 	if (!s)
@@ -567,7 +570,7 @@ int vz_direct_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 int vz_direct_setsockopt(int fd, int level, int name, const void *val,
 			 socklen_t len)
 {
-	struct dsock *s = hold(fd);
+	struct vz_direct_socket *s = hold(fd);
 	int rc;
 
 	if (!s)
@@ -579,7 +582,7 @@ int vz_direct_setsockopt(int fd, int level, int name, const void *val,
 
 int vz_direct_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-	struct dsock *s = hold(fd);
+	struct vz_direct_socket *s = hold(fd);
 	int rc;
 
 	if (!s)
@@ -591,7 +594,7 @@ int vz_direct_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 int vz_direct_fcntl(int fd, int cmd, int arg)
 {
-	struct dsock *s;
+	struct vz_direct_socket *s;
 	int rc;
 
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "sock/direct/direct.h"
-#include "sock/direct/dsock.h"
+#include "sock/direct/direct_internal.h"
 
 static bool child; /* forked from the port's owner */
 static int child_warned;

@@ -4,8 +4,8 @@
  * it falls through to, the re-entrancy guard, and which descriptors are
  * veloz's.
  */
-#ifndef VZ_SOCK_PRELOAD_H
-#define VZ_SOCK_PRELOAD_H
+#ifndef VZ_SOCK_PRELOAD_PRELOAD_H
+#define VZ_SOCK_PRELOAD_PRELOAD_H
 
 #include <poll.h>
 #include <stdbool.h>

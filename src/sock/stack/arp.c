@@ -22,7 +22,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "sock/stack/priv.h"
+#include "sock/stack/stack_internal.h"
 
 static const __u8 bcast_mac[ETH_ALEN] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 

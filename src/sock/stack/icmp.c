@@ -6,7 +6,7 @@
  */
 #include <veloz/csum.h>
 
-#include "sock/stack/priv.h"
+#include "sock/stack/stack_internal.h"
 
 void vz_icmp_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u64 now_ns)
 {

@@ -6,7 +6,7 @@
  */
 #include <veloz/csum.h>
 
-#include "sock/stack/priv.h"
+#include "sock/stack/stack_internal.h"
 
 /* An error quotes as much of the packet as fits the minimum MTU. */
 #define ICMP6_QUOTE_MAX \

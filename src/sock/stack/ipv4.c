@@ -9,7 +9,7 @@
 
 #include <veloz/csum.h>
 
-#include "sock/stack/priv.h"
+#include "sock/stack/stack_internal.h"
 
 static void l4_input(struct vz_stack *s, const struct vz_ip_pkt *p, __u8 proto,
 		     __u64 now_ns)

@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "sock/stack/priv.h"
+#include "sock/stack/stack_internal.h"
 
 static const __u8 all_nodes[16] = { 0xff, 2, 0, 0, 0, 0, 0, 0,
 				    0,	  0, 0, 0, 0, 0, 0, 1 };

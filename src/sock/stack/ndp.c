@@ -13,7 +13,7 @@
  * inside the message, link-layer address options of Ethernet's length.
  * What fails is counted in nd_bad.
  */
-#include "sock/stack/priv.h"
+#include "sock/stack/stack_internal.h"
 
 #define ND_MIN_LEN 24 /* type .. target */
 #define ND_OPT_SLLA 1

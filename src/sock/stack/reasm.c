@@ -19,7 +19,7 @@
 
 #include <veloz/csum.h>
 
-#include "sock/stack/priv.h"
+#include "sock/stack/stack_internal.h"
 
 int vz_reasm_init(struct vz_stack *s)
 {

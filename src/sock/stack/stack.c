@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sock/stack/priv.h"
+#include "sock/stack/stack_internal.h"
 
 static const __u8 vz_bcast[ETH_ALEN] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 

@@ -11,8 +11,8 @@
  * datagram. So the same code runs behind AF_XDP, DPDK, a unit test or a
  * fuzzer. Every frame it refuses is counted by reason, never trusted.
  */
-#ifndef VZ_SOCK_STACK_H
-#define VZ_SOCK_STACK_H
+#ifndef VZ_SOCK_STACK_STACK_H
+#define VZ_SOCK_STACK_STACK_H
 
 #include <stddef.h>
 #include <linux/types.h>

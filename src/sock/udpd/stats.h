@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <linux/types.h>
 
-#include "sock/lib/server.h"
+#include "sock/poller/server.h"
 #include "sock/stack/stack.h"
-#include "sock/udpd/port.h"
+#include "sock/port/port.h"
 
 /* Where the counters are. */
 struct vz_udpd_counters {

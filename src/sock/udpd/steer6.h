@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-#ifndef VZ_UDPD_STEER6_H
-#define VZ_UDPD_STEER6_H
+#ifndef VZ_SOCK_UDPD_STEER6_H
+#define VZ_SOCK_UDPD_STEER6_H
 
 #include <linux/types.h>
 

@@ -2,11 +2,11 @@
 /*
  * vz-udpd: the poller of veloz's userspace UDP/IP stack (`veloz udpd`).
  *
- * One thread owns one interface through AF_XDP (port.c) and runs, in a
- * loop: received frames through the protocol engine (stack/), datagrams
+ * One thread owns one interface through AF_XDP (src/sock/port) and runs, in
+ * a loop: received frames through the protocol engine (stack/), datagrams
  * for local ports onto the applications' receive rings and the
  * applications' transmit rings through the engine onto the port
- * (lib/server.c), and the engine's timers once per millisecond. It polls,
+ * (src/sock/poller), and the engine's timers once per millisecond. It polls,
  * as UDPDK's poller does: latency is the point; it yields the CPU when a
  * round finds nothing to do. After --busy-poll-us with nothing to do it
  * sleeps, as AF_XDP's need_wakeup lets a driver sleep: on the AF_XDP
@@ -37,9 +37,9 @@
 #include "common/iface.h"
 #include "common/options.h"
 #include "common/parse.h"
-#include "sock/lib/server.h"
+#include "sock/poller/server.h"
 #include "sock/stack/stack.h"
-#include "sock/udpd/port.h"
+#include "sock/port/port.h"
 #include "sock/udpd/stats.h"
 #include "sock/udpd/steer6.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * libveloz-sock: the application's side (include/veloz/sock.h); csock.h
+ * libveloz-sock: the application's side (include/veloz/sock.h); app_internal.h
  * says which file holds what. This one: the library's state, the
  * descriptor table and the control connection to the poller.
  *
@@ -34,8 +34,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "sock/lib/csock.h"
-#include "sock/lib/proto.h"
+#include "sock/app/app_internal.h"
+#include "sock/ring/proto.h"
 #include "veloz/sock.h"
 
 struct vz_client_libc vz_client_libc;
@@ -44,7 +44,7 @@ pthread_mutex_t vz_client_hold_lock = PTHREAD_MUTEX_INITIALIZER;
 int vz_client_doorbell = -1;
 __be32 vz_client_ip4;
 __u8 vz_client_ip6[16];
-struct vz_csock **vz_client_table[VZ_FD_CHUNKS];
+struct vz_app_sock **vz_client_table[VZ_FD_CHUNKS];
 
 static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
 static int ctl_fd = -1;
@@ -108,9 +108,9 @@ void vz_client_libc_init(void)
 /* ---- the descriptor table ---- */
 
 /* Under vz_client_lock. */
-int vz_client_table_set(int fd, struct vz_csock *s)
+int vz_client_table_set(int fd, struct vz_app_sock *s)
 {
-	struct vz_csock **chunk;
+	struct vz_app_sock **chunk;
 
 	if (fd < 0 || fd >= VZ_FD_CHUNK * VZ_FD_CHUNKS)
 		return -EMFILE;
@@ -126,14 +126,14 @@ int vz_client_table_set(int fd, struct vz_csock *s)
 	return 0;
 }
 
-void vz_client_unmap(struct vz_csock *s)
+void vz_client_unmap(struct vz_app_sock *s)
 {
 	if (s->shm)
 		munmap(s->shm, s->shm_len);
 	s->shm = NULL;
 }
 
-static void sock_free(struct vz_csock *s)
+static void sock_free(struct vz_app_sock *s)
 {
 	vz_client_unmap(s);
 	pthread_mutex_destroy(&s->rx_lock);
@@ -144,7 +144,7 @@ static void sock_free(struct vz_csock *s)
 /* Under vz_client_lock, the last descriptor released (s->fd, closed here; -1
  * when dup2() already replaced it); freed now, or by the last call still in
  * it (vz_client_put). */
-void vz_client_destroy(struct vz_csock *s)
+void vz_client_destroy(struct vz_app_sock *s)
 {
 	static const __u64 one = 1;
 	bool in_use;
@@ -168,7 +168,7 @@ void vz_client_destroy(struct vz_csock *s)
 		sock_free(s);
 }
 
-void vz_client_put(struct vz_csock *s)
+void vz_client_put(struct vz_app_sock *s)
 {
 	bool last;
 
@@ -180,7 +180,7 @@ void vz_client_put(struct vz_csock *s)
 }
 
 /* Another descriptor of s than `fd` (there is one while refs > 1). */
-static int other_fd(const struct vz_csock *s, int fd)
+static int other_fd(const struct vz_app_sock *s, int fd)
 {
 	int i, j;
 
@@ -201,7 +201,7 @@ static int other_fd(const struct vz_csock *s, int fd)
  * the caller then tells the poller and calls vz_client_destroy(), which closes
  * it.
  */
-bool vz_client_release(int fd, struct vz_csock *s, bool keep)
+bool vz_client_release(int fd, struct vz_app_sock *s, bool keep)
 {
 	vz_client_table_set(fd, NULL);
 	if (--s->refs > 0) {
@@ -225,7 +225,7 @@ static void drop_all(void)
 		if (!vz_client_table[i])
 			continue;
 		for (j = 0; j < VZ_FD_CHUNK; j++) {
-			struct vz_csock *s = vz_client_table[i][j];
+			struct vz_app_sock *s = vz_client_table[i][j];
 
 			if (s &&
 			    vz_client_release(i * VZ_FD_CHUNK + j, s, false))
@@ -437,7 +437,7 @@ int vz_client_ctl_call(struct vz_ctl_msg *req, int fd_out,
 
 /* A request about socket s: 0, or -1 with errno (the poller's answer or
  * the link's failure). */
-int vz_client_call(struct vz_csock *s, struct vz_ctl_msg *req,
+int vz_client_call(struct vz_app_sock *s, struct vz_ctl_msg *req,
 		   struct vz_ctl_msg *rep, int *fd_in)
 {
 	int rc;
@@ -453,12 +453,10 @@ int vz_client_call(struct vz_csock *s, struct vz_ctl_msg *req,
 	return 0;
 }
 
-int vz_sock_init(const char *path)
+int vz_poller_init(const char *path)
 {
 	int rc;
 
-	if (VZ_DIRECT_MODE())
-		return vz_direct_init();
 	vz_client_libc_init();
 	pthread_mutex_lock(&vz_client_lock);
 	rc = ctl_open(path);
@@ -479,7 +477,7 @@ void vz_sock_exit(void)
 }
 
 /* Map the memfd a reply carried, checking its size against the rings. */
-int vz_client_map(struct vz_csock *s, int memfd, __u32 rx, __u32 tx)
+int vz_client_map(struct vz_app_sock *s, int memfd, __u32 rx, __u32 tx)
 {
 	size_t len = (size_t)VZ_SHM_HDR + rx + tx;
 	struct stat st;

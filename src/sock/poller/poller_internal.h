@@ -9,8 +9,8 @@
  *
  * One thread runs all of it (the poller's loop), so nothing here locks.
  */
-#ifndef VZ_SOCK_LIB_SSOCK_H
-#define VZ_SOCK_LIB_SSOCK_H
+#ifndef VZ_SOCK_POLLER_POLLER_INTERNAL_H
+#define VZ_SOCK_POLLER_POLLER_INTERNAL_H
 
 #include <fcntl.h>
 #include <stdbool.h>
@@ -18,9 +18,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "sock/lib/proto.h"
-#include "sock/lib/ring.h"
-#include "sock/lib/server.h"
+#include "sock/ring/proto.h"
+#include "sock/ring/ring.h"
+#include "sock/poller/server.h"
 
 #define VZ_EPH_LO 32768u /* Linux's default ip_local_port_range */
 #define VZ_EPH_HI 60999u
@@ -30,7 +30,7 @@
 
 struct vz_app;
 
-struct vz_ssock {
+struct vz_poller_sock {
 	struct vz_app *app;
 	__u32 id;
 	int efd; /* the application's eventfd, to wake it */
@@ -45,8 +45,8 @@ struct vz_ssock {
 	 * with IPV6_V6ONLY: its port is apart from AF_INET sockets' ones. */
 	bool v6;
 	__u8 ip6[16], peer_ip6[16];
-	struct vz_ssock *next_port; /* the sockets sharing the port */
-	struct vz_ssock *next_app;
+	struct vz_poller_sock *next_port; /* the sockets sharing the port */
+	struct vz_poller_sock *next_app;
 	unsigned int slot; /* in srv->socks */
 };
 
@@ -55,7 +55,7 @@ struct vz_app {
 	uid_t uid;
 	unsigned int slot; /* in srv->apps */
 	__u32 next_id;
-	struct vz_ssock *socks;
+	struct vz_poller_sock *socks;
 	__u8 buf[sizeof(struct vz_ctl_msg)];
 	size_t have;
 	int fds[VZ_CTL_MAX_FDS];
@@ -68,10 +68,10 @@ struct vz_sock_server {
 	int lfd, epfd;
 	int doorbell; /* eventfd the applications write while we sleep */
 	bool asleep; /* the poller_asleep words are set */
-	struct vz_ssock **ports; /* 65536 lists, by host-order port */
+	struct vz_poller_sock **ports; /* 65536 lists, by host-order port */
 	struct vz_app **apps;
 	unsigned int napps;
-	struct vz_ssock **socks;
+	struct vz_poller_sock **socks;
 	unsigned int nsocks, rr;
 	__u32 eph_next;
 	struct vz_sock_server_stats stats;
@@ -86,12 +86,12 @@ void vz_srv_seterr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 __u32 vz_srv_ring_size(const struct vz_sock_server *srv, __u32 want);
 /* A fresh memfd for both rings of s: the memfd to pass on, or -errno. */
-int vz_srv_shm_create(struct vz_ssock *s, __u32 rx_size, __u32 tx_size);
-int vz_srv_sock_bind(struct vz_sock_server *srv, struct vz_ssock *s, __be32 ip,
-		     const __u8 *ip6, __u16 port);
-struct vz_ssock *vz_srv_sock_find(const struct vz_app *app, __u32 id);
-void vz_srv_sock_free(struct vz_sock_server *srv, struct vz_ssock *s);
-void vz_srv_sock_flush(struct vz_sock_server *srv, struct vz_ssock *s);
+int vz_srv_shm_create(struct vz_poller_sock *s, __u32 rx_size, __u32 tx_size);
+int vz_srv_sock_bind(struct vz_sock_server *srv, struct vz_poller_sock *s,
+		     __be32 ip, const __u8 *ip6, __u16 port);
+struct vz_poller_sock *vz_srv_sock_find(const struct vz_app *app, __u32 id);
+void vz_srv_sock_free(struct vz_sock_server *srv, struct vz_poller_sock *s);
+void vz_srv_sock_flush(struct vz_sock_server *srv, struct vz_poller_sock *s);
 
 /* server_req.c: the listening socket's and the applications' traffic;
  * vz_srv_app_read: requests served, -1 when the application left, -2
@@ -102,9 +102,9 @@ void vz_srv_app_free(struct vz_sock_server *srv, struct vz_app *app,
 		     bool flush);
 
 /* server_data.c: send up to max datagrams of s's transmit ring. */
-unsigned int vz_srv_drain_one(struct vz_sock_server *srv, struct vz_ssock *s,
-			      vz_sock_send_fn send_fn, void *opaque,
-			      unsigned int max);
+unsigned int vz_srv_drain_one(struct vz_sock_server *srv,
+			      struct vz_poller_sock *s, vz_sock_send_fn send_fn,
+			      void *opaque, unsigned int max);
 
 static inline bool zero6(const __u8 *a)
 {
@@ -118,7 +118,7 @@ static inline bool zero6(const __u8 *a)
  * application's (it sets `waiting`, fences, re-checks the ring): either it
  * sees our last index or we see its flag.
  */
-static inline void vz_wake(struct vz_ssock *s, struct vz_ring_ctl *c)
+static inline void vz_wake(struct vz_poller_sock *s, struct vz_ring_ctl *c)
 {
 	__u64 one = 1;
 	int fl;

@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 
 #include "common/peercred.h"
-#include "sock/lib/ssock.h"
+#include "sock/poller/poller_internal.h"
 
 /* Is fd an eventfd in non-blocking mode (what the library creates)? */
 static bool is_eventfd(int fd)
@@ -85,7 +85,7 @@ static int socket_refused(const struct vz_sock_server *srv,
 /* A new socket joins its application's list and the server's table,
  * with an id the application holds no other socket under. */
 static void sock_enter(struct vz_sock_server *srv, struct vz_app *app,
-		       struct vz_ssock *s, bool v6)
+		       struct vz_poller_sock *s, bool v6)
 {
 	do
 		s->id = ++app->next_id;
@@ -104,7 +104,7 @@ static void sock_enter(struct vz_sock_server *srv, struct vz_app *app,
 static int req_socket(struct vz_sock_server *srv, struct vz_app *app,
 		      struct vz_ctl_msg *m)
 {
-	struct vz_ssock *s;
+	struct vz_poller_sock *s;
 	int memfd, rc;
 
 	if (socket_malformed(app, m))
@@ -135,13 +135,14 @@ static int req_socket(struct vz_sock_server *srv, struct vz_app *app,
 }
 
 /* An address of the socket's own family only. */
-static bool addr_fits(const struct vz_ctl_msg *m, const struct vz_ssock *s)
+static bool addr_fits(const struct vz_ctl_msg *m,
+		      const struct vz_poller_sock *s)
 {
 	return s->v6 ? !m->addr : zero6(m->addr6);
 }
 
 static int req_bind(struct vz_sock_server *srv, struct vz_app *app,
-		    struct vz_ctl_msg *m, struct vz_ssock *s)
+		    struct vz_ctl_msg *m, struct vz_poller_sock *s)
 {
 	if (m->opt || m->val || !addr_fits(m, s))
 		return -1;
@@ -154,7 +155,7 @@ static int req_bind(struct vz_sock_server *srv, struct vz_app *app,
 }
 
 static int req_connect(struct vz_sock_server *srv, struct vz_app *app,
-		       struct vz_ctl_msg *m, struct vz_ssock *s)
+		       struct vz_ctl_msg *m, struct vz_poller_sock *s)
 {
 	if (m->opt > 1 || m->val || !addr_fits(m, s) ||
 	    (m->opt && (m->addr || m->port || !zero6(m->addr6))))
@@ -185,7 +186,7 @@ static int req_connect(struct vz_sock_server *srv, struct vz_app *app,
  * The new memfd to pass on, or -1: no change, or m->err says why not.
  */
 static int sock_resize(struct vz_sock_server *srv, struct vz_ctl_msg *m,
-		       struct vz_ssock *s)
+		       struct vz_poller_sock *s)
 {
 	__u32 rx = s->rx.size, tx = s->tx.size;
 	int memfd;
@@ -211,7 +212,7 @@ static int sock_resize(struct vz_sock_server *srv, struct vz_ctl_msg *m,
 }
 
 static int req_setopt(struct vz_sock_server *srv, struct vz_app *app,
-		      struct vz_ctl_msg *m, struct vz_ssock *s)
+		      struct vz_ctl_msg *m, struct vz_poller_sock *s)
 {
 	int memfd = -1, rc;
 
@@ -244,7 +245,7 @@ static int req_setopt(struct vz_sock_server *srv, struct vz_app *app,
 
 /* CLOSE: what the socket queued goes out first, as with close(). */
 static int req_close(struct vz_sock_server *srv, struct vz_app *app,
-		     struct vz_ctl_msg *m, struct vz_ssock *s)
+		     struct vz_ctl_msg *m, struct vz_poller_sock *s)
 {
 	if (m->opt || m->val || m->addr || m->port)
 		return -1;
@@ -256,7 +257,7 @@ static int req_close(struct vz_sock_server *srv, struct vz_app *app,
 static int request(struct vz_sock_server *srv, struct vz_app *app)
 {
 	struct vz_ctl_msg m;
-	struct vz_ssock *s;
+	struct vz_poller_sock *s;
 
 	memcpy(&m, app->buf, sizeof(m));
 	if (m.len != sizeof(m) || !reserved_zero(&m))

@@ -23,7 +23,7 @@
  *
  * In direct mode (VZ_MODE=direct) a socket is an eventfd the engine keeps
  * readable while it holds a datagram: a kernel member, and the kernel's
- * epoll_wait after direct mode's spin (vz_direct_wait).
+ * epoll_wait after the mode's wait (direct mode's spin, mode.h).
  *
  * One lock guards every set: the scans are short and sets rarely shared
  * between threads. The order is the library's control lock, then this
@@ -40,16 +40,10 @@
 #include <sys/epoll.h>
 #include <time.h>
 
-#include "sock/lib/busy.h"
-#include "sock/lib/clock.h"
-#include "sock/lib/client.h"
-#ifdef VZ_SOCK_DIRECT
-#include "sock/direct/direct.h"
-#else
-#define vz_direct_enabled() false
-#define vz_direct_wait(check, arg, ms) check(arg, ms)
-#define vz_direct_watch(fd) ((void)(fd))
-#endif
+#include "sock/app/busy.h"
+#include "sock/app/clock.h"
+#include "sock/app/client.h"
+#include "sock/app/mode.h"
 #include "veloz/sock.h"
 
 #define VZ_EP_IN (EPOLLIN | EPOLLRDNORM)
@@ -63,7 +57,7 @@
 
 struct vz_ep_entry {
 	int fd; /* the key, with s (as Linux keys on descriptor and file) */
-	struct vz_csock *s;
+	struct vz_app_sock *s;
 	__u32 events;
 	epoll_data_t data;
 	bool armed; /* false: an EPOLLONESHOT member already reported */
@@ -181,7 +175,7 @@ static struct vz_ep *ep_make(int epfd, int kernel)
 }
 
 static struct vz_ep_entry *ep_entry(struct vz_ep *ep, int fd,
-				    const struct vz_csock *s)
+				    const struct vz_app_sock *s)
 {
 	for (size_t i = 0; i < ep->n; i++)
 		if (ep->v[i].fd == fd && ep->v[i].s == s)
@@ -196,7 +190,7 @@ static void ep_remove(struct vz_ep *ep, struct vz_ep_entry *e)
 		ep->next = 0;
 }
 
-void vz_epoll_sock_gone(struct vz_csock *s)
+void vz_epoll_sock_gone(struct vz_app_sock *s)
 {
 	pthread_mutex_lock(&ep_lock);
 	for (int i = 0; i < eps_cap && eps_live; i++) {
@@ -298,7 +292,7 @@ static int check_set(int epfd, int efd)
 
 /* Linux's order: the event, the descriptors, then the operation. 0 or
  * -errno. */
-static int ctl_check(int epfd, int op, const struct vz_csock *s,
+static int ctl_check(int epfd, int op, const struct vz_app_sock *s,
 		     const struct epoll_event *ev)
 {
 	int rc;
@@ -320,7 +314,7 @@ static int ctl_check(int epfd, int op, const struct vz_csock *s,
 
 /* Under ep_lock: a new entry at the end of the set, NULL without memory. */
 static struct vz_ep_entry *entry_add(struct vz_ep *ep, int fd,
-				     struct vz_csock *s)
+				     struct vz_app_sock *s)
 {
 	struct vz_ep_entry *e;
 
@@ -352,7 +346,7 @@ static void entry_set(struct vz_ep_entry *e, const struct epoll_event *ev)
 
 /* Under ep_lock: ADD, MOD or DEL socket s's entry of the set: 0 or
  * -errno. */
-static int ctl_apply(struct vz_ep *ep, int op, int fd, struct vz_csock *s,
+static int ctl_apply(struct vz_ep *ep, int op, int fd, struct vz_app_sock *s,
 		     const struct epoll_event *ev)
 {
 	struct vz_ep_entry *e = ep_entry(ep, fd, s);
@@ -382,7 +376,7 @@ static int ctl_apply(struct vz_ep *ep, int op, int fd, struct vz_csock *s,
 }
 
 /* Under ep_lock: vz_epoll_ctl on the set, once the call is checked. */
-static int ctl_locked(int epfd, int op, int fd, struct vz_csock *s,
+static int ctl_locked(int epfd, int op, int fd, struct vz_app_sock *s,
 		      const struct epoll_event *ev)
 {
 	struct vz_ep *ep;
@@ -401,7 +395,7 @@ static int ctl_locked(int epfd, int op, int fd, struct vz_csock *s,
 
 int vz_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	struct vz_csock *s = vz_client_lookup(fd);
+	struct vz_app_sock *s = vz_client_lookup(fd);
 	int rc;
 
 	sys_init();
@@ -409,7 +403,7 @@ int vz_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	 * datagram: a kernel member like any other. */
 	if (!s) {
 		if (op != EPOLL_CTL_DEL)
-			vz_direct_watch(fd);
+			vz_mode_of(fd)->watch(fd);
 		return ctl_kernel(epfd, op, fd, ev);
 	}
 	rc = ctl_check(epfd, op, s, ev);
@@ -677,14 +671,11 @@ static int ep_wait(int epfd, struct epoll_event *events, int maxevents,
 	if (!events)
 		return fail(EFAULT);
 	ep = ep_hold(epfd);
-	if (!ep && vz_direct_enabled()) {
+	if (!ep) {
 		struct sys_wait w = { epfd, events, maxevents, mask };
 
-		return vz_direct_wait(sys_wait, &w, timeout_ms);
+		return vz_mode()->wait(sys_wait, &w, timeout_ms);
 	}
-	if (!ep)
-		return sys.epoll_pwait(epfd, events, maxevents, timeout_ms,
-				       mask);
 	if (mask)
 		pthread_sigmask(SIG_SETMASK, mask, &old);
 	rc = ep_wait_loop(ep, events, maxevents, until);

@@ -6,8 +6,8 @@
  * families), icmp.c and udp.c (both families); ipv6.c, ndp.c (NDP's side
  * of the cache) and icmp6.c.
  */
-#ifndef VZ_SOCK_STACK_PRIV_H
-#define VZ_SOCK_STACK_PRIV_H
+#ifndef VZ_SOCK_STACK_STACK_INTERNAL_H
+#define VZ_SOCK_STACK_STACK_INTERNAL_H
 
 #include <stdbool.h>
 #include <string.h>

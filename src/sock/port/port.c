@@ -33,7 +33,7 @@
 #include "common/err.h"
 #include "common/iface.h"
 #include "runner/ports.h"
-#include "sock/udpd/port.h"
+#include "sock/port/port.h"
 
 #define FRAME_SIZE 2048u
 #define RING 1024u /* every ring */

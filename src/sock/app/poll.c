@@ -12,13 +12,13 @@
 #include <stdlib.h>
 #include <sys/select.h>
 
-#include "sock/lib/busy.h"
-#include "sock/lib/csock.h"
+#include "sock/app/busy.h"
+#include "sock/app/app_internal.h"
 #include "sock/stack/stack.h"
 #include "veloz/sock.h"
 
 /* A veloz descriptor's readiness from its rings. */
-static short sock_revents(const struct vz_csock *s, short events)
+static short sock_revents(const struct vz_app_sock *s, short events)
 {
 	short r = 0;
 	__u32 half = s->tx.size / 2;
@@ -39,7 +39,7 @@ static short sock_revents(const struct vz_csock *s, short events)
 }
 
 /* Fill revents of the veloz entries; the number of ready entries. */
-static int poll_veloz(struct pollfd *fds, nfds_t n, struct vz_csock **socks)
+static int poll_veloz(struct pollfd *fds, nfds_t n, struct vz_app_sock **socks)
 {
 	int ready = 0;
 	nfds_t i;
@@ -54,7 +54,7 @@ static int poll_veloz(struct pollfd *fds, nfds_t n, struct vz_csock **socks)
 	return ready;
 }
 
-static void sock_set_waiting(struct vz_csock *s, short events, __u32 on)
+static void sock_set_waiting(struct vz_app_sock *s, short events, __u32 on)
 {
 	if (events & POLLIN)
 		__atomic_store_n(&s->shm->rx.waiting, on, __ATOMIC_SEQ_CST);
@@ -62,8 +62,8 @@ static void sock_set_waiting(struct vz_csock *s, short events, __u32 on)
 		__atomic_store_n(&s->shm->tx.waiting, on, __ATOMIC_SEQ_CST);
 }
 
-static void set_waiting(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
-			__u32 on)
+static void set_waiting(struct pollfd *fds, nfds_t n,
+			struct vz_app_sock **socks, __u32 on)
 {
 	nfds_t i;
 
@@ -75,28 +75,28 @@ static void set_waiting(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
 
 /* ---- for epoll.c (client.h) ---- */
 
-struct vz_csock *vz_client_lookup(int fd)
+struct vz_app_sock *vz_client_lookup(int fd)
 {
 	return lookup(fd);
 }
 
-short vz_client_revents(const struct vz_csock *s, short events)
+short vz_client_revents(const struct vz_app_sock *s, short events)
 {
 	return sock_revents(s, events);
 }
 
-void vz_client_set_waiting(struct vz_csock *s, short events, __u32 on)
+void vz_client_set_waiting(struct vz_app_sock *s, short events, __u32 on)
 {
 	sock_set_waiting(s, events, on);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-int vz_client_efd(const struct vz_csock *s)
+int vz_client_efd(const struct vz_app_sock *s)
 {
 	return s->fd;
 }
 
-__u32 vz_client_busy_us(const struct vz_csock *s)
+__u32 vz_client_busy_us(const struct vz_app_sock *s)
 {
 	return s->busy_us;
 }
@@ -107,7 +107,7 @@ void vz_client_drain(int efd)
 	eventfd_drain(efd);
 }
 
-void vz_client_marks(const struct vz_csock *s, __u32 mark[3])
+void vz_client_marks(const struct vz_app_sock *s, __u32 mark[3])
 {
 	mark[0] = __atomic_load_n(&s->shm->rx.head, __ATOMIC_ACQUIRE);
 	mark[1] = __atomic_load_n(&s->shm->tx.tail, __ATOMIC_ACQUIRE);
@@ -117,7 +117,7 @@ void vz_client_marks(const struct vz_csock *s, __u32 mark[3])
 /* The kernel's entries: fds as they are, a veloz entry's eventfd asked
  * for POLLIN, or left out (fd -1) when the call only looks (no sleep). */
 static void kernel_entries(const struct pollfd *fds, nfds_t n,
-			   struct vz_csock **socks, struct pollfd *k,
+			   struct vz_app_sock **socks, struct pollfd *k,
 			   bool sleep)
 {
 	nfds_t i;
@@ -134,8 +134,8 @@ static void kernel_entries(const struct pollfd *fds, nfds_t n,
 
 /* The kernel's answers into fds (veloz entries' eventfds emptied): the
  * number of ready kernel entries. */
-static int kernel_answers(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
-			  const struct pollfd *k)
+static int kernel_answers(struct pollfd *fds, nfds_t n,
+			  struct vz_app_sock **socks, const struct pollfd *k)
 {
 	int ready = 0;
 	nfds_t i;
@@ -160,7 +160,7 @@ static int kernel_answers(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
  * looked at (timeout 0); else it sleeps, the waiting words set first so the
  * poller writes the eventfds.
  */
-static int poll_kernel(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
+static int poll_kernel(struct pollfd *fds, nfds_t n, struct vz_app_sock **socks,
 		       struct pollfd *k, __s64 until)
 {
 	int rc, ready = poll_veloz(fds, n, socks);
@@ -188,7 +188,7 @@ static int poll_kernel(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
 struct poll_spin {
 	struct pollfd *fds;
 	nfds_t n;
-	struct vz_csock **socks;
+	struct vz_app_sock **socks;
 };
 
 static bool poll_spin_ready(const void *arg)
@@ -203,7 +203,7 @@ static bool poll_spin_ready(const void *arg)
  * veloz socket (a kernel descriptor could only be looked at by a system
  * call per turn), spin the longest of their budgets before sleeping.
  */
-static int poll_busy(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
+static int poll_busy(struct pollfd *fds, nfds_t n, struct vz_app_sock **socks,
 		     __s64 until)
 {
 	struct poll_spin p = { fds, n, socks };
@@ -221,9 +221,9 @@ static int poll_busy(struct pollfd *fds, nfds_t n, struct vz_csock **socks,
 	return poll_veloz(fds, n, socks);
 }
 
-int vz_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
+int vz_poller_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 {
-	struct vz_csock *small_s[16], **socks = small_s;
+	struct vz_app_sock *small_s[16], **socks = small_s;
 	struct pollfd small_k[16], *k = small_k;
 	__s64 until = timeout_ms < 0 ? -1
 				     : (__s64)vz_now_ns() +
@@ -231,9 +231,6 @@ int vz_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 	bool any = false;
 	int rc;
 	nfds_t i;
-	if (VZ_DIRECT_MODE())
-		return vz_direct_poll(fds, n, timeout_ms);
-
 	vz_client_libc_init();
 	if (n > 16) {
 		socks = calloc(n, sizeof(*socks));

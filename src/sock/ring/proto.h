@@ -19,8 +19,8 @@
  * never sends (unknown type, wrong length, non-zero reserved field, unknown
  * socket id, unexpected descriptors) drops the application's connection.
  */
-#ifndef VZ_SOCK_LIB_PROTO_H
-#define VZ_SOCK_LIB_PROTO_H
+#ifndef VZ_SOCK_RING_PROTO_H
+#define VZ_SOCK_RING_PROTO_H
 
 #include <string.h>
 #include <sys/socket.h>

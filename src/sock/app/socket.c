@@ -13,9 +13,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "sock/lib/busy.h"
-#include "sock/lib/csock.h"
-#include "sock/lib/proto.h"
+#include "sock/app/busy.h"
+#include "sock/app/app_internal.h"
+#include "sock/ring/proto.h"
 #include "veloz/sock.h"
 
 static int check_type(int domain, int type, int protocol)
@@ -35,15 +35,13 @@ static int check_type(int domain, int type, int protocol)
 	return 0;
 }
 
-int vz_socket(int domain, int type, int protocol)
+int vz_poller_socket(int domain, int type, int protocol)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_SOCKET, .opt = (__u32)domain },
 			  rep;
-	struct vz_csock *s;
+	struct vz_app_sock *s;
 	int rc, memfd = -1;
 
-	if (VZ_DIRECT_MODE())
-		return vz_direct_socket(domain, type, protocol);
 	vz_client_libc_init();
 	rc = check_type(domain, type, protocol);
 	if (rc)
@@ -96,7 +94,7 @@ out:
 }
 
 /* Tell the poller that s's last descriptor is gone, then free it. */
-static void sock_last_close(struct vz_csock *s)
+static void sock_last_close(struct vz_app_sock *s)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_CLOSE }, rep;
 
@@ -107,12 +105,11 @@ static void sock_last_close(struct vz_csock *s)
 	pthread_mutex_unlock(&vz_client_lock);
 }
 
-int vz_close(int fd)
+int vz_poller_close(int fd)
 {
-	struct vz_csock *s = lookup(fd);
+	struct vz_app_sock *s = lookup(fd);
 	bool last;
 
-	VZ_DIRECT(fd, vz_direct_close(fd));
 	vz_client_libc_init();
 	if (!s && vz_epoll_forget(fd))
 		return vz_client_libc.close(
@@ -137,15 +134,13 @@ int vz_close(int fd)
  * the table follows: newfd names oldfd's socket, and a socket newfd named
  * loses that descriptor (closed if it was the last, as dup2 closes newfd).
  */
-static int dup_onto(int oldfd, int newfd, int flags)
+int vz_poller_dup3(int oldfd, int newfd, int flags)
 {
-	struct vz_csock *so, *sn;
+	struct vz_app_sock *so, *sn;
 	bool last = false;
 	int rc;
 
 	vz_client_libc_init();
-	if (vz_direct_fd(oldfd) || vz_direct_fd(newfd))
-		return vz_direct_dup3(oldfd, newfd, flags);
 	pthread_mutex_lock(&vz_client_lock);
 	so = lookup(oldfd);
 	sn = lookup(newfd);
@@ -181,7 +176,7 @@ int vz_dup2(int oldfd, int newfd)
 	if (oldfd == newfd) /* nothing to do, once oldfd is known open */
 		return vz_client_libc.fcntl(oldfd, F_GETFD) < 0 ? fail(-EBADF)
 								: newfd;
-	return dup_onto(oldfd, newfd, 0);
+	return vz_mode_of2(oldfd, newfd)->dup3(oldfd, newfd, 0);
 }
 
 int vz_dup3(int oldfd, int newfd, int flags)
@@ -190,11 +185,11 @@ int vz_dup3(int oldfd, int newfd, int flags)
 		return fail(-EINVAL);
 	if (oldfd == newfd)
 		return fail(-EINVAL);
-	return dup_onto(oldfd, newfd, flags);
+	return vz_mode_of2(oldfd, newfd)->dup3(oldfd, newfd, flags);
 }
 
 /* F_DUPFD, F_DUPFD_CLOEXEC: the lowest free descriptor >= min names s. */
-static int dup_min(struct vz_csock *s, int fd, int cmd, int min)
+static int dup_min(struct vz_app_sock *s, int fd, int cmd, int min)
 {
 	int nfd = vz_client_libc.fcntl(fd, cmd, min), rc;
 
@@ -212,10 +207,9 @@ static int dup_min(struct vz_csock *s, int fd, int cmd, int min)
 	return nfd;
 }
 
-int vz_fcntl(int fd, int cmd, int arg)
+int vz_poller_fcntl(int fd, int cmd, int arg)
 {
-	struct vz_csock *s;
-	VZ_DIRECT(fd, vz_direct_fcntl(fd, cmd, arg));
+	struct vz_app_sock *s;
 	s = sock_get(fd);
 
 	if (!s)
@@ -240,7 +234,7 @@ int vz_fcntl(int fd, int cmd, int arg)
 
 int vz_is_socket(int fd)
 {
-	return lookup(fd) != NULL || vz_direct_fd(fd);
+	return lookup(fd) != NULL || vz_mode_of(fd) != &vz_poller_mode;
 }
 
 /* An address of the socket's family from the caller: 0 or -errno. An
@@ -256,7 +250,7 @@ static void req_addr(struct vz_ctl_msg *req, const struct vz_addr *a)
 
 /* bind's and connect's round trip, then the local address the poller
  * gave the socket: 0 or -1 with errno. */
-static int call_local(struct vz_csock *s, struct vz_ctl_msg *req)
+static int call_local(struct vz_app_sock *s, struct vz_ctl_msg *req)
 {
 	struct vz_ctl_msg rep;
 
@@ -268,13 +262,12 @@ static int call_local(struct vz_csock *s, struct vz_ctl_msg *req)
 	return 0;
 }
 
-int vz_bind(int fd, const struct sockaddr *addr, socklen_t len)
+int vz_poller_bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_BIND };
-	struct vz_csock *s;
+	struct vz_app_sock *s;
 	struct vz_addr a;
 	int rc;
-	VZ_DIRECT(fd, vz_direct_bind(fd, addr, len));
 	s = sock_get(fd);
 
 	if (!s)
@@ -288,7 +281,7 @@ int vz_bind(int fd, const struct sockaddr *addr, socklen_t len)
 
 /* The kernel binds an unbound socket to an ephemeral port on its first
  * send; so do we, before the datagram reaches the ring. */
-int vz_client_autobind(struct vz_csock *s)
+int vz_client_autobind(struct vz_app_sock *s)
 {
 	struct sockaddr_in any = { .sin_family = AF_INET };
 	struct sockaddr_in6 any6 = { .sin6_family = AF_INET6 };
@@ -298,13 +291,12 @@ int vz_client_autobind(struct vz_csock *s)
 	return vz_bind(s->fd, (struct sockaddr *)&any, sizeof(any));
 }
 
-int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
+int vz_poller_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_CONNECT };
-	struct vz_csock *s;
+	struct vz_app_sock *s;
 	struct vz_addr a;
 	int rc;
-	VZ_DIRECT(fd, vz_direct_connect(fd, addr, len));
 	s = sock_get(fd);
 
 	if (!s)
@@ -326,13 +318,12 @@ int vz_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	return 0;
 }
 
-int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+int vz_poller_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	struct vz_csock *s;
+	struct vz_app_sock *s;
 	static const __u8 any6[16];
 	const __u8 *ip6;
 	__be32 ip;
-	VZ_DIRECT(fd, vz_direct_getsockname(fd, addr, len));
 	s = sock_get(fd);
 
 	if (!s)
@@ -345,10 +336,9 @@ int vz_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 	return addr_put(s, addr, len, ip, ip6, s->port) ? fail(-EFAULT) : 0;
 }
 
-int vz_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+int vz_poller_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	struct vz_csock *s;
-	VZ_DIRECT(fd, vz_direct_getpeername(fd, addr, len));
+	struct vz_app_sock *s;
 	s = sock_get(fd);
 
 	if (!s)

@@ -13,13 +13,13 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "sock/lib/ssock.h"
+#include "sock/poller/poller_internal.h"
 
 /* ---- the data path ---- */
 
 /* A socket whose shared memory is corrupt: stop using it and drop its
  * application (its connection's EOF comes on the next round). */
-static void sock_corrupt(struct vz_sock_server *srv, struct vz_ssock *s)
+static void sock_corrupt(struct vz_sock_server *srv, struct vz_poller_sock *s)
 {
 	if (s->broken)
 		return;
@@ -40,7 +40,7 @@ static inline bool rec_corrupt(int peek, const struct vz_ring_rec *rec)
 
 /* Send one record of s's transmit ring: the send callback's answer, or
  * -errno when it cannot go. */
-static inline int send_rec(struct vz_sock_server *srv, struct vz_ssock *s,
+static inline int send_rec(struct vz_sock_server *srv, struct vz_poller_sock *s,
 			   const struct vz_ring_rec *rec, const __u8 *payload,
 			   vz_sock_send_fn send_fn, void *opaque)
 {
@@ -66,9 +66,9 @@ static inline int send_rec(struct vz_sock_server *srv, struct vz_ssock *s,
 	return send_fn(opaque, &m, payload, rec->len);
 }
 
-unsigned int vz_srv_drain_one(struct vz_sock_server *srv, struct vz_ssock *s,
-			      vz_sock_send_fn send_fn, void *opaque,
-			      unsigned int max)
+unsigned int vz_srv_drain_one(struct vz_sock_server *srv,
+			      struct vz_poller_sock *s, vz_sock_send_fn send_fn,
+			      void *opaque, unsigned int max)
 {
 	unsigned int done = 0;
 	bool error = false;
@@ -110,7 +110,7 @@ static unsigned int drain(struct vz_sock_server *srv, vz_sock_send_fn send_fn,
 
 	for (visited = 0; visited < n && done < budget; visited++) {
 		unsigned int max = budget - done;
-		struct vz_ssock *s;
+		struct vz_poller_sock *s;
 
 		if (srv->rr >= srv->nsocks)
 			srv->rr = 0;
@@ -208,7 +208,7 @@ static __u32 sender_hash(__be32 ip, __be16 port)
 	return h;
 }
 
-static bool sock_matches(const struct vz_ssock *s,
+static bool sock_matches(const struct vz_poller_sock *s,
 			 const struct vz_dgram_meta *m)
 {
 	if (s->broken || s->v6 != !!m->v6)
@@ -218,8 +218,8 @@ static bool sock_matches(const struct vz_ssock *s,
 	return !s->ip || s->ip == m->dst_ip;
 }
 
-static bool from_peer(const struct vz_ssock *s, const struct vz_dgram_meta *m,
-		      __u16 sport)
+static bool from_peer(const struct vz_poller_sock *s,
+		      const struct vz_dgram_meta *m, __u16 sport)
 {
 	if (s->peer_port != sport)
 		return false;
@@ -243,10 +243,10 @@ static __be32 sender_ip(const struct vz_dgram_meta *m)
  * an unconnected one, chosen by the sender's hash when the first of them
  * is in a SO_REUSEPORT group.
  */
-static struct vz_ssock *sock_lookup(struct vz_sock_server *srv,
-				    const struct vz_dgram_meta *m)
+static struct vz_poller_sock *sock_lookup(struct vz_sock_server *srv,
+					  const struct vz_dgram_meta *m)
 {
-	struct vz_ssock *s, *first = NULL;
+	struct vz_poller_sock *s, *first = NULL;
 	__u16 sport = ntohs(m->src_port);
 	unsigned int group = 0, k;
 
@@ -276,7 +276,7 @@ int vz_sock_server_deliver(struct vz_sock_server *srv,
 			   const struct vz_dgram_meta *m, const void *payload,
 			   size_t len)
 {
-	struct vz_ssock *s = sock_lookup(srv, m);
+	struct vz_poller_sock *s = sock_lookup(srv, m);
 	size_t a = m->v6 ? VZ_RING_ADDR6 : 0; /* the address, before the data */
 	struct vz_ring_rec *rec;
 

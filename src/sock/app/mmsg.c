@@ -23,14 +23,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "sock/lib/clock.h"
+#include "sock/app/clock.h"
 #include "sock/stack/stack.h"
-#ifdef VZ_SOCK_DIRECT
-#include "sock/direct/direct.h"
-#else
-#define vz_direct_fd(fd) false
-#define vz_direct_burst(b) ((void)0)
-#endif
+#include "sock/app/mode.h"
 #include "veloz/sock.h"
 
 #ifndef UIO_MAXIOV
@@ -192,9 +187,10 @@ ssize_t vz_recvmsg(int fd, struct msghdr *m, int flags)
  * only if nothing was sent (then errno says why). */
 int vz_sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
+	const struct vz_sock_mode *mode = vz_mode_of(fd);
 	unsigned int i;
-	bool burst;
 	ssize_t r;
+	int e;
 
 	if (!vz_is_socket(fd))
 		return (int)vz_sendto(fd, NULL, 0, flags, NULL, 0); /* errno */
@@ -204,21 +200,16 @@ int vz_sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 		return 0;
 	if (!vec)
 		return (int)fail(-EFAULT);
-	burst = vz_direct_fd(fd);
-	if (burst)
-		vz_direct_burst(true);
+	mode->burst(true);
 	for (i = 0; i < vlen; i++) {
 		r = vz_sendmsg(fd, &vec[i].msg_hdr, flags);
 		if (r < 0)
 			break;
 		vec[i].msg_len = (unsigned int)r;
 	}
-	if (burst) {
-		int e = errno;
-
-		vz_direct_burst(false);
-		errno = e;
-	}
+	e = errno;
+	mode->burst(false);
+	errno = e;
 	return i ? (int)i : -1;
 }
 

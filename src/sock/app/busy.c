@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sock/lib/busy.h"
-#include "sock/lib/clock.h"
+#include "sock/app/busy.h"
+#include "sock/app/clock.h"
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static __u32 env_us;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* libveloz-sock's deadlines: signed CLOCK_MONOTONIC ns of vz_now_ns(), -1
  * for none. */
-#ifndef VZ_SOCK_LIB_CLOCK_H
-#define VZ_SOCK_LIB_CLOCK_H
+#ifndef VZ_SOCK_APP_CLOCK_H
+#define VZ_SOCK_APP_CLOCK_H
 
 #include "common/clock.h"
 

@@ -10,13 +10,20 @@
  *               (ring.h), and waiting for them
  *   sockopt.c   setsockopt, getsockopt
  *   poll.c      poll and select (and what epoll.c asks, client.h)
+ *   epoll.c     epoll over veloz and kernel descriptors together
+ *   mmsg.c      sendmsg, recvmsg and their mmsg forms, over sendto and
+ *               recvfrom
+ *   busy.c      busy polling (SO_BUSY_POLL, VZ_BUSY_POLL_US), both modes'
+ *   mode.c      the public calls, each run by the mode that owns the
+ *               descriptor (mode.h), and poller mode's table of the
+ *               vz_poller_ calls below
  *
  * What the data path calls on every datagram is here as static inline
  * (the descriptor lookup, addresses, errors, time), so splitting the
  * files costs it no call.
  */
-#ifndef VZ_SOCK_LIB_CSOCK_H
-#define VZ_SOCK_LIB_CSOCK_H
+#ifndef VZ_SOCK_APP_APP_INTERNAL_H
+#define VZ_SOCK_APP_APP_INTERNAL_H
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,38 +36,15 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "sock/lib/client.h"
-#include "sock/lib/clock.h"
-#include "sock/lib/ring.h"
-
-/* Direct mode (VZ_MODE=direct, src/sock/direct): each call goes there
- * when the process runs the stack itself. Calls test it before sock_get():
- * a direct descriptor is not in the table, and a miss there costs an
- * fcntl() system call (3% of a sending loop's time). */
-#ifdef VZ_SOCK_DIRECT
-#include "sock/direct/direct.h"
-#define VZ_DIRECT_MODE() vz_direct_enabled()
-#define VZ_DIRECT(fd, call)           \
-	do {                          \
-		if (vz_direct_fd(fd)) \
-			return call;  \
-	} while (0)
-#else
-#define VZ_DIRECT_MODE() false
-#define VZ_DIRECT(fd, call) \
-	do {                \
-	} while (0)
-#define vz_direct_init() 0
-#define vz_direct_socket(d, t, p) (-1)
-#define vz_direct_poll(f, n, t) (-1)
-#define vz_direct_fd(fd) false
-#define vz_direct_dup3(o, n, f) (-1)
-#endif
+#include "sock/app/client.h"
+#include "sock/app/clock.h"
+#include "sock/app/mode.h"
+#include "sock/ring/ring.h"
 
 #define VZ_FD_CHUNK 1024
 #define VZ_FD_CHUNKS 1024 /* descriptors up to 1M */
 
-struct vz_csock {
+struct vz_app_sock {
 	int fd; /* the eventfd: a veloz descriptor of it (dup() makes more) */
 	int refs; /* descriptors naming it; the last close() closes it */
 	__u32 id;
@@ -128,20 +112,21 @@ VZ_HIDDEN extern int vz_client_doorbell;
 VZ_HIDDEN extern __be32 vz_client_ip4;
 VZ_HIDDEN extern __u8 vz_client_ip6[16];
 /* fd -> socket, two levels so lookups need no lock (chunks never go). */
-VZ_HIDDEN extern struct vz_csock **vz_client_table[VZ_FD_CHUNKS];
+VZ_HIDDEN extern struct vz_app_sock **vz_client_table[VZ_FD_CHUNKS];
 
 /* Resolve vz_client_libc, once. */
 VZ_HIDDEN void vz_client_libc_init(void);
 
 /* The descriptor table (client.c), under vz_client_lock. */
-VZ_HIDDEN int vz_client_table_set(int fd, struct vz_csock *s);
+VZ_HIDDEN int vz_client_table_set(int fd, struct vz_app_sock *s);
 /* Descriptor fd stops naming s, closed unless `keep`; true when it was
  * the last (the caller tells the poller, then vz_client_destroy()). */
-VZ_HIDDEN bool vz_client_release(int fd, struct vz_csock *s, bool keep);
-VZ_HIDDEN void vz_client_destroy(struct vz_csock *s);
-VZ_HIDDEN void vz_client_unmap(struct vz_csock *s);
+VZ_HIDDEN bool vz_client_release(int fd, struct vz_app_sock *s, bool keep);
+VZ_HIDDEN void vz_client_destroy(struct vz_app_sock *s);
+VZ_HIDDEN void vz_client_unmap(struct vz_app_sock *s);
 /* Map the rings' memfd a reply carried: 0 or -errno. */
-VZ_HIDDEN int vz_client_map(struct vz_csock *s, int memfd, __u32 rx, __u32 tx);
+VZ_HIDDEN int vz_client_map(struct vz_app_sock *s, int memfd, __u32 rx,
+			    __u32 tx);
 
 /* The control connection (client.c): one request and its reply, 0 or
  * -errno for the link; about socket s, 0 or -1 with errno. */
@@ -149,12 +134,38 @@ struct vz_ctl_msg;
 VZ_HIDDEN int vz_client_ctl_call(struct vz_ctl_msg *req, int fd_out,
 				 struct vz_ctl_msg *rep, int *fd_in,
 				 __u64 *link);
-VZ_HIDDEN int vz_client_call(struct vz_csock *s, struct vz_ctl_msg *req,
+VZ_HIDDEN int vz_client_call(struct vz_app_sock *s, struct vz_ctl_msg *req,
 			     struct vz_ctl_msg *rep, int *fd_in);
 
 /* Bind an unbound socket to an ephemeral port, as the kernel does on the
  * first send (socket.c): 0 or -1 with errno. */
-VZ_HIDDEN int vz_client_autobind(struct vz_csock *s);
+VZ_HIDDEN int vz_client_autobind(struct vz_app_sock *s);
+
+/* Poller mode's operations (mode.h), each include/veloz/sock.h's call of
+ * that name for a descriptor no other mode owns. */
+VZ_HIDDEN int vz_poller_init(const char *path);
+VZ_HIDDEN int vz_poller_socket(int domain, int type, int protocol);
+VZ_HIDDEN int vz_poller_poll(struct pollfd *fds, nfds_t n, int timeout_ms);
+VZ_HIDDEN int vz_poller_close(int fd);
+VZ_HIDDEN int vz_poller_dup3(int oldfd, int newfd, int flags);
+VZ_HIDDEN int vz_poller_fcntl(int fd, int cmd, int arg);
+VZ_HIDDEN int vz_poller_bind(int fd, const struct sockaddr *addr,
+			     socklen_t len);
+VZ_HIDDEN int vz_poller_connect(int fd, const struct sockaddr *addr,
+				socklen_t len);
+VZ_HIDDEN int vz_poller_getsockname(int fd, struct sockaddr *addr,
+				    socklen_t *len);
+VZ_HIDDEN int vz_poller_getpeername(int fd, struct sockaddr *addr,
+				    socklen_t *len);
+VZ_HIDDEN int vz_poller_getsockopt(int fd, int level, int name, void *val,
+				   socklen_t *len);
+VZ_HIDDEN int vz_poller_setsockopt(int fd, int level, int name, const void *val,
+				   socklen_t len);
+VZ_HIDDEN ssize_t vz_poller_sendto(int fd, const void *buf, size_t len,
+				   int flags, const struct sockaddr *to,
+				   socklen_t tolen);
+VZ_HIDDEN ssize_t vz_poller_recvfrom(int fd, void *buf, size_t len, int flags,
+				     struct sockaddr *from, socklen_t *fromlen);
 
 static inline int fail(int rc)
 {
@@ -162,9 +173,9 @@ static inline int fail(int rc)
 	return -1;
 }
 
-static inline struct vz_csock *lookup(int fd)
+static inline struct vz_app_sock *lookup(int fd)
 {
-	struct vz_csock **chunk;
+	struct vz_app_sock **chunk;
 
 	if (fd < 0 || fd >= VZ_FD_CHUNK * VZ_FD_CHUNKS)
 		return NULL;
@@ -177,9 +188,9 @@ static inline struct vz_csock *lookup(int fd)
 
 /* The socket behind fd, or NULL with errno EBADF (not open) or ENOTSOCK
  * (a kernel descriptor). */
-static inline struct vz_csock *sock_get(int fd)
+static inline struct vz_app_sock *sock_get(int fd)
 {
-	struct vz_csock *s = lookup(fd);
+	struct vz_app_sock *s = lookup(fd);
 
 	if (!s) {
 		vz_client_libc_init();
@@ -192,9 +203,9 @@ static inline struct vz_csock *sock_get(int fd)
 /* sock_get() for a call that may wait (sendto, recvfrom): the socket stays
  * allocated until vz_client_put(), whoever closes its descriptors
  * meanwhile. */
-static inline struct vz_csock *sock_hold(int fd)
+static inline struct vz_app_sock *sock_hold(int fd)
 {
-	struct vz_csock *s;
+	struct vz_app_sock *s;
 
 	pthread_mutex_lock(&vz_client_hold_lock);
 	s = lookup(fd);
@@ -204,7 +215,7 @@ static inline struct vz_csock *sock_hold(int fd)
 	return s ? s : sock_get(fd);
 }
 
-VZ_HIDDEN void vz_client_put(struct vz_csock *s);
+VZ_HIDDEN void vz_client_put(struct vz_app_sock *s);
 
 /* Milliseconds left (rounded up) for poll(), -1 for none; a long wait
  * wakes every 1000 s to look again. */
@@ -223,15 +234,16 @@ static inline void eventfd_drain(int fd)
 }
 
 /* SO_ERROR: take the pending error (0 if none). */
-static inline int take_error(struct vz_csock *s)
+static inline int take_error(struct vz_app_sock *s)
 {
 	return (int)__atomic_exchange_n(&s->shm->so_error, 0, __ATOMIC_ACQ_REL);
 }
 
 /* An address of the socket's family from the caller: 0 or -errno. An
  * AF_INET6 one may be RFC 2133's, without sin6_scope_id, as Linux takes. */
-static inline int addr_get(const struct vz_csock *s, const struct sockaddr *sa,
-			   socklen_t len, struct vz_addr *a)
+static inline int addr_get(const struct vz_app_sock *s,
+			   const struct sockaddr *sa, socklen_t len,
+			   struct vz_addr *a)
 {
 	struct sockaddr_in6 sin6 = { 0 };
 	struct sockaddr_in sin;
@@ -259,7 +271,7 @@ static inline int addr_get(const struct vz_csock *s, const struct sockaddr *sa,
 
 /* Copy an address out as the kernel does: truncated to *len, *len set to
  * the full size. ip6: the AF_INET6 socket's address. */
-static inline int addr_put(const struct vz_csock *s, struct sockaddr *sa,
+static inline int addr_put(const struct vz_app_sock *s, struct sockaddr *sa,
 			   socklen_t *len, __be32 ip, const __u8 *ip6,
 			   __be16 port)
 {

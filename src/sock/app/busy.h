@@ -15,8 +15,8 @@
  * (the poller has --cpu): on a machine with few cores, keeping the two
  * spinners apart is what makes spinning pay.
  */
-#ifndef VZ_SOCK_LIB_BUSY_H
-#define VZ_SOCK_LIB_BUSY_H
+#ifndef VZ_SOCK_APP_BUSY_H
+#define VZ_SOCK_APP_BUSY_H
 
 #include <stdbool.h>
 #include <linux/types.h>

@@ -2,7 +2,7 @@
 /*
  * The poller's socket table: applications (one UNIX stream connection
  * each), their sockets, the ports they hold and the rings they share.
- * ssock.h says which file holds what; this one: set-up and teardown,
+ * poller_internal.h says which file holds what; this one: set-up and teardown,
  * the shared memory, the ports and the sockets.
  *
  * One thread runs all of it (the poller's loop), so nothing here locks.
@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include "sock/lib/ssock.h"
+#include "sock/poller/poller_internal.h"
 
 void vz_srv_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -52,7 +52,7 @@ __u32 vz_srv_ring_size(const struct vz_sock_server *srv, __u32 want)
 	return size;
 }
 
-static void shm_unmap(struct vz_ssock *s)
+static void shm_unmap(struct vz_poller_sock *s)
 {
 	if (s->shm)
 		munmap(s->shm, s->shm_len);
@@ -64,7 +64,7 @@ static void shm_unmap(struct vz_ssock *s)
  * the descriptor) can never shrink it under our mapping. Returns the memfd
  * to pass on, or -errno.
  */
-int vz_srv_shm_create(struct vz_ssock *s, __u32 rx_size, __u32 tx_size)
+int vz_srv_shm_create(struct vz_poller_sock *s, __u32 rx_size, __u32 tx_size)
 {
 	size_t len = (size_t)VZ_SHM_HDR + rx_size + tx_size;
 	int fd, seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
@@ -92,8 +92,9 @@ fail:
 }
 
 /* ip6: the address s binds (AF_INET6 sockets), NULL for IPv4. */
-static bool port_clash(const struct vz_ssock *s, const struct vz_ssock *o,
-		       __be32 ip, const __u8 *ip6)
+static bool port_clash(const struct vz_poller_sock *s,
+		       const struct vz_poller_sock *o, __be32 ip,
+		       const __u8 *ip6)
 {
 	if (s->v6 != o->v6)
 		return false;
@@ -108,10 +109,11 @@ static bool port_clash(const struct vz_ssock *s, const struct vz_ssock *o,
 	return true;
 }
 
-static int port_check(struct vz_sock_server *srv, const struct vz_ssock *s,
-		      __be32 ip, const __u8 *ip6, __u16 port)
+static int port_check(struct vz_sock_server *srv,
+		      const struct vz_poller_sock *s, __be32 ip,
+		      const __u8 *ip6, __u16 port)
 {
-	const struct vz_ssock *o;
+	const struct vz_poller_sock *o;
 
 	for (o = srv->ports[port]; o; o = o->next_port)
 		if (port_clash(s, o, ip, ip6))
@@ -136,8 +138,8 @@ static int port_ephemeral(struct vz_sock_server *srv)
 	return -EAGAIN; /* what Linux's connect/bind answer then */
 }
 
-int vz_srv_sock_bind(struct vz_sock_server *srv, struct vz_ssock *s, __be32 ip,
-		     const __u8 *ip6, __u16 port)
+int vz_srv_sock_bind(struct vz_sock_server *srv, struct vz_poller_sock *s,
+		     __be32 ip, const __u8 *ip6, __u16 port)
 {
 	static const __u8 any6[16];
 	int rc;
@@ -169,9 +171,9 @@ int vz_srv_sock_bind(struct vz_sock_server *srv, struct vz_ssock *s, __be32 ip,
 	return 0;
 }
 
-static void sock_unbind(struct vz_sock_server *srv, struct vz_ssock *s)
+static void sock_unbind(struct vz_sock_server *srv, struct vz_poller_sock *s)
 {
-	struct vz_ssock **pp;
+	struct vz_poller_sock **pp;
 
 	if (!s->port)
 		return;
@@ -187,9 +189,9 @@ static void sock_unbind(struct vz_sock_server *srv, struct vz_ssock *s)
 
 /* ---- sockets ---- */
 
-struct vz_ssock *vz_srv_sock_find(const struct vz_app *app, __u32 id)
+struct vz_poller_sock *vz_srv_sock_find(const struct vz_app *app, __u32 id)
 {
-	struct vz_ssock *s;
+	struct vz_poller_sock *s;
 
 	for (s = app->socks; s; s = s->next_app)
 		if (s->id == id)
@@ -197,9 +199,9 @@ struct vz_ssock *vz_srv_sock_find(const struct vz_app *app, __u32 id)
 	return NULL;
 }
 
-void vz_srv_sock_free(struct vz_sock_server *srv, struct vz_ssock *s)
+void vz_srv_sock_free(struct vz_sock_server *srv, struct vz_poller_sock *s)
 {
-	struct vz_ssock **pp;
+	struct vz_poller_sock **pp;
 
 	sock_unbind(srv, s);
 	for (pp = &s->app->socks; *pp; pp = &(*pp)->next_app) {
@@ -222,7 +224,7 @@ void vz_srv_sock_free(struct vz_sock_server *srv, struct vz_ssock *s)
  * most a ring's worth of records, so an application that keeps writing to
  * its mapping cannot hold the poller here.
  */
-void vz_srv_sock_flush(struct vz_sock_server *srv, struct vz_ssock *s)
+void vz_srv_sock_flush(struct vz_sock_server *srv, struct vz_poller_sock *s)
 {
 	if (srv->send_fn)
 		vz_srv_drain_one(srv, s, srv->send_fn, srv->send_opaque,

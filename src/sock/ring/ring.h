@@ -19,8 +19,8 @@
  * scribbles over its rings can corrupt its own datagrams, never make the
  * poller read or write outside the mapping.
  */
-#ifndef VZ_SOCK_LIB_RING_H
-#define VZ_SOCK_LIB_RING_H
+#ifndef VZ_SOCK_RING_RING_H
+#define VZ_SOCK_RING_RING_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -24,8 +24,8 @@
  * non-empty, drained on non-empty to empty, both under the lock), so the
  * kernel's poll, select and epoll answer for it unchanged.
  */
-#ifndef VZ_SOCK_DIRECT_DSOCK_H
-#define VZ_SOCK_DIRECT_DSOCK_H
+#ifndef VZ_SOCK_DIRECT_DIRECT_INTERNAL_H
+#define VZ_SOCK_DIRECT_DIRECT_INTERNAL_H
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -40,7 +40,7 @@
 #include <linux/types.h>
 
 #include "common/clock.h"
-#include "sock/udpd/port.h"
+#include "sock/port/port.h"
 
 #define VZ_DIRECT_HIDDEN __attribute__((visibility("hidden")))
 
@@ -68,7 +68,7 @@ struct dgram {
 	unsigned char data[];
 };
 
-struct dsock {
+struct vz_direct_socket {
 	int fd; /* one of its descriptors: the eventfd the engine writes */
 	int refs; /* descriptors naming it (dup); 0: closed */
 	int users; /* calls in progress holding it (hold/put) */
@@ -90,7 +90,7 @@ struct dsock {
 	 * group, the table holding its first and each the next (per table);
 	 * a datagram goes to one chosen by its flow's hash. */
 	bool reuseport;
-	struct dsock *next4, *next6;
+	struct vz_direct_socket *next4, *next6;
 	/* the bound address (any: :: or ::ffff:0.0.0.0) and the peer's;
 	 * IPv4 v4-mapped */
 	struct in6_addr ip, peer_ip;
@@ -106,9 +106,9 @@ struct vz_direct_state {
 	pthread_mutex_t lock;
 	struct vz_udpd_port *port;
 	struct vz_stack *stack;
-	struct dsock *by_port4[65536]; /* host order */
-	struct dsock *by_port6[65536];
-	struct dsock *by_fd[MAX_FD];
+	struct vz_direct_socket *by_port4[65536]; /* host order */
+	struct vz_direct_socket *by_port6[65536];
+	struct vz_direct_socket *by_fd[MAX_FD];
 	int xfds[VZ_UDPD_MAX_QUEUES];
 	unsigned int nxfds;
 	__u64 last_run, last_tick;
@@ -140,14 +140,14 @@ static inline int fail(int rc)
  * NULL with errno EBADF, or ENOTSUP in a child after fork() (the port and
  * its rings are the parent's).
  */
-VZ_DIRECT_HIDDEN struct dsock *vz_direct_hold(int fd);
-VZ_DIRECT_HIDDEN void vz_direct_put(struct dsock *s);
-static inline struct dsock *hold(int fd)
+VZ_DIRECT_HIDDEN struct vz_direct_socket *vz_direct_hold(int fd);
+VZ_DIRECT_HIDDEN void vz_direct_put(struct vz_direct_socket *s);
+static inline struct vz_direct_socket *hold(int fd)
 {
 	return vz_direct_hold(fd);
 }
 
-static inline void put(struct dsock *s)
+static inline void put(struct vz_direct_socket *s)
 {
 	vz_direct_put(s);
 }
@@ -177,7 +177,7 @@ VZ_DIRECT_HIDDEN void vz_direct_sleep(const struct pollfd *fds, nfds_t n,
 				      bool asleep);
 
 /* Whether s's eventfd must follow its queue (watched, or slept on). */
-static inline bool vz_direct_efd_kept(const struct dsock *s)
+static inline bool vz_direct_efd_kept(const struct vz_direct_socket *s)
 {
 	return s->watched || s->sleepers;
 }
@@ -192,7 +192,7 @@ VZ_DIRECT_HIDDEN int vz_direct_sys_poll(struct pollfd *p, nfds_t n, int ms);
  * its descriptor, or -1 with errno. */
 VZ_DIRECT_HIDDEN int vz_direct_sock_new(int domain, int type);
 /* Under vz_direct.lock: queue a datagram on s (false: full, dropped). */
-VZ_DIRECT_HIDDEN bool vz_direct_enqueue(struct dsock *s,
+VZ_DIRECT_HIDDEN bool vz_direct_enqueue(struct vz_direct_socket *s,
 					const struct in6_addr *addr,
 					__be16 port, const void *data,
 					size_t len);
@@ -235,23 +235,24 @@ static inline bool in6_eq(const struct in6_addr *a, const struct in6_addr *b)
 }
 
 /* What a caller's address is for: the kernel checks each differently. */
-enum dsock_op { DS_BIND, DS_CONNECT, DS_SEND };
+enum direct_addr_op { DS_BIND, DS_CONNECT, DS_SEND };
 
 /* The address a caller passes to s: 0 or a positive errno, as Linux's
  * inet/inet6 bind, connect and sendmsg give them. */
-VZ_DIRECT_HIDDEN int vz_direct_addr_get(const struct dsock *s,
+VZ_DIRECT_HIDDEN int vz_direct_addr_get(const struct vz_direct_socket *s,
 					const struct sockaddr *sa,
-					socklen_t len, enum dsock_op op,
+					socklen_t len, enum direct_addr_op op,
 					struct in6_addr *ip, __be16 *port);
 /* Copy an address out in s's family, as the kernel does. */
-VZ_DIRECT_HIDDEN int vz_direct_addr_put(const struct dsock *s,
+VZ_DIRECT_HIDDEN int vz_direct_addr_put(const struct vz_direct_socket *s,
 					struct sockaddr *sa, socklen_t *len,
 					const struct in6_addr *ip, __be16 port);
 /* Under vz_direct.lock: bind s to ip (NULL: any), port 0 for an ephemeral
  * one: 0 or a positive errno. */
-VZ_DIRECT_HIDDEN int
-vz_direct_bind_locked(struct dsock *s, const struct in6_addr *ip, __u16 port);
+VZ_DIRECT_HIDDEN int vz_direct_bind_locked(struct vz_direct_socket *s,
+					   const struct in6_addr *ip,
+					   __u16 port);
 /* Under vz_direct.lock: take s out of the port tables. */
-VZ_DIRECT_HIDDEN void vz_direct_unbind_locked(struct dsock *s);
+VZ_DIRECT_HIDDEN void vz_direct_unbind_locked(struct vz_direct_socket *s);
 
 #endif

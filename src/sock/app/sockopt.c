@@ -12,13 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sock/lib/busy.h"
-#include "sock/lib/csock.h"
-#include "sock/lib/pmtu.h"
-#include "sock/lib/proto.h"
+#include "sock/app/busy.h"
+#include "sock/app/app_internal.h"
+#include "sock/app/pmtu.h"
+#include "sock/ring/proto.h"
 #include "veloz/sock.h"
 
-static int setopt_remote(struct vz_csock *s, int name, __u32 val)
+static int setopt_remote(struct vz_app_sock *s, int name, __u32 val)
 {
 	struct vz_ctl_msg req = { .type = VZ_CTL_SETOPT,
 				  .opt = (__u32)name,
@@ -66,7 +66,7 @@ static int set_v6only(const void *val, socklen_t len)
 
 /* setsockopt(SOL_SOCKET) of an int: SO_BUSY_POLL here, the rest the
  * poller's. */
-static int set_int(struct vz_csock *s, int name, int v)
+static int set_int(struct vz_app_sock *s, int name, int v)
 {
 	switch (name) {
 	case SO_BUSY_POLL:
@@ -92,11 +92,11 @@ static int set_int(struct vz_csock *s, int name, int v)
 	}
 }
 
-int vz_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+int vz_poller_setsockopt(int fd, int level, int name, const void *val,
+			 socklen_t len)
 {
-	struct vz_csock *s;
+	struct vz_app_sock *s;
 	int v;
-	VZ_DIRECT(fd, vz_direct_setsockopt(fd, level, name, val, len));
 	s = sock_get(fd);
 
 	if (!s)
@@ -142,7 +142,7 @@ static int put_timeval(void *val, socklen_t *len, const struct timeval *tv)
 
 /* getsockopt(SOL_SOCKET): from the socket; SO_ERROR takes the pending
  * error. */
-static int get_sol_socket(struct vz_csock *s, int name, void *val,
+static int get_sol_socket(struct vz_app_sock *s, int name, void *val,
 			  socklen_t *len)
 {
 	switch (name) {
@@ -175,10 +175,9 @@ static int get_sol_socket(struct vz_csock *s, int name, void *val,
 	}
 }
 
-int vz_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+int vz_poller_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-	struct vz_csock *s;
-	VZ_DIRECT(fd, vz_direct_getsockopt(fd, level, name, val, len));
+	struct vz_app_sock *s;
 	s = sock_get(fd);
 
 	if (!s)

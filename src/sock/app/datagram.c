@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "sock/lib/busy.h"
-#include "sock/lib/csock.h"
+#include "sock/app/busy.h"
+#include "sock/app/app_internal.h"
 #include "sock/stack/stack.h"
 #include "veloz/sock.h"
 
@@ -30,7 +30,7 @@ static __s64 deadline(const struct timeval *tv)
 	       (__s64)tv->tv_usec * 1000;
 }
 
-static bool rx_ready(const struct vz_csock *s)
+static bool rx_ready(const struct vz_app_sock *s)
 {
 	return vz_ring_readable(&s->rx) ||
 	       __atomic_load_n(&s->shm->so_error, __ATOMIC_ACQUIRE);
@@ -42,8 +42,8 @@ static bool rx_ready(const struct vz_csock *s)
  * the poller's vz_wake(): it sees `waiting` or we see its index.
  */
 struct ring_wait {
-	const struct vz_csock *s;
-	bool (*ready)(const struct vz_csock *, size_t);
+	const struct vz_app_sock *s;
+	bool (*ready)(const struct vz_app_sock *, size_t);
 	size_t arg;
 };
 
@@ -54,9 +54,9 @@ static bool ring_wait_ready(const void *arg)
 	return w->ready(w->s, w->arg);
 }
 
-static int wait_ring(struct vz_csock *s, struct vz_ring_ctl *c,
-		     bool (*ready)(const struct vz_csock *, size_t), size_t arg,
-		     __s64 until)
+static int wait_ring(struct vz_app_sock *s, struct vz_ring_ctl *c,
+		     bool (*ready)(const struct vz_app_sock *, size_t),
+		     size_t arg, __s64 until)
 {
 	struct pollfd p = { .fd = s->fd, .events = POLLIN };
 	struct ring_wait w = { s, ready, arg };
@@ -83,13 +83,13 @@ static int wait_ring(struct vz_csock *s, struct vz_ring_ctl *c,
 	return rc;
 }
 
-static bool rx_ready_arg(const struct vz_csock *s, size_t unused)
+static bool rx_ready_arg(const struct vz_app_sock *s, size_t unused)
 {
 	(void)unused;
 	return rx_ready(s);
 }
 
-static bool tx_ready(const struct vz_csock *s, size_t len)
+static bool tx_ready(const struct vz_app_sock *s, size_t len)
 {
 	return vz_ring_can_reserve(&s->tx, len);
 }
@@ -102,7 +102,7 @@ static bool tx_ready(const struct vz_csock *s, size_t len)
  * fence pairs with the poller's: it sees our record or we see its word.
  * One write wakes it for every socket; a burst pays it at most once.
  */
-static void ring_doorbell(struct vz_csock *s)
+static void ring_doorbell(struct vz_app_sock *s)
 {
 	static const __u64 one = 1;
 	int fd;
@@ -117,7 +117,7 @@ static void ring_doorbell(struct vz_csock *s)
 	}
 }
 
-static int send_dest(const struct vz_csock *s, const struct sockaddr *to,
+static int send_dest(const struct vz_app_sock *s, const struct sockaddr *to,
 		     socklen_t tolen, struct vz_addr *a)
 {
 	int rc;
@@ -139,7 +139,7 @@ static int send_dest(const struct vz_csock *s, const struct sockaddr *to,
 
 /* What is refused before the ring is looked at: 0 or -errno. a: the
  * IPv6 address in front of the datagram (0 for AF_INET). */
-static inline int send_check(const struct vz_csock *s, const void *buf,
+static inline int send_check(const struct vz_app_sock *s, const void *buf,
 			     size_t len, int flags, size_t a)
 {
 	if (flags & MSG_OOB)
@@ -154,8 +154,8 @@ static inline int send_check(const struct vz_csock *s, const void *buf,
 /* Room for a record of `need` bytes on the transmit ring, waiting as the
  * socket allows: the record, with tx_lock held until its commit, or NULL
  * with *rc a -errno. */
-static inline struct vz_ring_rec *send_reserve(struct vz_csock *s, size_t need,
-					       int flags, int *rc)
+static inline struct vz_ring_rec *send_reserve(struct vz_app_sock *s,
+					       size_t need, int flags, int *rc)
 {
 	struct vz_ring_rec *rec;
 	__s64 until = -2;
@@ -180,7 +180,7 @@ static inline struct vz_ring_rec *send_reserve(struct vz_csock *s, size_t need,
 }
 
 /* sendto on a held socket (sock_hold): the length sent, or -errno. */
-static ssize_t send_held(struct vz_csock *s, const void *buf, size_t len,
+static ssize_t send_held(struct vz_app_sock *s, const void *buf, size_t len,
 			 int flags, const struct sockaddr *to, socklen_t tolen)
 {
 	struct vz_ring_rec *rec;
@@ -215,12 +215,11 @@ static ssize_t send_held(struct vz_csock *s, const void *buf, size_t len,
 	return (ssize_t)len;
 }
 
-ssize_t vz_sendto(int fd, const void *buf, size_t len, int flags,
-		  const struct sockaddr *to, socklen_t tolen)
+ssize_t vz_poller_sendto(int fd, const void *buf, size_t len, int flags,
+			 const struct sockaddr *to, socklen_t tolen)
 {
-	struct vz_csock *s;
+	struct vz_app_sock *s;
 	ssize_t rc;
-	VZ_DIRECT(fd, vz_direct_sendto(fd, buf, len, flags, to, tolen));
 	s = sock_hold(fd);
 
 	if (!s)
@@ -238,7 +237,7 @@ ssize_t vz_send(int fd, const void *buf, size_t len, int flags)
 /* The next datagram's header and bytes, waiting if allowed: 1 with
  * rx_lock held until the record is released, or -errno (including a
  * pending SO_ERROR once the ring is empty). */
-static int recv_next(struct vz_csock *s, int flags, struct vz_ring_rec *rec,
+static int recv_next(struct vz_app_sock *s, int flags, struct vz_ring_rec *rec,
 		     const __u8 **payload)
 {
 	__s64 until = -2;
@@ -268,8 +267,8 @@ static int recv_next(struct vz_csock *s, int flags, struct vz_ring_rec *rec,
 }
 
 /* recvfrom on a held socket (sock_hold): the length, or -errno. */
-static ssize_t recv_held(struct vz_csock *s, void *buf, size_t len, int flags,
-			 struct sockaddr *from, socklen_t *fromlen)
+static ssize_t recv_held(struct vz_app_sock *s, void *buf, size_t len,
+			 int flags, struct sockaddr *from, socklen_t *fromlen)
 {
 	struct vz_ring_rec rec = { 0 };
 	const __u8 *payload = NULL;
@@ -301,12 +300,11 @@ static ssize_t recv_held(struct vz_csock *s, void *buf, size_t len, int flags,
 	return (ssize_t)((flags & MSG_TRUNC) ? dlen : n);
 }
 
-ssize_t vz_recvfrom(int fd, void *buf, size_t len, int flags,
-		    struct sockaddr *from, socklen_t *fromlen)
+ssize_t vz_poller_recvfrom(int fd, void *buf, size_t len, int flags,
+			   struct sockaddr *from, socklen_t *fromlen)
 {
-	struct vz_csock *s;
+	struct vz_app_sock *s;
 	ssize_t rc;
-	VZ_DIRECT(fd, vz_direct_recvfrom(fd, buf, len, flags, from, fromlen));
 	s = sock_hold(fd);
 
 	if (!s)

@@ -17,8 +17,8 @@
  * drains every transmit ring through the `send` callback, and wakes the
  * applications that wait.
  */
-#ifndef VZ_SOCK_SERVER_H
-#define VZ_SOCK_SERVER_H
+#ifndef VZ_SOCK_POLLER_SERVER_H
+#define VZ_SOCK_POLLER_SERVER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,8 +4,8 @@
  * UMEM, and the steering program that hands them the frames for udpd's
  * address (udpd_steer.bpf.c). Single-threaded: the poller's loop owns it.
  */
-#ifndef VZ_UDPD_PORT_H
-#define VZ_UDPD_PORT_H
+#ifndef VZ_SOCK_PORT_PORT_H
+#define VZ_SOCK_PORT_PORT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -8,8 +8,8 @@
  * unbound refuses to run when it fails; a mode that needs DF cannot be
  * honoured and says so.
  */
-#ifndef VZ_SOCK_LIB_PMTU_H
-#define VZ_SOCK_LIB_PMTU_H
+#ifndef VZ_SOCK_APP_PMTU_H
+#define VZ_SOCK_APP_PMTU_H
 
 #include <errno.h>
 #include <netinet/in.h>
