@@ -30,6 +30,7 @@ def veloz(*args: str) -> subprocess.CompletedProcess:
         (["drop", "--trials", "0"], "argument --trials: '0' is not between 1 and 1000"),
         (["drop", "--loss", "2"], "argument --loss: '2' is not between 0 and 1"),
         (["noisy", "--noises", "gpu"], "no neighbour 'gpu'"),
+        (["udp-app", "--udp-workers", "0"], "argument --udp-workers: '0' is not between 1 and 256"),
     ],
 )
 def test_bad_input_is_one_line(args, says):

@@ -4,14 +4,17 @@ dnsperf's report parsed, the experiment's order of work and its report."""
 from __future__ import annotations
 
 import contextlib
+import socket
 import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from veloz.cli import build_parser
 from veloz.core.errors import VelozError
-from veloz.lab import dnsapp
+from veloz.lab import bench, dnsapp
 from veloz.lab.experiments import EXPERIMENTS, Context, udp_app
 
 pytest.importorskip("scipy")
@@ -88,11 +91,11 @@ class FakeLab:
             self.udpd_up = False
 
     @contextlib.contextmanager
-    def knotd(self, arm: str, sock: str = "") -> Iterator[None]:
+    def knotd(self, arm: str, sock: str = "", *, udp_workers: int = 1) -> Iterator[None]:
         # udpd runs for the poller arms, and never beside direct mode
         assert self.udpd_up == (arm in ("veloz", "veloz-busy")), arm
         self.arm = arm
-        self.calls.append(("knotd", arm))
+        self.calls.append(("knotd", arm, udp_workers))
         yield
 
     def probe(self, ip: str) -> list[str]:
@@ -112,7 +115,7 @@ class FakeLab:
 
 def test_arms_interleaved_answers_compared(monkeypatch):
     lab = FakeLab(monkeypatch, differ=True)
-    ctx = Context(settings={"trials": 2, "seconds": 0.5})
+    ctx = Context(settings={"trials": 2, "seconds": 0.5, "udp_workers": 1})
     EXPERIMENTS["udp-app"].run(ctx)
     arms = ["kernel", "veloz", "veloz-busy", "veloz-direct"]
     assert [c[1] for c in lab.calls if c[0] == "knotd"] == arms * 2
@@ -128,3 +131,45 @@ def test_arms_interleaved_answers_compared(monkeypatch):
     lat = next(s for s in sections if s["title"].startswith("Mean latency, one"))
     vrow = next(r for r in lat["table"]["rows"] if r[0] == "veloz")
     assert vrow[2] == pytest.approx(40.0) and vrow[-2] == pytest.approx(0.8)
+
+
+def test_knot_conf_udp_workers():
+    assert "    udp-workers: 1\n" in dnsapp.knot_conf(Path("/w"), "198.18.0.3")
+    assert "    udp-workers: 4\n" in dnsapp.knot_conf(Path("/w"), "198.18.0.3", udp_workers=4)
+
+
+def test_udp_workers_option_reaches_every_arm(monkeypatch):
+    parse = build_parser().parse_args
+    assert bench.settings_from(parse(["bench", "udp-app"]))["udp_workers"] == 1
+    settings = bench.settings_from(parse(["bench", "udp-app", "--udp-workers", "2",
+                                          "--trials", "1", "--seconds", "0.5"]))  # fmt: skip
+    lab = FakeLab(monkeypatch)
+    ctx = Context(settings=settings)
+    EXPERIMENTS["udp-app"].run(ctx)
+    assert [c[2] for c in lab.calls if c[0] == "knotd"] == [2] * 4
+    assert {r["udp_workers"] for r in ctx.records} == {2}
+    text = udp_app.UDP_APP.sections(ctx.records, settings)[0]["text"]
+    assert text.startswith("knotd with 2 UDP worker threads.")
+
+
+def test_flows_one_source_port_each_queries_in_rounds():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.settimeout(5)
+        seen: list[int] = []
+
+        def answer() -> None:
+            for _ in range(6):
+                q, peer = srv.recvfrom(512)
+                seen.append(peer[1])
+                srv.sendto(q[:2] + b"\x81\x80" + q[4:], peer)  # QR set, NOERROR
+
+        t = threading.Thread(target=answer)
+        t.start()
+        got = dnsapp.flows("127.0.0.1", srv.getsockname()[1], 3, 2)
+        t.join()
+    rows = [line.split() for line in got]
+    assert [int(r[1]) for r in rows] == [dnsapp.FLOW_ID + i for i in range(6)]
+    assert [int(r[0]) for r in rows] == seen and len(set(seen)) == 3
+    assert seen[:3] == seen[3:]  # round after round over the same flows
+    assert all(bytes.fromhex(r[2])[:2] == int(r[1]).to_bytes(2, "big") for r in rows)

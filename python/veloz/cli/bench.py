@@ -33,6 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=200_000, help="runs per cost trial")
     p.add_argument("--routes", type=int, help="routes in router's and bgp's full table "
                    "(default 752138, the XDP paper's; fewer for a quicker run)")  # fmt: skip
+    p.add_argument("--udp-workers", type=int, metavar="N",
+                   help="knotd's UDP worker threads in udp-app (default 1)")  # fmt: skip
     p.add_argument("--out", metavar="DIR", help="results directory (default ./veloz-results/…)")
     p.add_argument("--no-report", action="store_true", help="write only the JSON")
     p.add_argument("--topology", metavar="FILE",

@@ -147,6 +147,7 @@ BOUNDS: dict[tuple[str, str], tuple[float, float]] = {
     ("bench", "--steps"): (1, 64),
     ("bench", "--loss"): (0, 1),
     ("bench", "--repeat"): (1, 100_000_000),
+    ("bench", "--udp-workers"): (1, 256),  # knotd's own limit
     ("demo", "--count"): (1, 1 << 40),
     ("demo", "--trials"): (1, 1000),
     ("demo", "--seconds"): (1e-3, 86400),

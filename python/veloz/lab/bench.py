@@ -119,6 +119,10 @@ def settings_from(args: argparse.Namespace) -> dict:
             raise VelozError(f"--noises: no neighbour '{n}' (known: {', '.join(NOISES)})")
     if args.repeat < 1:
         raise VelozError("--repeat must be positive")
+    udp_workers = getattr(args, "udp_workers", None)  # `veloz demo` has no --udp-workers
+    udp_workers = 1 if udp_workers is None else udp_workers
+    if udp_workers < 1:
+        raise VelozError("--udp-workers must be at least 1")
     least = len(route_table.bench_prefixes())  # the generator's range is routed
     routes = getattr(args, "routes", None)  # `veloz demo` has no --routes
     if routes is not None and not least <= routes <= route_table.PAPER_ROUTES:
@@ -139,6 +143,7 @@ def settings_from(args: argparse.Namespace) -> dict:
         "accesses": _ints(args.accesses, "accesses", 0, 4096),
         "repeat": args.repeat,
         "routes": routes or route_table.PAPER_ROUTES,
+        "udp_workers": udp_workers,
         # udp-latency/udp-throughput: --sizes are UDP payloads (UDPDK's 18..1472)
         "udp_payloads": (
             _ints(",".join(sizes), "sizes", 18, 1472)

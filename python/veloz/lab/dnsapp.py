@@ -6,7 +6,9 @@ bytes, to compare across stacks), and dnsperf against it from vz-gen.
 
 knotd is epoll-based (its fdset), and reads and answers in batches with
 recvmmsg/sendmmsg; under LD_PRELOAD=libveloz-preload.so each of those is
-veloz's. One UDP worker thread, kept in the foreground (knotd never
+veloz's. One UDP worker thread unless told otherwise (udp_workers: then
+one socket per worker, all with SO_REUSEPORT on one address and port, and
+the stack spreads flows over them), kept in the foreground (knotd never
 daemonizes unless told to). Its TCP listener stays the kernel's (the shim
 takes UDP only): knotd binds it with IP_FREEBIND, so it starts on an
 address the kernel does not own.
@@ -47,6 +49,8 @@ PORT = 5300
 ARMS = ("kernel", "veloz", "veloz-busy", "veloz-direct")
 BUSY_US = 200  # SO_BUSY_POLL of the veloz-busy arm, as udp-latency's
 PROBE_ID = 0x5A17
+FLOW_ID = 0x1000  # flows()'s first query ID, one more per query
+WWW_A = "198.18.0.10"  # the answer to "www A"
 # A TXT RRset of one frame (about 1.1 kB, answered whole with EDNS, truncated
 # without) and one of about 3 kB: IPv4 fragments from the server's stack.
 BIG_TXT = [f"big-{i}-" + "b" * 200 for i in range(5)]
@@ -60,7 +64,7 @@ def zone_text() -> str:
         "@ 3600 IN SOA ns admin 1 3600 600 86400 300",
         "@ IN NS ns",
         f"ns IN A {arm_ip('veloz')}",
-        "www IN A 198.18.0.10",
+        f"www IN A {WWW_A}",
         "www IN AAAA fd00:198:18::10",
         "alias IN CNAME www",
         "mx IN MX 10 www",
@@ -70,12 +74,12 @@ def zone_text() -> str:
     return "\n".join(lines) + "\n"
 
 
-def knot_conf(workdir: Path, ip: str) -> str:
+def knot_conf(workdir: Path, ip: str, *, udp_workers: int = 1) -> str:
     return f"""server:
     rundir: "{workdir}"
     user: root:root
     listen: {ip}@{PORT}
-    udp-workers: 1
+    udp-workers: {udp_workers}
     tcp-workers: 1
     background-workers: 1
     udp-max-payload: 4096
@@ -142,6 +146,53 @@ def probe(ip: str, port: int = PORT, timeout: float = 2.0, tries: int = 3) -> li
     return out
 
 
+def flows(ip: str, port: int, count: int, per_flow: int, gap_s: float = 0.0,
+          timeout: float = 1.0, tries: int = 3) -> list[str]:  # fmt: skip
+    """www A from `count` sockets (as many source ports: flows), `per_flow`
+    rounds over all of them, one query at a time, `gap_s` after each answer;
+    each as "SOURCE-PORT QUERY-ID ANSWER-HEX" ("" if none came). Run where
+    the server is reachable (vz-gen)."""
+    out = []
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+                 for _ in range(count)]  # fmt: skip
+        for s in socks:
+            s.bind(("0.0.0.0", 0))
+            s.settimeout(timeout)
+        for r in range(per_flow):
+            for i, s in enumerate(socks):
+                qid = (FLOW_ID + r * count + i) & 0xFFFF
+                q = query("www", "A", None, qid)
+                got = ""
+                for _ in range(tries):
+                    s.sendto(q, (ip, port))
+                    try:
+                        got = s.recv(65535).hex()
+                    except TimeoutError:
+                        continue
+                    break
+                out.append(f"{s.getsockname()[1]} {qid} {got}")
+                time.sleep(gap_s)
+    return out
+
+
+def flows_in_gen(ip: str, count: int, per_flow: int, gap_s: float = 0.0
+                 ) -> list[tuple[int, int, str]]:  # fmt: skip
+    """flows() run on the generator's host: (source port, query ID, answer
+    hex) per query."""
+    gen = topology.current().generator.host
+    argv = gen.python_argv("veloz.lab.dnsapp", ip, str(PORT), str(count), str(per_flow),
+                           f"{gap_s:g}")  # fmt: skip
+    done = gen.run(argv, timeout=60 + count * per_flow * (gap_s + 3))
+    if done.returncode:
+        raise VelozError(f"the DNS flows failed: {done.stderr.strip()[-300:]}", code=1)
+    out = []
+    for line in done.stdout.splitlines()[: count * per_flow]:
+        sport, qid, *answer = line.split()
+        out.append((int(sport), int(qid), answer[0] if answer else ""))
+    return out
+
+
 def probe_in_gen(ip: str) -> list[str]:
     """probe() run on the generator's host, through this module as a script."""
     gen = topology.current().generator.host
@@ -185,10 +236,12 @@ def arm_env(arm: str, udpd_socket: str) -> dict[str, str | None]:
 
 
 @contextlib.contextmanager
-def knotd(arm: str, udpd_socket: str = "", ready_s: float = 20.0) -> Iterator[subprocess.Popen]:
-    """knotd serving the zone on the DUT's host on the arm's stack, answering
-    (a query from the generator has been answered) when this yields; stopped
-    (then killed) and its files removed whatever happens."""
+def knotd(arm: str, udpd_socket: str = "", ready_s: float = 20.0, *, udp_workers: int = 1
+          ) -> Iterator[subprocess.Popen]:  # fmt: skip
+    """knotd serving the zone on the DUT's host on the arm's stack with
+    `udp_workers` UDP threads, answering (a query from the generator has been
+    answered) when this yields; stopped (then killed) and its files removed
+    whatever happens."""
     host = topology.current().dut.host
     knotd_bin = host.which("knotd")
     if knotd_bin is None:
@@ -196,7 +249,7 @@ def knotd(arm: str, udpd_socket: str = "", ready_s: float = 20.0) -> Iterator[su
     ip = arm_ip(arm)
     with host.temp_dir("veloz-knot-") as work:
         host.write_file(f"{work}/zone", zone_text())
-        host.write_file(f"{work}/knot.conf", knot_conf(Path(work), ip))
+        host.write_file(f"{work}/knot.conf", knot_conf(Path(work), ip, udp_workers=udp_workers))
         log = f"{work}/knotd.log"
         # its log into a file there (a pipe nobody reads could fill); only
         # knotd gets the arm's environment, not the shell that starts it
@@ -295,4 +348,10 @@ def dnsperf(ip: str, seconds: float, outstanding: int, qfile: Path) -> dict:
 
 
 if __name__ == "__main__":
-    print("\n".join(probe(sys.argv[1], int(sys.argv[2]))))
+    # IP PORT: the probes; IP PORT FLOWS PER-FLOW GAP-S: flows()
+    if len(sys.argv) == 6:
+        lines = flows(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                      float(sys.argv[5]))  # fmt: skip
+    else:
+        lines = probe(sys.argv[1], int(sys.argv[2]))
+    print("\n".join(lines))

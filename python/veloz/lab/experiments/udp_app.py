@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """An unmodified UDP server from Debian on veloz's sockets against kernel
-sockets: Knot DNS's knotd (epoll, recvmmsg/sendmmsg, one UDP worker
-thread) serving a small authoritative zone in vz-dut, dnsperf driving it
+sockets: Knot DNS's knotd (epoll, recvmmsg/sendmmsg, --udp-workers UDP
+worker threads, 1 by default: with more, one socket each in a SO_REUSEPORT
+group) serving a small authoritative zone in vz-dut, dnsperf driving it
 from vz-gen on kernel sockets. Only the server's stack changes between
 arms (veloz/lab/dnsapp.py):
 
@@ -48,10 +49,11 @@ LOADED = 100  # dnsperf's outstanding queries for throughput
 PROBES = len(dnsapp.PROBES)
 
 
-def measure(arm: str, seconds: float, qfile: Path, reference: list[str] | None) -> dict:
+def measure(arm: str, seconds: float, qfile: Path, reference: list[str] | None,
+            udp_workers: int) -> dict:  # fmt: skip
     """knotd on the arm: its answers, then dnsperf loaded and unloaded."""
     ip = dnsapp.arm_ip(arm)
-    with dnsapp.knotd(arm, udp.SOCKET):
+    with dnsapp.knotd(arm, udp.SOCKET, udp_workers=udp_workers):
         answers = dnsapp.probe_in_gen(ip)
         loaded = dnsapp.dnsperf(ip, seconds, LOADED, qfile)
         single = dnsapp.dnsperf(ip, seconds, 1, qfile)
@@ -62,6 +64,7 @@ def measure(arm: str, seconds: float, qfile: Path, reference: list[str] | None) 
     )
     return {
         "stack": arm,
+        "udp_workers": udp_workers,
         # the raw answers' digests (the comparison itself is on the bytes)
         "answers": [
             hashlib.sha256(bytes.fromhex(a)).hexdigest()[:16] if a else "" for a in answers
@@ -108,7 +111,8 @@ class UdpApp:
                     # udpd for the poller arms only: direct mode takes the port
                     with (udp.running_udpd(gen=False) if arm in POLLER_ARMS
                           else contextlib.nullcontext()):  # fmt: skip
-                        rec = measure(arm, seconds, qfile, reference)
+                        rec = measure(arm, seconds, qfile, reference,
+                                      ctx.settings["udp_workers"])  # fmt: skip
                     raw = rec.pop("_raw")
                     if arm == "kernel":
                         reference = raw
@@ -123,9 +127,11 @@ class UdpApp:
             n = PROBES * len(recs)
             rows.append([arm, len(recs), f"{sum(r['answered'] for r in recs)}/{n}",
                          f"{sum(r['same_as_kernel'] or 0 for r in recs)}/{n}"])  # fmt: skip
+        workers = s["udp_workers"]
         out.append({
             "title": "Answers: the same queries on each stack, compared byte for byte",
-            "text": ("Per arm: trials, queries answered, answers identical to the kernel arm's "
+            "text": (f"knotd with {workers} UDP worker thread{'s' if workers > 1 else ''}. "
+                     "Per arm: trials, queries answered, answers identical to the kernel arm's "
                      "of the same trial. Queries: " +
                      ", ".join(f"{n} {t}" + ("" if e else " (no EDNS)")
                                for n, t, e in dnsapp.PROBES) + "."),
