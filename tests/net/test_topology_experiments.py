@@ -176,11 +176,13 @@ def test_router_over_ssh_with_a_small_table(sshd, monkeypatch):  # noqa: F811
             router.ROUTER.run(ctx)
         return ctx.records
 
+    # the testbed's own run of the same experiment is test_nf_benches'; here
+    # the same arms and tables, each once
     there = run(topology.load(topology_file(sshd, "ssh")))
-    here = run(topology.testbed_topology())
-    assert [(r["table"], r["arm"]) for r in there] == [(r["table"], r["arm"]) for r in here]
-    assert {r["arm"] for r in here} == {"generator", "xdp trie", "xdp dir24", "linux"}
-    for r in there + here:
+    arms = ("generator", "xdp trie", "xdp dir24", "linux")
+    assert sorted((r["table"], r["arm"]) for r in there) == sorted(
+        (t, a) for t in ("one route", "full table") for a in arms)  # fmt: skip
+    for r in there:
         assert r["sent"] > 0 and r["done"] > 0, r
         if r["backend"] == "xdp":
             assert r["loss"] == 0, r  # every destination routed to the sink
