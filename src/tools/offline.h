@@ -26,6 +26,7 @@ struct vz_offline {
 	int prog_fd;
 	int stats_fd;
 	int redirects_fd;
+	int hold_fd; /* keeps the program in the XDP dispatcher, or -1 */
 	int ncpus;
 	struct vz_stat *percpu; /* scratch for per-CPU reads */
 	struct vz_stat *redirects; /* every port x every CPU, batch-read */
@@ -40,8 +41,14 @@ struct vz_offline_result {
 	__u32 len_out; /* bytes written to out */
 };
 
-/* Load (xdp) or prepare (native) the NF; prints the reason on failure. */
-int vz_offline_open(struct vz_offline *o, struct vz_nf *nf, bool xdp);
+/*
+ * Load (xdp) or prepare (native) the NF; prints the reason on failure.
+ * repeat: what vz_offline_time() will be given, 0 if it will not be called.
+ * On xdp, more than 1 moves the caller into a network namespace of its
+ * own, so that timing does not pay for a kernel update per call.
+ */
+int vz_offline_open(struct vz_offline *o, struct vz_nf *nf, bool xdp,
+		    __u64 repeat);
 void vz_offline_close(struct vz_offline *o);
 
 /* One run; 14 <= len <= VZ_FRAME_MAX; out holds VZ_OFFLINE_OUT_MAX. */

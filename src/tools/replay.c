@@ -300,7 +300,7 @@ int main(int argc, char **argv)
 		err = 2; /* a bad NF or config: bad input */
 		goto out;
 	}
-	if (vz_offline_open(&r.run, &r.nf, r.backend == BACKEND_XDP))
+	if (vz_offline_open(&r.run, &r.nf, r.backend == BACKEND_XDP, r.repeat))
 		goto out;
 	if (ops_path) {
 		if (r.backend == BACKEND_XDP)

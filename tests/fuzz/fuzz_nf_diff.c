@@ -52,8 +52,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		sets[nsets++] = tok;
 	if (vz_nf_open(&nf, bpf, so, sets, nsets, 1))
 		die("cannot open the NF");
-	if (vz_offline_open(&kernel, &nf, true) ||
-	    vz_offline_open(&native, &nf, false))
+	if (vz_offline_open(&kernel, &nf, true, 0) ||
+	    vz_offline_open(&native, &nf, false, 0))
 		die("cannot prepare both builds");
 	if (getenv("VZ_FUZZ_OPS") && *getenv("VZ_FUZZ_OPS")) {
 		static struct vz_ctl kctl, nctl;
