@@ -27,9 +27,12 @@ test: build lint
 # Beside the testbed lane: no pytest cache shared with it (pytest's own
 # temporary directories are per session already).
 test-offline: build
-	$(PYTEST) -v -p no:cacheprovider --durations=10 tests/unit tests/prog tests/cli tests/pkg
+	$(PYTEST) -v -p no:cacheprovider --durations=20 tests/unit tests/prog tests/cli tests/pkg
+	@date +'veloz: offline lane: the sanitizer build from %T'
 	$(MAKE) test-sanitize
+	@date +'veloz: offline lane: the fuzzers from %T'
 	$(MAKE) fuzz
+	@date +'veloz: offline lane: done at %T'
 
 # ASan + UBSan build of all native code, in its own build directory.
 SANITIZE_BUILD ?= build-sanitize
@@ -58,7 +61,7 @@ test-pkg:
 	$(PYTEST) -v tests/pkg
 
 test-net: build
-	$(PYTEST) -v --durations=15 tests/net
+	$(PYTEST) -v --durations=25 tests/net
 
 # libFuzzer, clang, ASan + UBSan: each NF differentially (kernel vs native),
 # the config parser, the control protocol on the stateful NFs, the UDP stack
