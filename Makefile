@@ -66,9 +66,10 @@ test-net: build
 # libFuzzer, clang, ASan + UBSan: each NF differentially (kernel vs native),
 # the config parser, the control protocol on the stateful NFs, the UDP stack
 # and the UDP poller's control protocol,
-# FUZZ_SECONDS each, seeded from tests/vectors.
+# FUZZ_SECONDS each (millions of inputs for most: the suite's look for a
+# regression; `make fuzz-long` is the campaign), seeded from tests/vectors.
 FUZZ_BUILD ?= build-fuzz
-FUZZ_SECONDS ?= 10
+FUZZ_SECONDS ?= 6
 FUZZ_NFS ?= drop pass tx redirect memaccess headroom router ddos lb
 FUZZ_CTL_NFS ?= router ddos lb
 # coverage-ignore.txt: hot table loops with nothing for coverage to find

@@ -7,7 +7,8 @@
  * Control requests (socket, bind, connect, setsockopt, close) are round
  * trips to the poller over one UNIX connection, serialised by a mutex.
  * Datagrams never cross it: sendto writes the socket's transmit ring and
- * recvfrom reads its receive ring, lock-free (one thread per socket). A
+ * recvfrom reads its receive ring, with no system call (threads sharing a
+ * socket take turns on its rings: rx_lock, tx_lock). A
  * caller that must wait sets the ring's `waiting` word, re-checks the ring
  * and sleeps in poll() on the socket's eventfd, which the poller writes
  * only when it finds the word set: no system call per datagram otherwise.
