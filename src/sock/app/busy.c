@@ -151,10 +151,18 @@ bool vz_busy_cpu_free(void)
 bool vz_busy_spin(bool (*ready)(const void *arg), const void *arg, __u32 us,
 		  __s64 until_ns)
 {
+	if (!us || !vz_busy_cpu_free())
+		return ready(arg);
+	return vz_busy_spin_offering(ready, arg, us, until_ns);
+}
+
+bool vz_busy_spin_offering(bool (*ready)(const void *arg), const void *arg,
+			   __u32 us, __s64 until_ns)
+{
 	__s64 end, now, next_yield;
 	unsigned int i;
 
-	if (!us || !vz_busy_cpu_free())
+	if (!us)
 		return ready(arg);
 	now = (__s64)vz_now_ns();
 	end = now + (__s64)us * 1000;

@@ -48,5 +48,10 @@ bool vz_busy_cpu_free(void);
  */
 bool vz_busy_spin(bool (*ready)(const void *arg), const void *arg, __u32 us,
 		  __s64 until_ns);
+/* The same spin whether a CPU is free or not, for a caller that keeps its
+ * spinners to one per process already: its CPU is offered every few
+ * microseconds all the same. */
+bool vz_busy_spin_offering(bool (*ready)(const void *arg), const void *arg,
+			   __u32 us, __s64 until_ns);
 
 #endif
