@@ -12,12 +12,15 @@ same servers on kernel sockets (198.18.0.2) are the reference; once more in
 direct mode with no spin, so the background thread wakes the server on
 every request. A probe checks edge-triggered epoll and EPOLLONESHOT against
 the kernel's, dup of a closed descriptor (EBADF), a close under a thread
-blocked in recvfrom or epoll_wait, and a forked child's calls."""
+blocked in recvfrom or epoll_wait, and a forked child's calls. The threaded
+server, ended by SIGINT, SIGTERM or SIGKILL while it serves, leaves
+nothing: no steering program (direct), no socket or ring in udpd (poller)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -27,6 +30,7 @@ import pytest
 from test_direct import direct_env, stop, xdp_attached
 from test_udpd import SOCKET as UDPD_SOCKET
 from test_udpd import udpd  # noqa: F401  (a fixture)
+from test_udpd_load import Stats
 
 from veloz.core import paths
 from veloz.core.proc import in_netns
@@ -110,6 +114,32 @@ def test_epoll_echo_servers_on_veloz_and_kernel(testbed, request, server, mode):
         # kernel's does (by hash: at least two of the four get some)
         for arm, got in ((mode, veloz), ("kernel", kernel)):
             assert sum(n > 0 for n in got["server"]["per_thread"]) >= 2, (arm, got)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+                         ids=lambda s: s.name)  # fmt: skip
+def test_a_threaded_server_ended_by_a_signal_leaves_nothing(testbed, request, mode, sig):
+    """The server whose threads epoll on dups of one socket, ended while it
+    serves: by SIGINT or SIGTERM (its own stop, as a service's or a user's
+    Ctrl-C) or by SIGKILL (nothing of it runs). In direct mode its steering
+    program goes with it; in poller mode udpd frees its sockets and rings."""
+    env = shim_mode(request, mode)
+    stats = Stats(request.getfixturevalue("udpd")) if mode == "poller" else None
+    proc = start("vz-dut", ["threads", SHIM_IP, "7203", "4"], env)
+    try:
+        got = run_app("vz-gen", ["client", SHIM_IP, "7203", "200", str(FLOWS)])
+        if stats:  # udpd's records from before the server are read past
+            stats.wait(lambda r: r["sockets"]["apps"] >= 1)
+    finally:
+        out = stop(proc, sig)
+    assert got["wrong"] == 0 and got["answered"] >= 199, got
+    assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 0), out
+    if sig != signal.SIGKILL:
+        assert json.loads(out.strip().splitlines()[-1])["echoed"] >= got["answered"]
+    if stats:
+        stats.wait(lambda r: r["sockets"]["apps"] == 0 and r["sockets"]["sockets"] == 0)
+    assert not xdp_attached("vz-dut", "dut-gen") or mode == "poller"
 
 
 def test_epoll_server_asleep_is_woken_by_the_port(testbed):

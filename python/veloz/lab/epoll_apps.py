@@ -103,7 +103,8 @@ def threads_server(addr: str, port: int, n: int, reuseport: bool = False) -> Non
     workers = [threading.Thread(target=serve, args=(i,)) for i in range(n)]
     for w in workers:
         w.start()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    for sig in (signal.SIGTERM, signal.SIGINT):  # a service's stop, a user's Ctrl-C
+        signal.signal(sig, lambda *_: stop.set())
     ready()
     while not stop.is_set():
         stop.wait(0.2)
