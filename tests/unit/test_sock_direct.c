@@ -419,7 +419,9 @@ static bool never(const void *arg)
 }
 
 /* More runnable threads than CPUs: a busy-poll spin does not start (one
- * look, then the caller sleeps), where it would take its whole budget. */
+ * look, then the caller sleeps), where it would take its whole budget.
+ * Direct mode's wait spins all the same (its spinners are one per process
+ * already), offering its CPU as it goes. */
 static void test_no_spin_without_a_free_cpu(void)
 {
 	long ncpus = sysconf(_SC_NPROCESSORS_ONLN), i, n = ncpus + 1;
@@ -436,6 +438,11 @@ static void test_no_spin_without_a_free_cpu(void)
 	start = now_s();
 	CHECK(!vz_busy_spin(never, NULL, 500000, -1) && now_s() - start < 0.25,
 	      "a 500 ms spin did not start (%.3f s)", now_s() - start);
+	start = now_s();
+	CHECK(!vz_busy_spin_offering(never, NULL, 100000, -1) &&
+		      now_s() - start >= 0.1,
+	      "a 100 ms offering spin took its budget (%.3f s)",
+	      now_s() - start);
 	spinners_stop = 1;
 	for (i = 0; i < n; i++)
 		pthread_join(t[i], NULL);
