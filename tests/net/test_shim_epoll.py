@@ -14,12 +14,15 @@ every request. A probe checks edge-triggered epoll and EPOLLONESHOT against
 the kernel's, dup of a closed descriptor (EBADF), a close under a thread
 blocked in recvfrom or epoll_wait, and a forked child's calls. The threaded
 server, ended by SIGINT, SIGTERM or SIGKILL while it serves, leaves
-nothing: no steering program (direct), no socket or ring in udpd (poller)."""
+nothing: no steering program (direct), no socket or ring in udpd (poller).
+On a veth of its own with two queues, the SO_REUSEPORT server in direct
+mode takes its frames from both queues' AF_XDP sockets."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -140,6 +143,57 @@ def test_a_threaded_server_ended_by_a_signal_leaves_nothing(testbed, request, mo
     if stats:
         stats.wait(lambda r: r["sockets"]["apps"] == 0 and r["sockets"]["sockets"] == 0)
     assert not xdp_attached("vz-dut", "dut-gen") or mode == "poller"
+
+
+# A link of its own with two queues each way: the sender's kernel spreads its
+# flows over both by hash, and direct mode must take frames from each queue's
+# AF_XDP socket. Checksum offload off, as on the testbed: a veth would leave
+# the kernel sockets' UDP checksums unfinished.
+MQ = {"a": ("vz-mq-a", "mqa", "198.19.200.1"), "b": ("vz-mq-b", "mqb", "198.19.200.2")}
+MQ_SERVER_IP = "198.19.200.3"
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def queue_redirects(netns: str, ifname: str) -> list[int]:
+    """veth's per-queue count of frames its XDP program redirected."""
+    out = subprocess.run(in_netns(netns, ["ethtool", "-S", ifname]), capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    found = dict(re.findall(r"rx_queue_(\d+)_xdp_redirect: (\d+)", out))
+    return [int(found[q]) for q in sorted(found, key=int)]
+
+
+def test_a_reuseport_group_on_a_link_with_two_queues(testbed):
+    """The SO_REUSEPORT server in direct mode on a two-queue veth: every
+    request of 64 flows answered right, frames taken from both queues."""
+    (na, ia, _), (nb, ib, _) = MQ["a"], MQ["b"]
+    try:
+        for ns in (na, nb):
+            ip("netns", "add", ns)
+        ip("link", "add", ia, "numtxqueues", "2", "numrxqueues", "2", "type", "veth",
+           "peer", "name", ib, "numtxqueues", "2", "numrxqueues", "2")  # fmt: skip
+        for ns, ifname, addr in (MQ["a"], MQ["b"]):
+            ip("link", "set", ifname, "netns", ns)
+            ip("-n", ns, "addr", "add", f"{addr}/24", "dev", ifname)
+            ip("-n", ns, "link", "set", ifname, "up")
+            subprocess.run(in_netns(ns, ["ethtool", "-K", ifname, "tx", "off"]), check=True,
+                           capture_output=True)  # fmt: skip
+        env = {**shim_env("direct"), **direct_env(ib, MQ_SERVER_IP)}
+        proc = start(nb, ["reuseport", MQ_SERVER_IP, "7204", "2"], env)
+        try:
+            got = run_app(na, ["client", MQ_SERVER_IP, "7204", "640", "64"])
+        finally:
+            out = stop(proc)
+        assert got["wrong"] == 0 and got["answered"] >= 639, got
+        assert sum(json.loads(out.strip().splitlines()[-1])["per_thread"]) >= got["answered"]
+        redirects = queue_redirects(nb, ib)
+        assert len(redirects) == 2 and all(n > 0 for n in redirects), redirects
+        assert not xdp_attached(nb, ib), "the direct server left its program"
+    finally:
+        for ns in (na, nb):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
 
 def test_epoll_server_asleep_is_woken_by_the_port(testbed):
