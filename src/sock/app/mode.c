@@ -37,7 +37,6 @@ static void poller_burst(bool begin)
 }
 
 const struct vz_sock_mode vz_poller_mode = {
-	.name = "poller",
 	.chosen = poller_chosen,
 	.init = vz_poller_init,
 	.socket = vz_poller_socket,

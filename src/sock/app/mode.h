@@ -10,9 +10,8 @@
  *                (src/sock/direct, VZ_MODE=direct), when libveloz-sock is
  *                built with it.
  *
- * A process in direct mode may still hold poller-mode descriptors of no kind
- * (none are made), and a direct descriptor is not in the poller's table: the
- * owner is asked first, so a miss costs no system call.
+ * A direct descriptor is not in the poller's table, and looking one up there
+ * would cost a system call (fcntl) on a miss: direct mode is asked first.
  */
 #ifndef VZ_SOCK_APP_MODE_H
 #define VZ_SOCK_APP_MODE_H
@@ -27,7 +26,6 @@
 #endif
 
 struct vz_sock_mode {
-	const char *name;
 	/* The process's: whether VZ_MODE chose this mode, its set-up (path:
 	 * the poller's control socket, or NULL for the default), new sockets,
 	 * poll over any descriptors, and a kernel wait (epoll_wait on a set

@@ -234,7 +234,7 @@ int vz_poller_fcntl(int fd, int cmd, int arg)
 
 int vz_is_socket(int fd)
 {
-	return lookup(fd) != NULL || vz_mode_of(fd) != &vz_poller_mode;
+	return vz_mode_of(fd)->owns(fd);
 }
 
 /* An address of the socket's family from the caller: 0 or -errno. An

@@ -16,7 +16,6 @@ static int direct_init(const char *path)
 }
 
 const struct vz_sock_mode vz_direct_mode = {
-	.name = "direct",
 	.chosen = vz_direct_enabled,
 	.init = direct_init,
 	.socket = vz_direct_socket,
