@@ -157,17 +157,23 @@ def ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
-def queue_redirects(netns: str, ifname: str) -> list[int]:
-    """veth's per-queue count of frames its XDP program redirected."""
+def queue_counts(netns: str, ifname: str, counter: str) -> list[int]:
+    """One of veth's per-queue XDP counters (its receive side), by queue."""
     out = subprocess.run(in_netns(netns, ["ethtool", "-S", ifname]), capture_output=True,
                          text=True, check=True).stdout  # fmt: skip
-    found = dict(re.findall(r"rx_queue_(\d+)_xdp_redirect: (\d+)", out))
+    found = dict(re.findall(rf"rx_queue_(\d+)_{counter}: (\d+)", out))
     return [int(found[q]) for q in sorted(found, key=int)]
 
 
+# Frames on a queue that are not the flows' datagrams: ARP both ways.
+NEIGHBOUR_FRAMES = 8
+
+
 def test_a_reuseport_group_on_a_link_with_two_queues(testbed):
-    """The SO_REUSEPORT server in direct mode on a two-queue veth: every
-    request of 64 flows answered right, frames taken from both queues."""
+    """The SO_REUSEPORT server in direct mode on a two-queue veth, a thread
+    and an engine per queue: every request of 64 flows answered right; each
+    thread served exactly the requests of one queue, and its answers left
+    on that queue, so each queue's flows keep to one engine both ways."""
     (na, ia, _), (nb, ib, _) = MQ["a"], MQ["b"]
     try:
         for ns in (na, nb):
@@ -180,6 +186,10 @@ def test_a_reuseport_group_on_a_link_with_two_queues(testbed):
             ip("-n", ns, "link", "set", ifname, "up")
             subprocess.run(in_netns(ns, ["ethtool", "-K", ifname, "tx", "off"]), check=True,
                            capture_output=True)  # fmt: skip
+        # an XDP program on the client's end, so veth counts the answers
+        # each of its queues receives (the pass NF hands them all on)
+        ip("-n", na, "link", "set", "dev", ia, "xdpdrv", "obj", str(paths.nf("pass").bpf),
+           "sec", "xdp.frags")  # fmt: skip
         env = {**shim_env("direct"), **direct_env(ib, MQ_SERVER_IP)}
         proc = start(nb, ["reuseport", MQ_SERVER_IP, "7204", "2"], env)
         try:
@@ -187,9 +197,18 @@ def test_a_reuseport_group_on_a_link_with_two_queues(testbed):
         finally:
             out = stop(proc)
         assert got["wrong"] == 0 and got["answered"] >= 639, got
-        assert sum(json.loads(out.strip().splitlines()[-1])["per_thread"]) >= got["answered"]
-        redirects = queue_redirects(nb, ib)
-        assert len(redirects) == 2 and all(n > 0 for n in redirects), redirects
+        per_thread = json.loads(out.strip().splitlines()[-1])["per_thread"]
+        assert sum(per_thread) >= got["answered"], per_thread
+        requests = queue_counts(nb, ib, "xdp_redirect")
+        answers = queue_counts(na, ia, "xdp_packets")
+        assert len(requests) == 2 and all(n > 0 for n in requests), requests
+        # thread i (member i) takes queue i's datagrams, and answers on
+        # it: a thread taking both queues' shows, as does one taking the
+        # other's when the two counts differ
+        pairs = list(zip(requests, per_thread, answers))
+        for queue, (reqs, served, answered) in enumerate(pairs):
+            assert 0 <= reqs - served <= NEIGHBOUR_FRAMES, (queue, pairs)
+            assert 0 <= answered - served <= NEIGHBOUR_FRAMES, (queue, pairs)
         assert not xdp_attached(nb, ib), "the direct server left its program"
     finally:
         for ns in (na, nb):

@@ -41,7 +41,7 @@ static bool deliver(int fd, const char *text)
 	pthread_mutex_lock(&vz_direct.lock);
 	if (vz_direct.by_fd[fd])
 		ok = vz_direct_enqueue(vz_direct.by_fd[fd], &from, htons(999),
-				       text, strlen(text));
+				       0, text, strlen(text));
 	pthread_mutex_unlock(&vz_direct.lock);
 	return ok;
 }

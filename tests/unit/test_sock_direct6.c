@@ -50,10 +50,10 @@ static struct sockaddr_in6 sin6(const char *ip, int port)
 /* errno of a call expected to fail; 0 if it succeeded. */
 #define ERR(call) ((call) < 0 ? errno : 0)
 
-/* A datagram as the engine hands it over: 0 taken (or dropped by a
- * connected socket), -1 no socket. */
-static int deliver(const char *src, int sport, const char *dst, int dport,
-		   const char *text)
+/* A datagram as the engine of an interface queue hands it over: 0 taken
+ * (or dropped by a connected socket), -1 no socket. */
+static int deliver_on(unsigned int queue, const char *src, int sport,
+		      const char *dst, int dport, const char *text)
 {
 	struct vz_dgram_meta m = { .src_port = htons((__u16)sport),
 				   .dst_port = htons((__u16)dport) };
@@ -68,9 +68,15 @@ static int deliver(const char *src, int sport, const char *dst, int dport,
 		inet_pton(AF_INET, dst, &m.dst_ip);
 	}
 	pthread_mutex_lock(&vz_direct.lock);
-	rc = vz_direct_deliver(&m, text, strlen(text));
+	rc = vz_direct_deliver(&m, queue, text, strlen(text));
 	pthread_mutex_unlock(&vz_direct.lock);
 	return rc;
+}
+
+static int deliver(const char *src, int sport, const char *dst, int dport,
+		   const char *text)
+{
+	return deliver_on(0, src, sport, dst, dport, text);
 }
 
 /* The next datagram on fd: its text and sender as "ADDR port" ("" when
@@ -440,8 +446,9 @@ static void test_send(void)
 	CHECK(ERR(vz_direct_sendto(s, "x", 1, 0, SA(to), sizeof(to))) ==
 		      ENETDOWN,
 	      "no engine: ENETDOWN");
-	vz_direct.stack = vz_stack_new(&cfg, &ops, err, sizeof(err));
-	REQUIRE(vz_direct.stack, "a stack: %s", err);
+	vz_direct.engines[0].stack = vz_stack_new(&cfg, &ops, err, sizeof(err));
+	REQUIRE(vz_direct.engines[0].stack, "a stack: %s", err);
+	vz_direct.nengines = 1;
 	CHECK(vz_direct_sendto(s, "hello", 5, 0, SA(to), sizeof(to)) == 5,
 	      "to v4-mapped (%s)", strerror(errno));
 	CHECK(!vz_direct_getsockname(s, SA(me), &len), "autobound");
@@ -464,9 +471,10 @@ static void test_send(void)
 	      "IPv6 out: a solicitation for the destination, from our address");
 out:
 	vz_direct_close(s);
-	if (vz_direct.stack)
-		vz_stack_free(vz_direct.stack);
-	vz_direct.stack = NULL;
+	if (vz_direct.engines[0].stack)
+		vz_stack_free(vz_direct.engines[0].stack);
+	vz_direct.engines[0].stack = NULL;
+	vz_direct.nengines = 0;
 }
 
 static int reuseport_sock(int family, int on)
@@ -539,6 +547,68 @@ static void test_reuseport_group(void)
 out:;
 }
 
+/* Which of sockets fds[0..n) a datagram of flow sport arriving on an
+ * interface queue went to: its index, or -1. */
+static int member_for(const int *fds, int n, unsigned int queue, int sport)
+{
+	char text[32], from[64];
+	socklen_t alen;
+	int i, got = -1;
+
+	deliver_on(queue, PEER4, sport, US4, 5400, "q");
+	for (i = 0; i < n; i++)
+		if (*recv_from(fds[i], text, sizeof(text), from, sizeof(from),
+			       &alen))
+			got = got < 0 ? i : -2; /* -2: more than one */
+	return got;
+}
+
+/*
+ * With an engine per interface queue, a group's member is picked by the
+ * queue a datagram came on: as many members as queues, one each; more
+ * members, those of a queue share its flows by hash; fewer members, the
+ * queues are shared out over them.
+ */
+static void test_reuseport_by_queue(void)
+{
+	struct sockaddr_in any = sin4("0.0.0.0", 5400);
+	int fds[3], i, sport, seen[3] = { 0 };
+	bool exact = true;
+
+	for (i = 0; i < 3; i++) {
+		fds[i] = reuseport_sock(AF_INET, 1);
+		REQUIRE(fds[i] >= 0 &&
+				!vz_direct_bind(fds[i], SA(any), sizeof(any)),
+			"member %d", i);
+	}
+	vz_direct.nengines = 3;
+	for (sport = 2000; sport < 2032; sport++)
+		for (i = 0; i < 3; i++)
+			exact &= member_for(fds, 3, (unsigned int)i, sport) == i;
+	CHECK(exact, "three queues, three members: queue i to member i");
+	vz_direct.nengines = 2;
+	for (sport = 2000; sport < 2064; sport++) {
+		int q0 = member_for(fds, 3, 0, sport);
+
+		exact &= member_for(fds, 3, 1, sport) == 1;
+		exact &= q0 == member_for(fds, 3, 0, sport);
+		if (q0 >= 0)
+			seen[q0]++;
+	}
+	CHECK(exact && !seen[1] && seen[0] >= 16 && seen[2] >= 16,
+	      "two queues, three members: queue 1 to member 1; queue 0's "
+	      "flows, each to one place, over members 0 and 2 (%d, %d)",
+	      seen[0], seen[2]);
+	vz_direct.nengines = 5;
+	CHECK(member_for(fds, 3, 3, 2000) == 0 &&
+		      member_for(fds, 3, 4, 2000) == 1,
+	      "five queues, three members: queue 3 to member 0, 4 to 1");
+out:
+	vz_direct.nengines = 0;
+	for (i = 0; i < 3; i++)
+		vz_direct_close(fds[i]);
+}
+
 int main(void)
 {
 	/* the addresses vz_direct_init takes from the environment */
@@ -550,6 +620,7 @@ int main(void)
 	test_mapped_bind();
 	test_send();
 	test_reuseport_group();
+	test_reuseport_by_queue();
 	if (failures)
 		fprintf(stderr, "%d failure(s)\n", failures);
 	return failures != 0;

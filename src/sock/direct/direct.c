@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * Direct mode: the protocol engine and udpd's port in the application's
- * own threads (direct.h). One lock serialises the engine, the port and
- * the sockets' receive queues; the caller that holds it runs the engine
- * on whatever the port has, so a receive that spins is the poller.
- * direct_internal.h says which file holds what; this one: the engine, its
- * set-up and the data path (sendto, recvfrom).
+ * Direct mode: the protocol engines and udpd's port in the application's
+ * own threads (direct.h), an engine per queue of the interface. The
+ * caller that holds an engine's lock runs it on whatever its queue has, so
+ * a receive that spins is the poller. direct_internal.h says which file
+ * holds what and how the locks nest; this one: the engines, their set-up
+ * and the data path (sendto, recvfrom).
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -35,6 +35,11 @@ struct vz_direct_state vz_direct = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread bool in_burst;
+/* Engines this thread's burst left frames queued on. */
+static __thread __u32 burst_engines;
+/* This thread's engine: the queue of the last datagram it received, plus
+ * one (0: none yet). */
+static __thread unsigned int my_engine;
 
 bool vz_direct_enabled(void)
 {
@@ -54,16 +59,52 @@ bool vz_direct_fd(int fd)
 	       __atomic_load_n(&vz_direct.by_fd[fd], __ATOMIC_ACQUIRE);
 }
 
-/* ---- the engine ---- */
+/* ---- the engines ---- */
+
+__u32 vz_direct_my_engines(void)
+{
+	unsigned int n = vz_direct.nengines;
+
+	if (my_engine && my_engine <= n)
+		return 1u << (my_engine - 1);
+	return n >= 32 ? ~0u : (1u << n) - 1;
+}
+
+void vz_direct_turn(__u32 engines)
+{
+	unsigned int i;
+
+	for (i = 0; i < vz_direct.nengines; i++) {
+		struct vz_direct_engine *e = &vz_direct.engines[i];
+
+		if (!(engines & (1u << i)) || pthread_mutex_trylock(&e->lock))
+			continue;
+		vz_direct_engine_run(e);
+		pthread_mutex_unlock(&e->lock);
+	}
+}
+
+/* The engine a send from s goes out on: the thread's own, else one chosen
+ * by the socket, so a client's sockets spread over the queues. */
+static struct vz_direct_engine *send_engine(const struct vz_direct_socket *s)
+{
+	unsigned int n = vz_direct.nengines;
+
+	if (my_engine && my_engine <= n)
+		return &vz_direct.engines[my_engine - 1];
+	return &vz_direct.engines[(unsigned int)s->fd % n];
+}
 
 static int on_tx(void *opaque, const void *frame, size_t len)
 {
-	(void)opaque;
-	return vz_udpd_port_tx(vz_direct.port, frame, len);
+	const struct vz_direct_engine *e = opaque;
+
+	return vz_udpd_port_tx_queue(vz_direct.port, e->queue, frame, len);
 }
 
 bool vz_direct_enqueue(struct vz_direct_socket *s, const struct in6_addr *addr,
-		       __be16 port, const void *data, size_t len)
+		       __be16 port, unsigned int queue, const void *data,
+		       size_t len)
 {
 	struct dgram *d;
 
@@ -74,6 +115,7 @@ bool vz_direct_enqueue(struct vz_direct_socket *s, const struct in6_addr *addr,
 		return false;
 	d->addr = *addr;
 	d->port = port;
+	d->queue = queue;
 	d->len = len;
 	memcpy(d->data, data, len);
 	if (s->tail == s->head && vz_direct_efd_kept(s))
@@ -86,45 +128,124 @@ bool vz_direct_enqueue(struct vz_direct_socket *s, const struct in6_addr *addr,
 static int on_deliver(void *opaque, const struct vz_dgram_meta *m,
 		      const void *payload, size_t len)
 {
-	(void)opaque;
-	return vz_direct_deliver(m, payload, len);
+	const struct vz_direct_engine *e = opaque;
+	int rc;
+
+	pthread_mutex_lock(&vz_direct.lock);
+	rc = vz_direct_deliver(m, e->queue, payload, len);
+	pthread_mutex_unlock(&vz_direct.lock);
+	return rc;
+}
+
+/* An ARP reply, or an ICMPv6 neighbour advertisement: what every engine's
+ * stack must see to learn its neighbours. (The stack judges the rest.) */
+static bool neighbour_answer(const unsigned char *f, size_t len)
+{
+	if (len >= 42 && f[12] == 0x08 && f[13] == 0x06)
+		return f[20] == 0 && f[21] == 2; /* ARP, op 2 */
+	return len >= 78 && f[12] == 0x86 && f[13] == 0xdd &&
+	       f[20] == IPPROTO_ICMPV6 && f[54] == 136;
+}
+
+/* A copy of a neighbour answer in each other engine's inbox; each one's
+ * background thread is rung to learn it now, not at its next tick. */
+static void share(const struct vz_direct_engine *from, const void *frame,
+		  size_t len)
+{
+	unsigned int i;
+
+	if (len > INBOX_FRAME)
+		return;
+	for (i = 0; i < vz_direct.nengines; i++) {
+		struct vz_direct_engine *e = &vz_direct.engines[i];
+		bool kept = false;
+
+		if (e == from)
+			continue;
+		pthread_mutex_lock(&e->inbox_lock);
+		if (e->ninbox < INBOX) {
+			memcpy(e->inbox[e->ninbox], frame, len);
+			e->inbox_len[e->ninbox++] = (unsigned short)len;
+			kept = true;
+		}
+		pthread_mutex_unlock(&e->inbox_lock);
+		if (kept)
+			vz_direct_efd_ring(e->wake);
+	}
 }
 
 static void on_frame(void *opaque, const void *frame, size_t len)
 {
-	(void)opaque;
-	vz_stack_input(vz_direct.stack, frame, len, vz_now_ns());
+	struct vz_direct_engine *e = opaque;
+
+	vz_stack_input(e->stack, frame, len, vz_now_ns());
+	if (vz_direct.nengines > 1 && neighbour_answer(frame, len))
+		share(e, frame, len);
 }
 
-unsigned int vz_direct_engine(void)
+/* Under e->lock: what the other engines shared with it. */
+static void learn_shared(struct vz_direct_engine *e, __u64 now)
+{
+	unsigned char frames[INBOX][INBOX_FRAME];
+	unsigned short lens[INBOX];
+	unsigned int n, i;
+
+	if (!__atomic_load_n(&e->ninbox, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&e->inbox_lock);
+	n = e->ninbox;
+	for (i = 0; i < n; i++) {
+		lens[i] = e->inbox_len[i];
+		memcpy(frames[i], e->inbox[i], lens[i]);
+	}
+	e->ninbox = 0;
+	pthread_mutex_unlock(&e->inbox_lock);
+	for (i = 0; i < n; i++)
+		vz_stack_input(e->stack, frames[i], lens[i], now);
+}
+
+unsigned int vz_direct_engine_run(struct vz_direct_engine *e)
 {
 	__u64 now = vz_now_ns();
 	unsigned int n;
 
-	if (!vz_direct.port)
+	if (!vz_direct.port || !e->stack)
 		return 0; /* shut down at exit, or never opened */
-	n = vz_udpd_port_rx(vz_direct.port, on_frame, NULL, 64);
-	if (now - vz_direct.last_tick >= 1000000) {
-		vz_stack_tick(vz_direct.stack, now);
-		vz_direct.last_tick = now;
+	learn_shared(e, now);
+	n = vz_udpd_port_rx_queue(vz_direct.port, e->queue, on_frame, e, 64);
+	if (now - e->last_tick >= 1000000) {
+		vz_stack_tick(e->stack, now);
+		e->last_tick = now;
 	}
-	vz_udpd_port_flush(vz_direct.port);
-	__atomic_store_n(&vz_direct.last_run, now, __ATOMIC_RELAXED);
+	vz_udpd_port_flush_queue(vz_direct.port, e->queue);
+	__atomic_store_n(&e->last_run, now, __ATOMIC_RELAXED);
 	return n;
+}
+
+static void free_engines(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < vz_direct.nengines; i++) {
+		vz_stack_free(vz_direct.engines[i].stack);
+		vz_direct.engines[i].stack = NULL;
+	}
 }
 
 static void shutdown_all(void)
 {
+	unsigned int e;
 	int i;
 
 	if (!vz_direct.ready) /* or a forked child: the port is the parent's */
 		return;
 	vz_direct_bg_stop();
+	for (e = 0; e < vz_direct.nengines; e++)
+		pthread_mutex_lock(&vz_direct.engines[e].lock);
 	pthread_mutex_lock(&vz_direct.lock);
 	vz_udpd_port_close(vz_direct.port); /* detaches the steering program */
 	vz_direct.port = NULL;
-	vz_stack_free(vz_direct.stack);
-	vz_direct.stack = NULL;
+	free_engines();
 	for (i = 0; i < MAX_FD; i++) {
 		struct vz_direct_socket *s = vz_direct.by_fd[i];
 
@@ -139,6 +260,8 @@ static void shutdown_all(void)
 	}
 	vz_direct.ready = false;
 	pthread_mutex_unlock(&vz_direct.lock);
+	for (e = vz_direct.nengines; e-- > 0;)
+		pthread_mutex_unlock(&vz_direct.engines[e].lock);
 }
 
 /* The steering object: $VZ_DIRECT_STEER, else udpd's beside this library
@@ -262,14 +385,44 @@ static int config(struct vz_stack_config *cfg, const char *ifname)
 	return config6(cfg);
 }
 
+/* An engine per queue of the port, each with a stack of its own: 0, or -1
+ * with a line on stderr. */
+static int engines_new(const struct vz_stack_config *cfg)
+{
+	int xfds[VZ_UDPD_MAX_QUEUES];
+	unsigned int n, i;
+	char err[256] = "";
+
+	n = vz_udpd_port_fds(vz_direct.port, xfds, VZ_UDPD_MAX_QUEUES);
+	for (i = 0; i < n; i++) {
+		struct vz_direct_engine *e = &vz_direct.engines[i];
+		struct vz_stack_ops ops = { .opaque = e,
+					    .tx = on_tx,
+					    .deliver = on_deliver };
+
+		pthread_mutex_init(&e->lock, NULL);
+		pthread_mutex_init(&e->inbox_lock, NULL);
+		e->queue = i;
+		e->xfd = xfds[i];
+		e->wake = -1;
+		e->stack = vz_stack_new(cfg, &ops, err, sizeof(err));
+		vz_direct.nengines = i + 1;
+		if (!e->stack) {
+			fprintf(stderr, "libveloz-sock: %s\n", err);
+			return -1;
+		}
+	}
+	return n ? 0 : -1;
+}
+
 static void do_init(void)
 {
 	struct vz_stack_config cfg = { 0 };
-	struct vz_stack_ops ops = { .tx = on_tx, .deliver = on_deliver };
 	struct vz_udpd_port_config pcfg = { 0 };
 	const char *ifname = getenv("VZ_DIRECT_IFACE");
 	const char *skb = getenv("VZ_DIRECT_SKB");
 	char steer[PATH_MAX + 32], err[256] = "";
+	struct vz_stack *check;
 
 	if (config(&cfg, ifname)) {
 		vz_direct.init_err = EINVAL;
@@ -281,12 +434,17 @@ static void do_init(void)
 		return;
 	}
 	vz_quiet_bpf_logs(); /* libbpf's and libxdp's notices: debugging only */
-	vz_direct.stack = vz_stack_new(&cfg, &ops, err, sizeof(err));
-	if (!vz_direct.stack) {
+	/* the addresses judged before anything is attached */
+	check = vz_stack_new(&cfg,
+			     &(struct vz_stack_ops){ .tx = on_tx,
+						   .deliver = on_deliver },
+			     err, sizeof(err));
+	if (!check) {
 		fprintf(stderr, "libveloz-sock: %s\n", err);
 		vz_direct.init_err = EINVAL;
 		return;
 	}
+	vz_stack_free(check);
 	pcfg = (struct vz_udpd_port_config){
 		.ifname = ifname,
 		.ip4 = cfg.ip4,
@@ -300,8 +458,6 @@ static void do_init(void)
 	};
 	vz_direct.port = vz_udpd_port_open(&pcfg);
 	if (!vz_direct.port) {
-		vz_stack_free(vz_direct.stack);
-		vz_direct.stack = NULL;
 		vz_direct.init_err = EIO;
 		return;
 	}
@@ -309,18 +465,19 @@ static void do_init(void)
 	if (cfg.prefix6_len)
 		memcpy(&vz_direct.ip6, cfg.ip6, sizeof(vz_direct.ip6));
 	vz_direct.v6only = bindv6only();
-	vz_direct.nxfds = vz_udpd_port_fds(vz_direct.port, vz_direct.xfds,
-					   VZ_UDPD_MAX_QUEUES);
 	vz_direct.eph_next = (__u32)getpid();
 	vz_direct.busy_us = getenv("VZ_BUSY_POLL_US") ? vz_busy_default_us()
 						      : DEFAULT_BUSY_US;
 	vz_direct_atfork();
-	if (vz_direct_bg_start()) {
+	if (engines_new(&cfg) || vz_direct_bg_start()) {
+		vz_direct_bg_stop();
+		for (unsigned int i = 0; i < vz_direct.nengines; i++)
+			if (vz_direct.engines[i].wake >= 0)
+				close(vz_direct.engines[i].wake);
 		vz_udpd_port_close(vz_direct.port);
 		vz_direct.port = NULL;
-		vz_stack_free(vz_direct.stack);
-		vz_direct.stack = NULL;
-		vz_direct.init_err = EAGAIN;
+		free_engines();
+		vz_direct.init_err = vz_direct.nengines ? EAGAIN : EIO;
 		return;
 	}
 	vz_direct.ready = true;
@@ -335,33 +492,52 @@ int vz_direct_init(void)
 
 /* ---- datagrams ---- */
 
-/* Under vz_direct.lock, s bound: to ip (IPv4 v4-mapped) from s's address
- * of that family: 0 or a negative errno. */
-static int send_locked(const struct vz_direct_socket *s,
-		       const struct in6_addr *ip, __be16 port, const void *buf,
-		       size_t len)
+/* Under vz_direct.lock, s bound: the addresses of a datagram to ip (IPv4
+ * v4-mapped) from s's address of that family: 0 or a negative errno. */
+static int meta_locked(const struct vz_direct_socket *s,
+		       const struct in6_addr *ip, __be16 port,
+		       struct vz_dgram_meta *m)
 {
-	struct vz_dgram_meta m = { .src_port = s->port, .dst_port = port };
 	bool v4 = in6_mapped(ip);
 
+	*m = (struct vz_dgram_meta){ .src_port = s->port, .dst_port = port };
 	if (!(s->tables & (v4 ? ON4 : ON6)))
 		return -ENETUNREACH; /* bound to the other family's address */
 	if (v4) {
-		m.src_ip = in6_any(&s->ip) ? 0 : in6_v4(&s->ip);
-		m.dst_ip = in6_v4(ip);
+		m->src_ip = in6_any(&s->ip) ? 0 : in6_v4(&s->ip);
+		m->dst_ip = in6_v4(ip);
 	} else {
-		m.v6 = 1;
+		m->v6 = 1;
 		if (!in6_any(&s->ip))
-			memcpy(m.src_ip6, &s->ip, 16);
-		memcpy(m.dst_ip6, ip, 16);
+			memcpy(m->src_ip6, &s->ip, 16);
+		memcpy(m->dst_ip6, ip, 16);
 	}
-	return vz_stack_send(vz_direct.stack, &m, buf, len, vz_now_ns());
+	return 0;
+}
+
+/* Out through engine e: run to completion, out now, and take what came
+ * meanwhile (a burst kicks once, at its end). */
+static int send_on(struct vz_direct_engine *e, const struct vz_dgram_meta *m,
+		   const void *buf, size_t len)
+{
+	int rc;
+
+	pthread_mutex_lock(&e->lock);
+	rc = e->stack ? vz_stack_send(e->stack, m, buf, len, vz_now_ns())
+		      : -ENETDOWN; /* the process is exiting */
+	if (!rc && in_burst)
+		burst_engines |= 1u << e->queue;
+	else if (!rc)
+		vz_direct_engine_run(e);
+	pthread_mutex_unlock(&e->lock);
+	return rc;
 }
 
 static ssize_t sendto_on(struct vz_direct_socket *s, const void *buf,
 			 size_t len, int flags, const struct sockaddr *to,
 			 socklen_t tolen)
 {
+	struct vz_dgram_meta m;
 	struct in6_addr ip;
 	__be16 port;
 	int rc = 0;
@@ -389,17 +565,15 @@ static ssize_t sendto_on(struct vz_direct_socket *s, const void *buf,
 		port = s->peer_port;
 	}
 	pthread_mutex_lock(&vz_direct.lock);
-	if (!vz_direct.stack)
-		rc = -ENETDOWN; /* the process is exiting */
+	if (!vz_direct.nengines)
+		rc = -ENETDOWN; /* no engine (a send before init) */
 	else if (!s->port)
 		rc = -vz_direct_bind_locked(s, NULL, 0);
 	if (!rc)
-		rc = send_locked(s, &ip, port, buf, len);
-	/* run to completion: out now, and take what came meanwhile (a burst
-	 * kicks once, at its end) */
-	if (!rc && !in_burst)
-		vz_direct_engine();
+		rc = meta_locked(s, &ip, port, &m);
 	pthread_mutex_unlock(&vz_direct.lock);
+	if (!rc)
+		rc = send_on(send_engine(s), &m, buf, len);
 	return rc ? fail(-rc) : (ssize_t)len;
 }
 
@@ -418,12 +592,21 @@ ssize_t vz_direct_sendto(int fd, const void *buf, size_t len, int flags,
 
 void vz_direct_burst(bool begin)
 {
+	unsigned int i;
+
 	in_burst = begin;
 	if (begin || !vz_direct.ready)
 		return;
-	pthread_mutex_lock(&vz_direct.lock);
-	vz_direct_engine();
-	pthread_mutex_unlock(&vz_direct.lock);
+	for (i = 0; i < vz_direct.nengines; i++) {
+		struct vz_direct_engine *e = &vz_direct.engines[i];
+
+		if (!(burst_engines & (1u << i)))
+			continue;
+		pthread_mutex_lock(&e->lock);
+		vz_direct_engine_run(e);
+		pthread_mutex_unlock(&e->lock);
+	}
+	burst_engines = 0;
 }
 
 /* Under vz_direct.lock: the oldest datagram, or NULL. The last one taken
@@ -449,34 +632,34 @@ static bool readable(const struct vz_direct_socket *s)
 	       __atomic_load_n(&s->head, __ATOMIC_RELAXED);
 }
 
-/* A turn of the engine unless another thread is at it; readable after?
- * (A socket closed meanwhile is "ready": the caller finds it closed.) */
+/* A turn of the thread's engines that no other thread is turning;
+ * readable after? (A socket closed meanwhile is "ready": the caller finds
+ * it closed.) */
 static bool turn(const void *arg)
 {
 	const struct vz_direct_socket *s = arg;
 
 	if (readable(s) || !__atomic_load_n(&s->refs, __ATOMIC_RELAXED))
 		return true;
-	if (!pthread_mutex_trylock(&vz_direct.lock)) {
-		vz_direct_engine();
-		pthread_mutex_unlock(&vz_direct.lock);
-	}
+	vz_direct_turn(vz_direct_my_engines());
 	return readable(s);
 }
 
-/* Sleep on the AF_XDP sockets at most `ms`: a frame wakes us. */
-static void sleep_port(int ms)
+/* Sleep on the AF_XDP sockets of a set of engines at most `ms`: a frame
+ * wakes us. */
+static void sleep_port(__u32 engines, int ms)
 {
 	struct pollfd p[VZ_UDPD_MAX_QUEUES];
 	unsigned int i;
+	nfds_t n = 0;
 
-	for (i = 0; i < vz_direct.nxfds; i++)
-		p[i] = (struct pollfd){ .fd = vz_direct.xfds[i],
-					.events = POLLIN };
-	if (vz_direct.nxfds)
-		vz_direct_sys_poll(p, vz_direct.nxfds, ms);
-	else
-		vz_direct_sys_poll(NULL, 0, ms);
+	for (i = 0; i < vz_direct.nengines; i++)
+		if (engines & (1u << i))
+			p[n++] = (struct pollfd){
+				.fd = vz_direct.engines[i].xfd,
+				.events = POLLIN
+			};
+	vz_direct_sys_poll(n ? p : NULL, n, ms);
 }
 
 static __s64 deadline_of(const struct timeval *tv)
@@ -487,21 +670,40 @@ static __s64 deadline_of(const struct timeval *tv)
 	       (__s64)tv->tv_usec * 1000;
 }
 
-/* The oldest datagram; when there is none, a turn of the engine first.
- * NULL with errno EAGAIN, or EBADF once another thread closed s. */
+/* Under vz_direct.lock: the oldest datagram if s is open (errno EAGAIN
+ * when there is none, EBADF once another thread closed s). */
+static struct dgram *pop_open(struct vz_direct_socket *s, bool peek)
+{
+	struct dgram *d = s->refs ? pop(s, peek) : NULL;
+
+	errno = s->refs ? EAGAIN : EBADF;
+	return d;
+}
+
+/* The oldest datagram; when there is none, a turn of the thread's engines
+ * first. NULL with errno EAGAIN, or EBADF once another thread closed s. */
 static struct dgram *take(struct vz_direct_socket *s, bool peek)
 {
-	struct dgram *d = NULL;
+	__u32 engines = vz_direct_my_engines();
+	struct dgram *d;
+	unsigned int i;
 
 	pthread_mutex_lock(&vz_direct.lock);
-	if (s->refs) {
-		d = pop(s, peek);
-		if (!d) {
-			vz_direct_engine();
-			d = pop(s, peek);
-		}
+	d = pop_open(s, peek);
+	pthread_mutex_unlock(&vz_direct.lock);
+	if (d || errno == EBADF)
+		return d;
+	for (i = 0; i < vz_direct.nengines; i++) {
+		struct vz_direct_engine *e = &vz_direct.engines[i];
+
+		if (!(engines & (1u << i)))
+			continue;
+		pthread_mutex_lock(&e->lock);
+		vz_direct_engine_run(e);
+		pthread_mutex_unlock(&e->lock);
 	}
-	errno = s->refs ? EAGAIN : EBADF;
+	pthread_mutex_lock(&vz_direct.lock);
+	d = pop_open(s, peek);
 	pthread_mutex_unlock(&vz_direct.lock);
 	return d;
 }
@@ -512,6 +714,7 @@ static struct dgram *next_dgram(struct vz_direct_socket *s, int flags)
 {
 	__s64 until = -2;
 	struct dgram *d;
+	__u32 engines;
 	bool spun;
 
 	for (;;) {
@@ -522,16 +725,17 @@ static struct dgram *next_dgram(struct vz_direct_socket *s, int flags)
 			break;
 		if (until == -2)
 			until = deadline_of(&s->rcvtimeo);
-		vz_direct_spinning(true);
+		engines = vz_direct_my_engines();
+		vz_direct_spinning(engines, true);
 		spun = vz_busy_spin(turn, s, s->busy_us, until);
-		vz_direct_spinning(false);
+		vz_direct_spinning(engines, false);
 		if (spun)
 			continue;
 		if (until >= 0 && (__s64)vz_now_ns() >= until)
 			break;
 		/* a frame wakes us; TICK_MS bounds the wait for the timers
 		 * and for a close in another thread */
-		sleep_port(TICK_MS);
+		sleep_port(engines, TICK_MS);
 	}
 	errno = EAGAIN;
 	return NULL;
@@ -556,8 +760,12 @@ static ssize_t recvfrom_on(struct vz_direct_socket *s, void *buf, size_t len,
 	if (from && fromlen)
 		vz_direct_addr_put(s, from, fromlen, &d->addr, d->port);
 	len = d->len;
-	if (!(flags & MSG_PEEK))
+	/* the thread now owns the queue this flow comes on (not a peek:
+	 * another thread may take the datagram and answer) */
+	if (!(flags & MSG_PEEK)) {
+		my_engine = d->queue + 1;
 		free(d);
+	}
 	return (ssize_t)((flags & MSG_TRUNC) ? len : n);
 }
 

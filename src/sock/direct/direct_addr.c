@@ -219,16 +219,23 @@ void vz_direct_unbind_locked(struct vz_direct_socket *s)
 }
 
 /*
- * A datagram's socket in the group bound to its port: by the hash of its
- * flow, so one flow's datagrams all go to one member (the kernel's
- * reuseport selection does so too), and the flows spread over the members.
+ * A datagram's socket in the group bound to its port. The queue it came
+ * on picks: with at least as many members as queues, member i serves
+ * queue i modulo the queue count; with fewer, queue q goes to member q
+ * modulo the member count. So a server with a thread per queue has each
+ * thread served by one engine, on the CPU that runs it, and the NIC's RSS
+ * hash is what spreads the flows. Among several members for one queue,
+ * and on a single queue, the hash of the flow picks, so one flow's
+ * datagrams all go to one member, as the kernel's reuseport selection
+ * does.
  */
 static struct vz_direct_socket *reuseport_pick(struct vz_direct_socket *first,
 					       unsigned int table,
 					       const struct in6_addr *src,
-					       __be16 sport)
+					       __be16 sport, unsigned int queue)
 {
-	__u32 h = (__u32)sport * 0x9e3779b1u, n = 0, i;
+	unsigned int queues = vz_direct.nengines ? vz_direct.nengines : 1;
+	__u32 h = (__u32)sport * 0x9e3779b1u, n = 0, i, pick;
 	struct vz_direct_socket *s;
 
 	if (!*next_of(first, table))
@@ -238,15 +245,20 @@ static struct vz_direct_socket *reuseport_pick(struct vz_direct_socket *first,
 	h ^= h >> 16;
 	for (s = first; s; s = *next_of(s, table))
 		n++;
-	for (s = first, i = h % n; i; i--)
+	queue %= queues;
+	if (n < queues)
+		pick = queue % n;
+	else /* members queue, queue + queues, ...: how many of them? */
+		pick = queue + h % ((n - queue + queues - 1) / queues) * queues;
+	for (s = first, i = pick; i; i--)
 		s = *next_of(s, table);
 	return s;
 }
 
 /* As the kernel: the socket bound to the port in the datagram's family, if
  * its address matches; a connected socket takes only its peer's. */
-int vz_direct_deliver(const struct vz_dgram_meta *m, const void *payload,
-		      size_t len)
+int vz_direct_deliver(const struct vz_dgram_meta *m, unsigned int queue,
+		      const void *payload, size_t len)
 {
 	__u16 p = ntohs(m->dst_port);
 	struct in6_addr src, dst;
@@ -263,11 +275,11 @@ int vz_direct_deliver(const struct vz_dgram_meta *m, const void *payload,
 	}
 	if (!s || (!in6_any(&s->ip) && !in6_eq(&s->ip, &dst)))
 		return -1;
-	s = reuseport_pick(s, m->v6 ? ON6 : ON4, &src, m->src_port);
+	s = reuseport_pick(s, m->v6 ? ON6 : ON4, &src, m->src_port, queue);
 	if (s->peer_port &&
 	    (!in6_eq(&s->peer_ip, &src) || s->peer_port != m->src_port))
 		return 0; /* not from the peer: dropped, as the kernel does */
-	if (!vz_direct_enqueue(s, &src, m->src_port, payload, len))
+	if (!vz_direct_enqueue(s, &src, m->src_port, queue, payload, len))
 		s->drops++;
 	return 0;
 }

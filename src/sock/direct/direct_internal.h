@@ -18,11 +18,24 @@
  * the IPv6 table, and also in the IPv4 one when bound to :: (or unbound)
  * with IPV6_V6ONLY off, where it receives IPv4 as v4-mapped addresses.
  *
- * One lock (vz_direct.lock) serialises the engine, the port, the sockets'
- * receive queues and their references. A socket's eventfd is readable
- * exactly while its queue holds a datagram (written on empty to
- * non-empty, drained on non-empty to empty, both under the lock), so the
- * kernel's poll, select and epoll answer for it unchanged.
+ * An engine per queue of the interface (struct vz_direct_engine): its own
+ * stack (neighbour cache, reassembly, timers), its queue's AF_XDP socket,
+ * its background thread, and a lock over them, so queues are served on
+ * different CPUs at once. One more lock (vz_direct.lock) serialises the
+ * sockets: their tables, receive queues and references. An engine's lock
+ * may be held while taking the sockets' lock, never the other way round,
+ * and no thread holds two engines' locks except shutdown, in order.
+ *
+ * A thread has an engine of its own once it received a datagram: the
+ * queue that datagram came on. Its sends go out on that queue, and its
+ * waits turn that engine, so a server's threads each own a queue and a
+ * flow's request and answer keep to one. A thread without one sends on an
+ * engine chosen by its socket, and its waits turn every engine.
+ *
+ * A socket's eventfd is readable exactly while its queue holds a datagram
+ * (written on empty to non-empty, drained on non-empty to empty, both
+ * under vz_direct.lock), so the kernel's poll, select and epoll answer for
+ * it unchanged.
  */
 #ifndef VZ_SOCK_DIRECT_DIRECT_INTERNAL_H
 #define VZ_SOCK_DIRECT_DIRECT_INTERNAL_H
@@ -64,6 +77,7 @@
 struct dgram {
 	struct in6_addr addr; /* the sender; IPv4 v4-mapped */
 	__be16 port;
+	unsigned int queue; /* the interface queue it came on */
 	size_t len;
 	unsigned char data[];
 };
@@ -88,7 +102,8 @@ struct vz_direct_socket {
 	__u8 tables; /* ON4, ON6: which port tables hold it (bound) */
 	/* SO_REUSEPORT: sockets bound to one port with it set all form a
 	 * group, the table holding its first and each the next (per table);
-	 * a datagram goes to one chosen by its flow's hash. */
+	 * a datagram goes to a member chosen by the queue it came on, and
+	 * among several for that queue by its flow's hash (direct_addr.c). */
 	bool reuseport;
 	struct vz_direct_socket *next4, *next6;
 	/* the bound address (any: :: or ::ffff:0.0.0.0) and the peer's;
@@ -102,24 +117,47 @@ struct vz_direct_socket {
 	__u64 drops;
 };
 
-struct vz_direct_state {
-	pthread_mutex_t lock;
-	struct vz_udpd_port *port;
+/* Neighbour answers an engine keeps for the others, and their size: an
+ * ARP reply or an NDP advertisement is under 100 bytes. */
+#define INBOX 16
+#define INBOX_FRAME 256
+
+/* One queue of the interface and the stack that serves it. */
+struct vz_direct_engine {
+	pthread_mutex_t lock; /* the stack, this queue of the port, last_* */
 	struct vz_stack *stack;
+	unsigned int queue;
+	int xfd; /* the queue's AF_XDP socket: readable when frames come */
+	__u64 last_run, last_tick;
+	int spinners; /* application threads spinning on it */
+	int wake; /* an eventfd: its background thread's doorbell */
+	pthread_t bg;
+	bool bg_running;
+	/*
+	 * ARP replies and NDP advertisements that came on another queue:
+	 * every engine's stack learns its neighbours from them, whichever
+	 * queue the answer to its question came on (a NIC hashes ARP to one
+	 * queue). Under inbox_lock, a leaf lock.
+	 */
+	pthread_mutex_t inbox_lock;
+	unsigned int ninbox;
+	unsigned short inbox_len[INBOX];
+	unsigned char inbox[INBOX][INBOX_FRAME];
+};
+
+struct vz_direct_state {
+	pthread_mutex_t lock; /* the sockets: tables, queues, references */
+	struct vz_udpd_port *port;
+	struct vz_direct_engine engines[VZ_UDPD_MAX_QUEUES];
+	unsigned int nengines; /* the interface's receive queues */
 	struct vz_direct_socket *by_port4[65536]; /* host order */
 	struct vz_direct_socket *by_port6[65536];
 	struct vz_direct_socket *by_fd[MAX_FD];
-	int xfds[VZ_UDPD_MAX_QUEUES];
-	unsigned int nxfds;
-	__u64 last_run, last_tick;
 	__u32 eph_next;
 	__be32 ip4;
 	struct in6_addr ip6; /* all zero: no IPv6 (AF_INET6 is EAFNOSUPPORT) */
 	bool v6only; /* new AF_INET6 sockets' IPV6_V6ONLY (the sysctl's) */
-	pthread_t bg;
 	__u32 busy_us; /* a wait's spin: $VZ_BUSY_POLL_US or the default */
-	int wake; /* an eventfd: the background thread's doorbell */
-	int spinners; /* application threads spinning on the engine */
 	int max_fd; /* the highest descriptor by_fd ever held */
 	pid_t pid; /* whose port this is: a forked child's calls fail */
 	volatile int stop;
@@ -158,15 +196,19 @@ VZ_DIRECT_HIDDEN bool vz_direct_forked(void);
 /* Set up fork handling, once (direct_wait.c). */
 VZ_DIRECT_HIDDEN void vz_direct_atfork(void);
 
-/* Under vz_direct.lock: take what the port has, run the timers, send
- * (direct.c; nothing without a port). */
-VZ_DIRECT_HIDDEN unsigned int vz_direct_engine(void);
-/* The background thread (direct_wait.c): start, stop. */
+/* Under e->lock: take what e's queue has, run its timers, send (direct.c;
+ * nothing without a port). */
+VZ_DIRECT_HIDDEN unsigned int vz_direct_engine_run(struct vz_direct_engine *e);
+/* The engines this thread turns: its own, or all of them (a bit each). */
+VZ_DIRECT_HIDDEN __u32 vz_direct_my_engines(void);
+/* A turn of each engine in the set that no other thread is turning. */
+VZ_DIRECT_HIDDEN void vz_direct_turn(__u32 engines);
+/* The background threads (direct_wait.c), one per engine: start, stop. */
 VZ_DIRECT_HIDDEN int vz_direct_bg_start(void);
 VZ_DIRECT_HIDDEN void vz_direct_bg_stop(void);
-/* Around an application thread's spin on the engine: the background
- * thread stays off the port meanwhile. */
-VZ_DIRECT_HIDDEN void vz_direct_spinning(bool on);
+/* Around an application thread's spin on a set of engines: their
+ * background threads stay off their queues meanwhile. */
+VZ_DIRECT_HIDDEN void vz_direct_spinning(__u32 engines, bool on);
 
 /* poll()'s answer for a set of direct sockets only, from their queues: no
  * system call (direct_sock.c). */
@@ -191,16 +233,18 @@ VZ_DIRECT_HIDDEN int vz_direct_sys_poll(struct pollfd *p, nfds_t n, int ms);
 /* A socket without the engine's set-up (socket() after vz_direct_init):
  * its descriptor, or -1 with errno. */
 VZ_DIRECT_HIDDEN int vz_direct_sock_new(int domain, int type);
-/* Under vz_direct.lock: queue a datagram on s (false: full, dropped). */
+/* Under vz_direct.lock: queue a datagram that came on an interface queue
+ * on s (false: full, dropped). */
 VZ_DIRECT_HIDDEN bool vz_direct_enqueue(struct vz_direct_socket *s,
 					const struct in6_addr *addr,
-					__be16 port, const void *data,
-					size_t len);
-/* Under vz_direct.lock: a datagram the engine received, onto its socket's
- * queue; -1 when no socket is bound to it (direct_addr.c). */
+					__be16 port, unsigned int queue,
+					const void *data, size_t len);
+/* Under vz_direct.lock: a datagram the engine of `queue` received, onto
+ * its socket's queue; -1 when no socket is bound to it (direct_addr.c). */
 struct vz_dgram_meta;
 VZ_DIRECT_HIDDEN int vz_direct_deliver(const struct vz_dgram_meta *m,
-				       const void *payload, size_t len);
+				       unsigned int queue, const void *payload,
+				       size_t len);
 
 /* ---- addresses (direct_addr.c) ---- */
 

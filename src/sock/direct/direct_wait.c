@@ -7,15 +7,17 @@
  * busy:
  *
  *   - a wait first spins for the busy-poll budget ($VZ_BUSY_POLL_US, else
- *     DEFAULT_BUSY_US), running the engine and asking the kernel with a
- *     zero timeout, then sleeps in the real call. One thread spins at a
- *     time (`spinners`); others sleep at once, woken by the eventfds the
+ *     DEFAULT_BUSY_US), running the thread's engines (its own, else all:
+ *     direct_internal.h) and asking the kernel with a zero timeout, then
+ *     sleeps in the real call. One thread spins on an engine at a time
+ *     (`spinners`); others sleep at once, woken by the eventfds the
  *     spinner's engine writes.
- *   - the background thread sleeps in poll() on the AF_XDP sockets, so a
- *     frame wakes it at once and it runs the engine (which writes the
- *     eventfds). While a thread spins it stays off the port (they would
- *     both chase every frame) and looks again every spin budget; a spinner
- *     that goes to sleep rings it (`wake`).
+ *   - each engine's background thread sleeps in poll() on its queue's
+ *     AF_XDP socket, so a frame wakes it at once and it runs the engine
+ *     (which writes the eventfds). While a thread spins on the engine it
+ *     stays off the queue (they would both chase every frame) and looks
+ *     again every spin budget; a spinner that goes to sleep rings it
+ *     (`wake`), as does another engine that shares a neighbour answer.
  *
  * Across fork() the child gets the parent's descriptors but not its port:
  * sharing the AF_XDP rings would corrupt both. Its direct-socket calls fail
@@ -93,11 +95,17 @@ static void in_child(void)
 
 	child = true;
 	vz_direct.ready = false; /* no engine, no spin, no clean-up at exit */
-	/* the parent may have held it at fork() */
+	/* the parent may have held them at fork() */
 	pthread_mutex_init(&vz_direct.lock, NULL);
-	for (i = 0; i < vz_direct.nxfds; i++)
-		close(vz_direct.xfds[i]);
-	vz_direct.nxfds = 0;
+	for (i = 0; i < vz_direct.nengines; i++) {
+		struct vz_direct_engine *e = &vz_direct.engines[i];
+
+		pthread_mutex_init(&e->lock, NULL);
+		pthread_mutex_init(&e->inbox_lock, NULL);
+		close(e->xfd);
+		close(e->wake);
+	}
+	vz_direct.nengines = 0;
 }
 
 static void atfork_setup(void)
@@ -124,47 +132,42 @@ bool vz_direct_forked(void)
 	return true;
 }
 
-/* ---- the background thread ---- */
+/* ---- the background threads ---- */
 
-/* Whether a frame may be waiting for no one: nobody ran the engine for
- * a tick (the timers are due too). */
-static bool stale(void)
+/* Whether a frame may be waiting for no one: nobody ran e for a tick (its
+ * timers are due too), or another engine shared an answer with it. */
+static bool stale(const struct vz_direct_engine *e)
 {
-	return vz_now_ns() -
-		       __atomic_load_n(&vz_direct.last_run, __ATOMIC_RELAXED) >=
-	       (__u64)TICK_MS * 1000000;
+	return __atomic_load_n(&e->ninbox, __ATOMIC_RELAXED) ||
+	       vz_now_ns() - __atomic_load_n(&e->last_run, __ATOMIC_RELAXED) >=
+		       (__u64)TICK_MS * 1000000;
 }
 
 static void *background(void *arg)
 {
-	struct pollfd p[VZ_UDPD_MAX_QUEUES + 1];
+	struct vz_direct_engine *e = arg;
 	struct timespec tick = { 0, TICK_MS * 1000000L };
 	struct timespec park = { 0, (long)vz_direct.busy_us * 1000 };
-	nfds_t n, i;
+	struct pollfd p[2];
 	bool watch;
 	int rc;
 
-	(void)arg;
 	if (park.tv_nsec < 50000 || park.tv_nsec >= tick.tv_nsec)
 		park.tv_nsec = park.tv_nsec < 50000 ? 50000 : tick.tv_nsec;
 	while (!__atomic_load_n(&vz_direct.stop, __ATOMIC_ACQUIRE)) {
-		watch = !__atomic_load_n(&vz_direct.spinners, __ATOMIC_ACQUIRE);
-		n = 0;
-		p[n++] = (struct pollfd){ .fd = vz_direct.wake,
-					  .events = POLLIN };
-		for (i = 0; watch && i < vz_direct.nxfds; i++)
-			p[n++] = (struct pollfd){ .fd = vz_direct.xfds[i],
-						  .events = POLLIN };
-		rc = sys_ppoll(p, n, watch ? &tick : &park);
+		watch = !__atomic_load_n(&e->spinners, __ATOMIC_ACQUIRE);
+		p[0] = (struct pollfd){ .fd = e->wake, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = e->xfd, .events = POLLIN };
+		rc = sys_ppoll(p, watch ? 2 : 1, watch ? &tick : &park);
 		if (rc > 0 && (p[0].revents & POLLIN))
-			vz_direct_efd_drain(vz_direct.wake);
-		if (__atomic_load_n(&vz_direct.spinners, __ATOMIC_ACQUIRE))
+			vz_direct_efd_drain(e->wake);
+		if (__atomic_load_n(&e->spinners, __ATOMIC_ACQUIRE))
 			continue; /* a spinning thread runs the engine */
-		if (rc <= 0 && !stale())
+		if (rc <= 0 && !stale(e))
 			continue;
-		pthread_mutex_lock(&vz_direct.lock);
-		vz_direct_engine();
-		pthread_mutex_unlock(&vz_direct.lock);
+		pthread_mutex_lock(&e->lock);
+		vz_direct_engine_run(e);
+		pthread_mutex_unlock(&e->lock);
 	}
 	return NULL;
 }
@@ -172,80 +175,109 @@ static void *background(void *arg)
 int vz_direct_bg_start(void)
 {
 	sigset_t all, old;
-	int rc;
+	unsigned int i;
+	int rc = 0;
 
-	vz_direct.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (vz_direct.wake < 0)
-		return -1;
 	/* the application's signals are for its own threads */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&vz_direct.bg, NULL, background, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc) {
-		close(vz_direct.wake);
-		return -1;
+	for (i = 0; !rc && i < vz_direct.nengines; i++) {
+		struct vz_direct_engine *e = &vz_direct.engines[i];
+
+		e->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (e->wake < 0 || pthread_create(&e->bg, NULL, background, e))
+			rc = -1;
+		else
+			e->bg_running = true;
 	}
-	return 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
 }
 
 void vz_direct_bg_stop(void)
 {
+	unsigned int i;
+
 	__atomic_store_n(&vz_direct.stop, 1, __ATOMIC_RELEASE);
-	vz_direct_efd_ring(vz_direct.wake);
-	pthread_join(vz_direct.bg, NULL);
+	for (i = 0; i < vz_direct.nengines; i++) {
+		struct vz_direct_engine *e = &vz_direct.engines[i];
+
+		if (e->bg_running) {
+			vz_direct_efd_ring(e->wake);
+			pthread_join(e->bg, NULL);
+			e->bg_running = false;
+		}
+		/* its eventfd stays open: an application thread may still
+		 * ring it while the process exits */
+	}
 }
 
 /* ---- spinning ---- */
 
-/* Start a spin: false when `alone` and another thread spins already. */
-static bool spin_begin(bool alone)
+/* Start a spin on a set of engines: the ones taken. Alone, only those no
+ * other thread spins on (none: the caller sleeps at once). */
+static __u32 spin_begin(__u32 engines, bool alone)
 {
-	int none = 0;
+	__u32 taken = 0;
+	unsigned int i;
 
-	if (!alone) {
-		__atomic_add_fetch(&vz_direct.spinners, 1, __ATOMIC_ACQ_REL);
-		return true;
+	for (i = 0; i < vz_direct.nengines; i++) {
+		int none = 0;
+		int *n = &vz_direct.engines[i].spinners;
+
+		if (!(engines & (1u << i)))
+			continue;
+		if (!alone)
+			__atomic_add_fetch(n, 1, __ATOMIC_ACQ_REL);
+		else if (!__atomic_compare_exchange_n(n, &none, 1, false,
+						      __ATOMIC_ACQ_REL,
+						      __ATOMIC_RELAXED))
+			continue;
+		taken |= 1u << i;
 	}
-	return __atomic_compare_exchange_n(&vz_direct.spinners, &none, 1, false,
-					   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	return taken;
 }
 
-/* End a spin; one going to sleep hands the port to the background thread
- * when it was the last spinner. */
-static void spin_end(bool sleeping)
+/* End a spin; one going to sleep hands each engine it was the last
+ * spinner of to that engine's background thread. */
+static void spin_end(__u32 engines, bool sleeping)
 {
-	if (!__atomic_sub_fetch(&vz_direct.spinners, 1, __ATOMIC_ACQ_REL) &&
-	    sleeping)
-		vz_direct_efd_ring(vz_direct.wake);
+	unsigned int i;
+
+	for (i = 0; i < vz_direct.nengines; i++) {
+		struct vz_direct_engine *e = &vz_direct.engines[i];
+
+		if ((engines & (1u << i)) &&
+		    !__atomic_sub_fetch(&e->spinners, 1, __ATOMIC_ACQ_REL) &&
+		    sleeping)
+			vz_direct_efd_ring(e->wake);
+	}
 }
 
-void vz_direct_spinning(bool on)
+void vz_direct_spinning(__u32 engines, bool on)
 {
 	if (on)
-		spin_begin(false);
+		spin_begin(engines, false);
 	else
-		spin_end(false);
+		spin_end(engines, false);
 }
 
 /* ---- waits ---- */
 
-/* One look of a spinning wait: a turn of the engine, then the kernel's
+/* One look of a spinning wait: a turn of its engines, then the kernel's
  * answer without sleeping (*rc: what the wait returns). */
 struct wait_look {
 	int (*check)(void *arg, int ms);
 	void *arg;
 	int *rc;
+	__u32 engines;
 };
 
 static bool wait_look(const void *p)
 {
 	const struct wait_look *w = p;
 
-	if (!pthread_mutex_trylock(&vz_direct.lock)) {
-		vz_direct_engine();
-		pthread_mutex_unlock(&vz_direct.lock);
-	}
+	vz_direct_turn(w->engines);
 	*w->rc = w->check(w->arg, 0);
 	return *w->rc != 0;
 }
@@ -256,10 +288,13 @@ int vz_direct_wait(int (*check)(void *arg, int ms), void *arg, int timeout_ms)
 					: (__s64)vz_now_ns() +
 						  (__s64)timeout_ms * 1000000;
 	int rc = 0;
-	struct wait_look look = { check, arg, &rc };
+	struct wait_look look = { check, arg, &rc, 0 };
 	__s64 left;
 
-	if (!vz_direct.ready || child || !spin_begin(true))
+	if (!vz_direct.ready || child)
+		return check(arg, timeout_ms);
+	look.engines = spin_begin(vz_direct_my_engines(), true);
+	if (!look.engines)
 		return check(arg, timeout_ms);
 	/*
 	 * Offering the CPU every few microseconds: what a server's other
@@ -274,10 +309,10 @@ int vz_direct_wait(int (*check)(void *arg, int ms), void *arg, int timeout_ms)
 				  timeout_ms ? vz_direct.busy_us : 0,
 				  deadline) ||
 	    !timeout_ms) {
-		spin_end(false);
+		spin_end(look.engines, false);
 		return rc;
 	}
-	spin_end(true);
+	spin_end(look.engines, true);
 	if (deadline < 0)
 		return check(arg, -1);
 	left = deadline - (__s64)vz_now_ns();

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * udpd's AF_XDP port. One UMEM of FRAMES frames, shared by one socket per
- * receive queue; each socket has its own fill and completion rings. Received
- * frames go back to the fill ring as soon as the stack has read them (the
- * stack copies what it keeps). Transmitted frames come from a free list and
- * return to it from the completion rings. Everything goes out through queue
- * 0's socket: on veth and most NICs any queue can transmit.
+ * udpd's AF_XDP port. One UMEM shared by one socket per receive queue; each
+ * socket has its own fill and completion rings, and its own QUEUE_FRAMES
+ * frames with their free list. Received frames go back to the fill ring as
+ * soon as the stack has read them (the stack copies what it keeps).
+ * Transmitted frames come from the queue's free list and return to it from
+ * its completion ring. A frame never moves between queues, so two threads
+ * can each drive a queue of their own without a lock (direct mode's
+ * engines); udpd drives all of them from one thread and sends through
+ * queue 0's socket: on veth and most NICs any queue can transmit.
  *
  * Nothing of it outlives the process, however it ends: the steering program
  * hangs on a BPF link that only this process holds (never pinned), so the
@@ -37,7 +40,7 @@
 
 #define FRAME_SIZE 2048u
 #define RING 1024u /* every ring */
-#define FRAMES (8192u) /* fill rings (RING per queue) + transmit pool */
+#define QUEUE_FRAMES (4096u) /* a queue's fill ring (RING) + its transmit pool */
 #define BATCH 64u
 /* Kicks per flush: a full ring at 32 frames a kick, and room for retries. */
 #define TX_MAX_KICKS (2 * RING / 32 + 8)
@@ -47,6 +50,10 @@ struct queue {
 	struct xsk_ring_cons rx, comp;
 	struct xsk_ring_prod tx, fill;
 	int fd;
+	__u64 free_frames[QUEUE_FRAMES];
+	unsigned int nfree;
+	unsigned int tx_pending; /* descriptors submitted, not yet kicked */
+	struct vz_udpd_port_stats stats; /* the port's own counters */
 };
 
 struct vz_udpd_port {
@@ -61,11 +68,8 @@ struct vz_udpd_port {
 	void *area;
 	struct xsk_umem *umem;
 	unsigned int nqueues;
+	__u64 area_size;
 	struct queue q[VZ_UDPD_MAX_QUEUES];
-	__u64 free_frames[FRAMES];
-	unsigned int nfree;
-	unsigned int tx_pending; /* descriptors submitted, not yet kicked */
-	struct vz_udpd_port_stats stats;
 };
 
 static const char *steer_object(char *buf, size_t len)
@@ -162,17 +166,17 @@ static int attach(struct vz_udpd_port *p, const struct vz_udpd_port_config *cfg)
 	return 0;
 }
 
-static void refill(struct vz_udpd_port *p, struct queue *q)
+static void refill(struct queue *q)
 {
 	__u32 want = xsk_prod_nb_free(&q->fill, RING), idx, i;
 
-	if (want > p->nfree)
-		want = p->nfree;
+	if (want > q->nfree)
+		want = q->nfree;
 	if (!want || xsk_ring_prod__reserve(&q->fill, want, &idx) != want)
 		return;
 	for (i = 0; i < want; i++)
 		*xsk_ring_prod__fill_addr(&q->fill, idx + i) =
-			p->free_frames[--p->nfree];
+			q->free_frames[--q->nfree];
 	xsk_ring_prod__submit(&q->fill, want);
 }
 
@@ -193,12 +197,14 @@ static int open_queue(struct vz_udpd_port *p, unsigned int i, bool copy)
 	unsigned int tries;
 	int err, map;
 
+	for (q->nfree = 0; q->nfree < QUEUE_FRAMES; q->nfree++)
+		q->free_frames[q->nfree] =
+			((__u64)i * QUEUE_FRAMES + q->nfree) * FRAME_SIZE;
 	if (!i) {
-		err = xsk_umem__create(&p->umem, p->area,
-				       (__u64)FRAMES * FRAME_SIZE, &q->fill,
-				       &q->comp, &ucfg);
+		err = xsk_umem__create(&p->umem, p->area, p->area_size,
+				       &q->fill, &q->comp, &ucfg);
 		if (err) {
-			vz_err_umem(err, (__u64)FRAMES * FRAME_SIZE);
+			vz_err_umem(err, p->area_size);
 			return err;
 		}
 	}
@@ -228,7 +234,7 @@ static int open_queue(struct vz_udpd_port *p, unsigned int i, bool copy)
 		       p->ifname, i, strerror(-err));
 		return err;
 	}
-	refill(p, q);
+	refill(q);
 	return 0;
 }
 
@@ -264,17 +270,17 @@ struct vz_udpd_port *vz_udpd_port_open(const struct vz_udpd_port_config *cfg)
 		free(p);
 		return NULL;
 	}
-	p->area =
-		mmap(NULL, (size_t)FRAMES * FRAME_SIZE, PROT_READ | PROT_WRITE,
-		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p->area_size = (__u64)(p->nqueues ? p->nqueues : 1) * QUEUE_FRAMES *
+		       FRAME_SIZE;
+	p->area = mmap(NULL, (size_t)p->area_size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p->area == MAP_FAILED) {
-		vz_err("cannot map %u MiB for AF_XDP frames: %s",
-		       FRAMES * FRAME_SIZE >> 20, strerror(errno));
+		vz_err("cannot map %llu MiB for AF_XDP frames: %s",
+		       (unsigned long long)(p->area_size >> 20),
+		       strerror(errno));
 		free(p);
 		return NULL;
 	}
-	for (i = 0; i < FRAMES; i++)
-		p->free_frames[p->nfree++] = (__u64)i * FRAME_SIZE;
 	err = vz_claim_port(&p->lock, p->ifindex, p->ifname, cfg->replace, 0);
 	if (!err)
 		err = attach(p, cfg);
@@ -302,7 +308,7 @@ void vz_udpd_port_close(struct vz_udpd_port *p)
 	if (p->umem)
 		xsk_umem__delete(p->umem);
 	if (p->area && p->area != MAP_FAILED)
-		munmap(p->area, (size_t)FRAMES * FRAME_SIZE);
+		munmap(p->area, (size_t)p->area_size);
 	vz_iface_unlock(&p->lock);
 	free(p);
 }
@@ -330,89 +336,94 @@ unsigned int vz_udpd_port_fds(const struct vz_udpd_port *p, int *fds,
 	return i;
 }
 
+unsigned int vz_udpd_port_rx_queue(struct vz_udpd_port *p, unsigned int qi,
+				   vz_udpd_rx_fn fn, void *opaque,
+				   unsigned int budget)
+{
+	struct queue *q = &p->q[qi];
+	__u64 lo = (__u64)qi * QUEUE_FRAMES * FRAME_SIZE;
+	__u32 idx, n, k;
+
+	n = xsk_ring_cons__peek(&q->rx, budget < BATCH ? budget : BATCH, &idx);
+	for (k = 0; k < n; k++) {
+		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&q->rx, idx + k);
+		__u64 addr = xsk_umem__extract_addr(d->addr);
+
+		/* only this queue's frames come back on its ring */
+		if (addr < lo || addr + d->len > lo + (__u64)QUEUE_FRAMES * FRAME_SIZE ||
+		    d->len > FRAME_SIZE) {
+			q->stats.rx_invalid++;
+			continue; /* not ours to recycle either */
+		}
+		fn(opaque, xsk_umem__get_data(p->area, d->addr), d->len);
+		q->free_frames[q->nfree++] = addr & ~(__u64)(FRAME_SIZE - 1);
+	}
+	if (n)
+		xsk_ring_cons__release(&q->rx, n);
+	q->stats.rx_frames += n;
+	refill(q);
+	if (xsk_ring_prod__needs_wakeup(&q->fill))
+		recvfrom(q->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+	return n;
+}
+
 unsigned int vz_udpd_port_rx(struct vz_udpd_port *p, vz_udpd_rx_fn fn,
 			     void *opaque, unsigned int budget)
 {
 	unsigned int i, total = 0;
 
-	for (i = 0; i < p->nqueues; i++) {
-		struct queue *q = &p->q[i];
-		__u32 idx, n, k;
-
-		n = xsk_ring_cons__peek(&q->rx, budget < BATCH ? budget : BATCH,
-					&idx);
-		for (k = 0; k < n; k++) {
-			const struct xdp_desc *d =
-				xsk_ring_cons__rx_desc(&q->rx, idx + k);
-			__u64 addr = xsk_umem__extract_addr(d->addr);
-
-			if (addr + d->len > (__u64)FRAMES * FRAME_SIZE ||
-			    d->len > FRAME_SIZE) {
-				p->stats.rx_invalid++;
-				continue; /* not ours to recycle either */
-			}
-			fn(opaque, xsk_umem__get_data(p->area, d->addr),
-			   d->len);
-			p->free_frames[p->nfree++] =
-				addr & ~(__u64)(FRAME_SIZE - 1);
-		}
-		if (n)
-			xsk_ring_cons__release(&q->rx, n);
-		p->stats.rx_frames += n;
-		total += n;
-		refill(p, q);
-		if (xsk_ring_prod__needs_wakeup(&q->fill))
-			recvfrom(q->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
-	}
+	for (i = 0; i < p->nqueues; i++)
+		total += vz_udpd_port_rx_queue(p, i, fn, opaque, budget);
 	return total;
 }
 
-static void complete(struct vz_udpd_port *p)
+static void complete(struct queue *q)
 {
-	unsigned int i;
+	__u32 idx, n, k;
 
-	for (i = 0; i < p->nqueues; i++) {
-		struct queue *q = &p->q[i];
-		__u32 idx, n, k;
-
-		n = xsk_ring_cons__peek(&q->comp, RING, &idx);
-		for (k = 0; k < n; k++)
-			p->free_frames[p->nfree++] =
-				*xsk_ring_cons__comp_addr(&q->comp, idx + k);
-		if (n)
-			xsk_ring_cons__release(&q->comp, n);
-	}
+	n = xsk_ring_cons__peek(&q->comp, RING, &idx);
+	for (k = 0; k < n; k++)
+		q->free_frames[q->nfree++] =
+			*xsk_ring_cons__comp_addr(&q->comp, idx + k);
+	if (n)
+		xsk_ring_cons__release(&q->comp, n);
 }
 
-int vz_udpd_port_tx(struct vz_udpd_port *p, const void *frame, size_t len)
+int vz_udpd_port_tx_queue(struct vz_udpd_port *p, unsigned int qi,
+			  const void *frame, size_t len)
 {
-	struct queue *q = &p->q[0];
+	struct queue *q = &p->q[qi];
 	__u32 idx;
 	__u64 addr;
 
 	if (len > FRAME_SIZE || !len) {
-		p->stats.tx_full++;
+		q->stats.tx_full++;
 		return -1;
 	}
-	if (!p->nfree)
-		complete(p);
-	/* keep frames back for the fill rings, or receive would starve */
-	if (p->nfree <= RING || xsk_ring_prod__reserve(&q->tx, 1, &idx) != 1) {
-		vz_udpd_port_flush(p);
-		if (p->nfree <= RING ||
+	if (!q->nfree)
+		complete(q);
+	/* keep frames back for the fill ring, or receive would starve */
+	if (q->nfree <= RING || xsk_ring_prod__reserve(&q->tx, 1, &idx) != 1) {
+		vz_udpd_port_flush_queue(p, qi);
+		if (q->nfree <= RING ||
 		    xsk_ring_prod__reserve(&q->tx, 1, &idx) != 1) {
-			p->stats.tx_full++;
+			q->stats.tx_full++;
 			return -1;
 		}
 	}
-	addr = p->free_frames[--p->nfree];
+	addr = q->free_frames[--q->nfree];
 	memcpy(xsk_umem__get_data(p->area, addr), frame, len);
 	xsk_ring_prod__tx_desc(&q->tx, idx)->addr = addr;
 	xsk_ring_prod__tx_desc(&q->tx, idx)->len = (__u32)len;
 	xsk_ring_prod__submit(&q->tx, 1);
-	p->tx_pending++;
-	p->stats.tx_frames++;
+	q->tx_pending++;
+	q->stats.tx_frames++;
 	return 0;
+}
+
+int vz_udpd_port_tx(struct vz_udpd_port *p, const void *frame, size_t len)
+{
+	return vz_udpd_port_tx_queue(p, 0, frame, len);
 }
 
 /* Descriptors on the transmit ring that the kernel has not taken yet. */
@@ -431,13 +442,13 @@ static __u32 tx_outstanding(struct queue *q)
  * refuses frames (EBUSY, ENOBUFS, ENETDOWN) cannot hold the loop: what is
  * left goes with the next flush.
  */
-void vz_udpd_port_flush(struct vz_udpd_port *p)
+void vz_udpd_port_flush_queue(struct vz_udpd_port *p, unsigned int qi)
 {
-	struct queue *q = &p->q[0];
+	struct queue *q = &p->q[qi];
 	unsigned int kicks;
 
-	if (!p->tx_pending && !tx_outstanding(q)) {
-		complete(p);
+	if (!q->tx_pending && !tx_outstanding(q)) {
+		complete(q);
 		return;
 	}
 	for (kicks = 0; kicks < TX_MAX_KICKS; kicks++) {
@@ -447,13 +458,18 @@ void vz_udpd_port_flush(struct vz_udpd_port *p)
 		    errno != EAGAIN && errno != EBUSY && errno != ENOBUFS &&
 		    errno != EINTR)
 			break;
-		p->stats.tx_kicks++;
-		complete(p);
+		q->stats.tx_kicks++;
+		complete(q);
 	}
 	if (tx_outstanding(q) && xsk_ring_prod__needs_wakeup(&q->tx))
-		p->stats.tx_kick_stalls++;
-	p->tx_pending = 0;
-	complete(p);
+		q->stats.tx_kick_stalls++;
+	q->tx_pending = 0;
+	complete(q);
+}
+
+void vz_udpd_port_flush(struct vz_udpd_port *p)
+{
+	vz_udpd_port_flush_queue(p, 0);
 }
 
 void vz_udpd_port_get_stats(struct vz_udpd_port *p,
@@ -463,8 +479,16 @@ void vz_udpd_port_get_stats(struct vz_udpd_port *p,
 	socklen_t len = sizeof(x);
 	unsigned int i;
 
-	*out = p->stats;
+	memset(out, 0, sizeof(*out));
 	for (i = 0; i < p->nqueues; i++) {
+		const struct vz_udpd_port_stats *q = &p->q[i].stats;
+
+		out->rx_frames += q->rx_frames;
+		out->rx_invalid += q->rx_invalid;
+		out->tx_frames += q->tx_frames;
+		out->tx_full += q->tx_full;
+		out->tx_kicks += q->tx_kicks;
+		out->tx_kick_stalls += q->tx_kick_stalls;
 		if (getsockopt(p->q[i].fd, SOL_XDP, XDP_STATISTICS, &x, &len))
 			continue;
 		out->xsk_rx_dropped += x.rx_dropped;

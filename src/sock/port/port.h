@@ -2,7 +2,10 @@
 /*
  * udpd's port: one AF_XDP socket per receive queue of one interface, one
  * UMEM, and the steering program that hands them the frames for udpd's
- * address (udpd_steer.bpf.c). Single-threaded: the poller's loop owns it.
+ * address (udpd_steer.bpf.c). Each queue has frames of its own: calls on
+ * different queues may run in different threads at once, calls on one
+ * queue must not (udpd drives them all from its loop; direct mode has an
+ * engine per queue). The whole-port calls touch every queue, or queue 0.
  */
 #ifndef VZ_SOCK_PORT_PORT_H
 #define VZ_SOCK_PORT_PORT_H
@@ -56,15 +59,24 @@ bool vz_udpd_port_present(const struct vz_udpd_port *p);
 unsigned int vz_udpd_port_fds(const struct vz_udpd_port *p, int *fds,
 			      unsigned int max);
 
-/* Received frames, at most `budget`, each handed to fn then recycled. */
+/* Received frames, at most `budget` per queue, each handed to fn then
+ * recycled: from every queue, or from queue qi. */
 typedef void (*vz_udpd_rx_fn)(void *opaque, const void *frame, size_t len);
 unsigned int vz_udpd_port_rx(struct vz_udpd_port *p, vz_udpd_rx_fn fn,
 			     void *opaque, unsigned int budget);
+unsigned int vz_udpd_port_rx_queue(struct vz_udpd_port *p, unsigned int qi,
+				   vz_udpd_rx_fn fn, void *opaque,
+				   unsigned int budget);
 
-/* Queue one frame (copied) for transmission: 0, or -1 when full. */
+/* Queue one frame (copied) for transmission on queue 0, or on queue qi: 0,
+ * or -1 when full. */
 int vz_udpd_port_tx(struct vz_udpd_port *p, const void *frame, size_t len);
-/* Kick the kernel for what was queued; reclaim completed frames. */
+int vz_udpd_port_tx_queue(struct vz_udpd_port *p, unsigned int qi,
+			  const void *frame, size_t len);
+/* Kick the kernel for what was queued on queue 0 (or qi); reclaim
+ * completed frames. */
 void vz_udpd_port_flush(struct vz_udpd_port *p);
+void vz_udpd_port_flush_queue(struct vz_udpd_port *p, unsigned int qi);
 
 void vz_udpd_port_get_stats(struct vz_udpd_port *p,
 			    struct vz_udpd_port_stats *out);
