@@ -205,7 +205,7 @@ def test_a_reuseport_group_on_a_link_with_two_queues(testbed):
         # thread i (member i) takes queue i's datagrams, and answers on
         # it: a thread taking both queues' shows, as does one taking the
         # other's when the two counts differ
-        pairs = list(zip(requests, per_thread, answers))
+        pairs = list(zip(requests, per_thread, answers, strict=True))
         for queue, (reqs, served, answered) in enumerate(pairs):
             assert 0 <= reqs - served <= NEIGHBOUR_FRAMES, (queue, pairs)
             assert 0 <= answered - served <= NEIGHBOUR_FRAMES, (queue, pairs)

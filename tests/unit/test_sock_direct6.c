@@ -584,7 +584,8 @@ static void test_reuseport_by_queue(void)
 	vz_direct.nengines = 3;
 	for (sport = 2000; sport < 2032; sport++)
 		for (i = 0; i < 3; i++)
-			exact &= member_for(fds, 3, (unsigned int)i, sport) == i;
+			exact &=
+				member_for(fds, 3, (unsigned int)i, sport) == i;
 	CHECK(exact, "three queues, three members: queue i to member i");
 	vz_direct.nengines = 2;
 	for (sport = 2000; sport < 2064; sport++) {

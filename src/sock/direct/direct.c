@@ -435,10 +435,10 @@ static void do_init(void)
 	}
 	vz_quiet_bpf_logs(); /* libbpf's and libxdp's notices: debugging only */
 	/* the addresses judged before anything is attached */
-	check = vz_stack_new(&cfg,
-			     &(struct vz_stack_ops){ .tx = on_tx,
-						   .deliver = on_deliver },
-			     err, sizeof(err));
+	check = vz_stack_new(
+		&cfg,
+		&(struct vz_stack_ops){ .tx = on_tx, .deliver = on_deliver },
+		err, sizeof(err));
 	if (!check) {
 		fprintf(stderr, "libveloz-sock: %s\n", err);
 		vz_direct.init_err = EINVAL;
@@ -655,10 +655,9 @@ static void sleep_port(__u32 engines, int ms)
 
 	for (i = 0; i < vz_direct.nengines; i++)
 		if (engines & (1u << i))
-			p[n++] = (struct pollfd){
-				.fd = vz_direct.engines[i].xfd,
-				.events = POLLIN
-			};
+			p[n++] =
+				(struct pollfd){ .fd = vz_direct.engines[i].xfd,
+						 .events = POLLIN };
 	vz_direct_sys_poll(n ? p : NULL, n, ms);
 }
 
@@ -688,11 +687,15 @@ static struct dgram *take(struct vz_direct_socket *s, bool peek)
 	struct dgram *d;
 	unsigned int i;
 
-	pthread_mutex_lock(&vz_direct.lock);
-	d = pop_open(s, peek);
-	pthread_mutex_unlock(&vz_direct.lock);
-	if (d || errno == EBADF)
-		return d;
+	/* the queue looked at without the lock first: empty, it is the
+	 * engines' turn anyway */
+	if (readable(s) || !__atomic_load_n(&s->refs, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&vz_direct.lock);
+		d = pop_open(s, peek);
+		pthread_mutex_unlock(&vz_direct.lock);
+		if (d || errno == EBADF)
+			return d;
+	}
 	for (i = 0; i < vz_direct.nengines; i++) {
 		struct vz_direct_engine *e = &vz_direct.engines[i];
 

@@ -5,14 +5,15 @@
  * With VZ_MODE=direct the process owns an interface itself: it opens
  * udpd's port (src/sock/port: the interface lock, the steering program for its
  * address, one AF_XDP socket per queue) and runs the protocol engine
- * (stack/) in its own threads. A receive polls the AF_XDP ring and runs
- * the engine on what came, in the caller's thread; a send runs the engine
- * and kicks the port. No process hop, no shared ring. A socket is an
- * eventfd, readable while a datagram is queued, so the kernel's poll,
- * select and epoll (edge-triggered, EPOLLONESHOT, nested sets, dup copies)
- * work on it; a background thread sleeping on the AF_XDP sockets runs the
- * engine when a frame comes and no application thread is polling, so
- * waiters wake and ARP, NDP and ICMP echo are answered meanwhile.
+ * (stack/) in its own threads, an engine per queue. A receive polls the
+ * AF_XDP ring and runs the engine on what came, in the caller's thread; a
+ * send runs the engine and kicks the port. No process hop, no shared ring.
+ * A socket is an eventfd, readable while a datagram is queued, so the
+ * kernel's poll, select and epoll (edge-triggered, EPOLLONESHOT, nested
+ * sets, dup copies) work on it; each engine's background thread, sleeping
+ * on its AF_XDP socket, runs it when a frame comes and no application
+ * thread is polling it, so waiters wake and ARP, NDP and ICMP echo are
+ * answered meanwhile.
  *
  * The same vz_ calls (and so the LD_PRELOAD shim) work: libveloz-sock runs
  * them here through direct mode's operations (direct_mode.c, the table of

@@ -40,7 +40,8 @@
 
 #define FRAME_SIZE 2048u
 #define RING 1024u /* every ring */
-#define QUEUE_FRAMES (4096u) /* a queue's fill ring (RING) + its transmit pool */
+#define QUEUE_FRAMES \
+	(4096u) /* a queue's fill ring (RING) + its transmit pool */
 #define BATCH 64u
 /* Kicks per flush: a full ring at 32 frames a kick, and room for retries. */
 #define TX_MAX_KICKS (2 * RING / 32 + 8)
@@ -346,11 +347,13 @@ unsigned int vz_udpd_port_rx_queue(struct vz_udpd_port *p, unsigned int qi,
 
 	n = xsk_ring_cons__peek(&q->rx, budget < BATCH ? budget : BATCH, &idx);
 	for (k = 0; k < n; k++) {
-		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&q->rx, idx + k);
+		const struct xdp_desc *d =
+			xsk_ring_cons__rx_desc(&q->rx, idx + k);
 		__u64 addr = xsk_umem__extract_addr(d->addr);
 
 		/* only this queue's frames come back on its ring */
-		if (addr < lo || addr + d->len > lo + (__u64)QUEUE_FRAMES * FRAME_SIZE ||
+		if (addr < lo ||
+		    addr + d->len > lo + (__u64)QUEUE_FRAMES * FRAME_SIZE ||
 		    d->len > FRAME_SIZE) {
 			q->stats.rx_invalid++;
 			continue; /* not ours to recycle either */
