@@ -477,6 +477,88 @@ out:
 	vz_direct.nengines = 0;
 }
 
+/* An ARP frame from PEER4 to us (op 1 request, 2 reply). */
+static size_t arp_frame(unsigned char *f, int op)
+{
+	static const unsigned char us[6] = { 2, 0, 0, 0, 0, 1 },
+				   peer[6] = { 2, 0, 0, 0, 0, 7 };
+
+	memset(f, 0, 60);
+	memcpy(f, us, 6);
+	memcpy(f + 6, peer, 6);
+	f[12] = 0x08, f[13] = 0x06; /* ARP */
+	f[15] = 1, f[16] = 0x08, f[18] = 6, f[19] = 4; /* Ethernet, IPv4 */
+	f[21] = (unsigned char)op;
+	memcpy(f + 22, peer, 6);
+	inet_pton(AF_INET, PEER4, f + 28);
+	memcpy(f + 32, us, 6);
+	inet_pton(AF_INET, US4, f + 38);
+	return 60; /* padded, as on the wire */
+}
+
+/*
+ * Two engines (two interface queues), each with its stack: engine 1 asks
+ * for PEER4's address and the reply comes on engine 0's queue. Engine 0
+ * shares it, and engine 1 learns it at its next turn and sends the
+ * datagram that waited. A request is not shared (each engine answers only
+ * what came on its own queue); an NDP advertisement is.
+ */
+static void test_neighbour_answers_shared(void)
+{
+	struct vz_stack_config cfg = { .mac = { 2, 0, 0, 0, 0, 1 },
+				       .prefix_len = 24 };
+	struct vz_stack_ops ops = { .tx = keep_tx, .deliver = no_deliver };
+	struct vz_dgram_meta m = { .src_port = htons(5000),
+				   .dst_port = htons(53) };
+	struct vz_direct_engine *e0 = &vz_direct.engines[0],
+				*e1 = &vz_direct.engines[1];
+	unsigned char f[80] = { 0 };
+	unsigned int i;
+	char err[128];
+
+	cfg.ip4 = vz_direct.ip4;
+	inet_pton(AF_INET, PEER4, &m.dst_ip);
+	for (i = 0; i < 2; i++) {
+		vz_direct.engines[i].stack =
+			vz_stack_new(&cfg, &ops, err, sizeof(err));
+		vz_direct.engines[i].wake = -1;
+		vz_direct.engines[i].queue = i;
+		REQUIRE(vz_direct.engines[i].stack, "a stack: %s", err);
+	}
+	vz_direct.nengines = 2;
+	frames = 0;
+	CHECK(!vz_stack_send(e1->stack, &m, "dns", 3, 1) && frames == 1 &&
+		      u16_at(12) == 0x0806 && u16_at(20) == 1,
+	      "engine 1 asks for its next hop");
+	vz_direct_frame_in(e0, f, arp_frame(f, 1));
+	CHECK(e0->ninbox == 0 && e1->ninbox == 0, "a request is not shared");
+	vz_direct_frame_in(e0, f, arp_frame(f, 2));
+	CHECK(e1->ninbox == 1 && e0->ninbox == 0,
+	      "a reply is shared with the other engine only");
+	vz_direct_engine_run(e1);
+	CHECK(e1->ninbox == 0 &&
+		      vz_stack_get_stats(e1->stack)->arp_replies_in == 1 &&
+		      !vz_stack_get_stats(e1->stack)->arp_queued,
+	      "engine 1 learns it at its next turn");
+	CHECK(u16_at(12) == 0x0800 && frame[23] == IPPROTO_UDP &&
+		      !memcmp(frame, "\x02\0\0\0\0\x07", 6),
+	      "and sends the datagram that waited, to the peer's MAC");
+	/* an IPv6 neighbour advertisement: ICMPv6 type 136 (the stack
+	 * judges its checksum; sharing it is all that is checked here) */
+	memset(f, 0, sizeof(f));
+	f[12] = 0x86, f[13] = 0xdd, f[14] = 0x60, f[20] = 58, f[54] = 136;
+	vz_direct_frame_in(e1, f, sizeof(f));
+	CHECK(e0->ninbox == 1, "an NDP advertisement is shared");
+out:
+	vz_direct.nengines = 0;
+	for (i = 0; i < 2; i++) {
+		vz_direct.engines[i].ninbox = 0;
+		if (vz_direct.engines[i].stack)
+			vz_stack_free(vz_direct.engines[i].stack);
+		vz_direct.engines[i].stack = NULL;
+	}
+}
+
 static int reuseport_sock(int family, int on)
 {
 	int fd = vz_direct_sock_new(family, SOCK_DGRAM);
@@ -622,6 +704,7 @@ int main(void)
 	test_send();
 	test_reuseport_group();
 	test_reuseport_by_queue();
+	test_neighbour_answers_shared();
 	if (failures)
 		fprintf(stderr, "%d failure(s)\n", failures);
 	return failures != 0;

@@ -174,13 +174,17 @@ static void share(const struct vz_direct_engine *from, const void *frame,
 	}
 }
 
-static void on_frame(void *opaque, const void *frame, size_t len)
+void vz_direct_frame_in(struct vz_direct_engine *e, const void *frame,
+			size_t len)
 {
-	struct vz_direct_engine *e = opaque;
-
 	vz_stack_input(e->stack, frame, len, vz_now_ns());
 	if (vz_direct.nengines > 1 && neighbour_answer(frame, len))
 		share(e, frame, len);
+}
+
+static void on_frame(void *opaque, const void *frame, size_t len)
+{
+	vz_direct_frame_in(opaque, frame, len);
 }
 
 /* Under e->lock: what the other engines shared with it. */
@@ -209,9 +213,11 @@ unsigned int vz_direct_engine_run(struct vz_direct_engine *e)
 	__u64 now = vz_now_ns();
 	unsigned int n;
 
-	if (!vz_direct.port || !e->stack)
+	if (!e->stack)
 		return 0; /* shut down at exit, or never opened */
 	learn_shared(e, now);
+	if (!vz_direct.port)
+		return 0;
 	n = vz_udpd_port_rx_queue(vz_direct.port, e->queue, on_frame, e, 64);
 	if (now - e->last_tick >= 1000000) {
 		vz_stack_tick(e->stack, now);

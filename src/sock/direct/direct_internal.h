@@ -125,6 +125,8 @@ struct vz_direct_socket {
 /* One queue of the interface and the stack that serves it. */
 struct vz_direct_engine {
 	pthread_mutex_t lock; /* the stack, this queue of the port, last_* */
+	/* Its reassembly too: RSS hashes a fragment on its addresses alone,
+	 * so a datagram's fragments come on one queue. */
 	struct vz_stack *stack;
 	unsigned int queue;
 	int xfd; /* the queue's AF_XDP socket: readable when frames come */
@@ -199,6 +201,10 @@ VZ_DIRECT_HIDDEN void vz_direct_atfork(void);
 /* Under e->lock: take what e's queue has, run its timers, send (direct.c;
  * nothing without a port). */
 VZ_DIRECT_HIDDEN unsigned int vz_direct_engine_run(struct vz_direct_engine *e);
+/* Under e->lock: a frame that came on e's queue, into its stack (and a
+ * neighbour answer into the other engines' inboxes). */
+VZ_DIRECT_HIDDEN void vz_direct_frame_in(struct vz_direct_engine *e,
+					 const void *frame, size_t len);
 /* The engines this thread turns: its own, or all of them (a bit each). */
 VZ_DIRECT_HIDDEN __u32 vz_direct_my_engines(void);
 /* A turn of each engine in the set that no other thread is turning. */
