@@ -169,11 +169,12 @@ def queue_counts(netns: str, ifname: str, counter: str) -> list[int]:
 NEIGHBOUR_FRAMES = 8
 
 
-def test_a_reuseport_group_on_a_link_with_two_queues(testbed):
-    """The SO_REUSEPORT server in direct mode on a two-queue veth, a thread
-    and an engine per queue: every request of 64 flows answered right; each
-    thread served exactly the requests of one queue, and its answers left
-    on that queue, so each queue's flows keep to one engine both ways."""
+@pytest.fixture
+def two_queue_link(testbed):
+    """A veth of its own with two queues each way, between two namespaces of
+    its own: the client's end (na, ia) and the server's (nb, ib). An XDP
+    program on the client's end makes veth count the answers each of its
+    queues receives (the pass NF hands them all on)."""
     (na, ia, _), (nb, ib, _) = MQ["a"], MQ["b"]
     try:
         for ns in (na, nb):
@@ -186,33 +187,56 @@ def test_a_reuseport_group_on_a_link_with_two_queues(testbed):
             ip("-n", ns, "link", "set", ifname, "up")
             subprocess.run(in_netns(ns, ["ethtool", "-K", ifname, "tx", "off"]), check=True,
                            capture_output=True)  # fmt: skip
-        # an XDP program on the client's end, so veth counts the answers
-        # each of its queues receives (the pass NF hands them all on)
         ip("-n", na, "link", "set", "dev", ia, "xdpdrv", "obj", str(paths.nf("pass").bpf),
            "sec", "xdp.frags")  # fmt: skip
-        env = {**shim_env("direct"), **direct_env(ib, MQ_SERVER_IP)}
-        proc = start(nb, ["reuseport", MQ_SERVER_IP, "7204", "2"], env)
-        try:
-            got = run_app(na, ["client", MQ_SERVER_IP, "7204", "640", "64"])
-        finally:
-            out = stop(proc)
-        assert got["wrong"] == 0 and got["answered"] >= 639, got
-        per_thread = json.loads(out.strip().splitlines()[-1])["per_thread"]
-        assert sum(per_thread) >= got["answered"], per_thread
-        requests = queue_counts(nb, ib, "xdp_redirect")
-        answers = queue_counts(na, ia, "xdp_packets")
-        assert len(requests) == 2 and all(n > 0 for n in requests), requests
-        # thread i (member i) takes queue i's datagrams, and answers on
-        # it: a thread taking both queues' shows, as does one taking the
-        # other's when the two counts differ
-        pairs = list(zip(requests, per_thread, answers, strict=True))
-        for queue, (reqs, served, answered) in enumerate(pairs):
-            assert 0 <= reqs - served <= NEIGHBOUR_FRAMES, (queue, pairs)
-            assert 0 <= answered - served <= NEIGHBOUR_FRAMES, (queue, pairs)
-        assert not xdp_attached(nb, ib), "the direct server left its program"
+        yield na, ia, nb, ib
     finally:
         for ns in (na, nb):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+def serve_two_queues(link: tuple[str, str, str, str], server: list[str]) -> tuple[dict, str]:
+    """A server in direct mode on the link's server end, 640 requests over 64
+    flows from the client's: the client's summary and the server's output.
+    Both queues carry requests, and each queue's answers leave on it."""
+    na, ia, nb, ib = link
+    env = {**shim_env("direct"), **direct_env(ib, MQ_SERVER_IP)}
+    proc = start(nb, [server[0], MQ_SERVER_IP, "7204", *server[1:]], env)
+    try:
+        got = run_app(na, ["client", MQ_SERVER_IP, "7204", "640", "64"])
+    finally:
+        out = stop(proc)
+    assert got["wrong"] == 0 and got["answered"] >= 639, got
+    requests = queue_counts(nb, ib, "xdp_redirect")
+    answers = queue_counts(na, ia, "xdp_packets")
+    assert len(requests) == 2 and all(n > 0 for n in requests), requests
+    for queue, (reqs, answered) in enumerate(zip(requests, answers, strict=True)):
+        assert abs(answered - reqs) <= NEIGHBOUR_FRAMES, (queue, requests, answers)
+    assert not xdp_attached(nb, ib), "the direct server left its program"
+    return got, out
+
+
+def test_a_reuseport_group_on_a_link_with_two_queues(two_queue_link):
+    """The SO_REUSEPORT server in direct mode on a two-queue veth, a thread
+    and an engine per queue: every request of 64 flows answered right; each
+    thread served exactly the requests of one queue, and its answers left
+    on that queue, so each queue's flows keep to one engine both ways."""
+    got, out = serve_two_queues(two_queue_link, ["reuseport", "2"])
+    _, _, nb, ib = two_queue_link
+    per_thread = json.loads(out.strip().splitlines()[-1])["per_thread"]
+    assert sum(per_thread) >= got["answered"], per_thread
+    # thread i (member i) takes queue i's datagrams: a thread taking both
+    # queues' shows, as does one taking the other's when the counts differ
+    requests = queue_counts(nb, ib, "xdp_redirect")
+    for queue, (reqs, served) in enumerate(zip(requests, per_thread, strict=True)):
+        assert 0 <= reqs - served <= NEIGHBOUR_FRAMES, (queue, requests, per_thread)
+
+
+@pytest.mark.parametrize("server", [["asyncio"], ["threads", "2"]], ids=["asyncio", "threads"])
+def test_one_socket_for_both_queues(two_queue_link, server):
+    """One socket fed by both engines: a single-threaded server, and two
+    threads on dups of it, answer every request, each on its queue."""
+    serve_two_queues(two_queue_link, server)
 
 
 def test_epoll_server_asleep_is_woken_by_the_port(testbed):

@@ -37,9 +37,10 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread bool in_burst;
 /* Engines this thread's burst left frames queued on. */
 static __thread __u32 burst_engines;
-/* This thread's engine: the queue of the last datagram it received, plus
- * one (0: none yet). */
-static __thread unsigned int my_engine;
+/* The queues of the datagrams this thread received (a bit each), and the
+ * last one's plus one (0: none yet). */
+static __thread __u32 my_queues;
+static __thread unsigned int last_queue;
 
 bool vz_direct_enabled(void)
 {
@@ -64,10 +65,9 @@ bool vz_direct_fd(int fd)
 __u32 vz_direct_my_engines(void)
 {
 	unsigned int n = vz_direct.nengines;
+	__u32 all = n >= 32 ? ~0u : (1u << n) - 1;
 
-	if (my_engine && my_engine <= n)
-		return 1u << (my_engine - 1);
-	return n >= 32 ? ~0u : (1u << n) - 1;
+	return my_queues & all ? my_queues & all : all;
 }
 
 void vz_direct_turn(__u32 engines)
@@ -84,14 +84,15 @@ void vz_direct_turn(__u32 engines)
 	}
 }
 
-/* The engine a send from s goes out on: the thread's own, else one chosen
- * by the socket, so a client's sockets spread over the queues. */
+/* The engine a send from s goes out on: the one of the queue the thread's
+ * last datagram came on (an answer leaves on its request's queue), else
+ * one chosen by the socket, so a client's sockets spread over the queues. */
 static struct vz_direct_engine *send_engine(const struct vz_direct_socket *s)
 {
 	unsigned int n = vz_direct.nengines;
 
-	if (my_engine && my_engine <= n)
-		return &vz_direct.engines[my_engine - 1];
+	if (last_queue && last_queue <= n)
+		return &vz_direct.engines[last_queue - 1];
 	return &vz_direct.engines[(unsigned int)s->fd % n];
 }
 
@@ -769,10 +770,11 @@ static ssize_t recvfrom_on(struct vz_direct_socket *s, void *buf, size_t len,
 	if (from && fromlen)
 		vz_direct_addr_put(s, from, fromlen, &d->addr, d->port);
 	len = d->len;
-	/* the thread now owns the queue this flow comes on (not a peek:
+	/* the thread serves the queue this flow comes on (not a peek:
 	 * another thread may take the datagram and answer) */
 	if (!(flags & MSG_PEEK)) {
-		my_engine = d->queue + 1;
+		my_queues |= 1u << d->queue;
+		last_queue = d->queue + 1;
 		free(d);
 	}
 	return (ssize_t)((flags & MSG_TRUNC) ? len : n);

@@ -26,11 +26,13 @@
  * may be held while taking the sockets' lock, never the other way round,
  * and no thread holds two engines' locks except shutdown, in order.
  *
- * A thread has an engine of its own once it received a datagram: the
- * queue that datagram came on. Its sends go out on that queue, and its
- * waits turn that engine, so a server's threads each own a queue and a
- * flow's request and answer keep to one. A thread without one sends on an
- * engine chosen by its socket, and its waits turn every engine.
+ * A thread's waits turn the engines of the queues its datagrams came on
+ * (every engine until it received one), and its sends go out on the queue
+ * of the last one. So the threads of a SO_REUSEPORT group, whose members
+ * are fed by queue, each turn their own engine, and a flow's request and
+ * answer keep to one queue; a thread that serves every queue (one socket
+ * for all) turns them all. A thread that received nothing sends on an
+ * engine chosen by its socket.
  *
  * A socket's eventfd is readable exactly while its queue holds a datagram
  * (written on empty to non-empty, drained on non-empty to empty, both
@@ -205,7 +207,8 @@ VZ_DIRECT_HIDDEN unsigned int vz_direct_engine_run(struct vz_direct_engine *e);
  * neighbour answer into the other engines' inboxes). */
 VZ_DIRECT_HIDDEN void vz_direct_frame_in(struct vz_direct_engine *e,
 					 const void *frame, size_t len);
-/* The engines this thread turns: its own, or all of them (a bit each). */
+/* The engines this thread turns: of the queues its datagrams came on, or
+ * all of them (a bit each). */
 VZ_DIRECT_HIDDEN __u32 vz_direct_my_engines(void);
 /* A turn of each engine in the set that no other thread is turning. */
 VZ_DIRECT_HIDDEN void vz_direct_turn(__u32 engines);

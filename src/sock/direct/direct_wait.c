@@ -7,8 +7,7 @@
  * busy:
  *
  *   - a wait first spins for the busy-poll budget ($VZ_BUSY_POLL_US, else
- *     DEFAULT_BUSY_US), running the thread's engines (its own, else all:
- *     direct_internal.h) and asking the kernel with a zero timeout, then
+ *     DEFAULT_BUSY_US), running the thread's engines (direct_internal.h) and asking the kernel with a zero timeout, then
  *     sleeps in the real call. One thread spins on an engine at a time
  *     (`spinners`); others sleep at once, woken by the eventfds the
  *     spinner's engine writes.
