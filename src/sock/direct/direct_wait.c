@@ -7,8 +7,9 @@
  * busy:
  *
  *   - a wait first spins for the busy-poll budget ($VZ_BUSY_POLL_US, else
- *     DEFAULT_BUSY_US), running the thread's engines (direct_internal.h) and asking the kernel with a zero timeout, then
- *     sleeps in the real call. One thread spins on an engine at a time
+ *     DEFAULT_BUSY_US), running the thread's engines (direct_internal.h)
+ *     and asking the kernel with a zero timeout, then sleeps in the real
+ *     call. One thread spins on an engine at a time
  *     (`spinners`); others sleep at once, woken by the eventfds the
  *     spinner's engine writes.
  *   - each engine's background thread sleeps in poll() on its queue's
