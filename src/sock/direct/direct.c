@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,26 +63,18 @@ bool vz_direct_fd(int fd)
 
 /* ---- the engines ---- */
 
-__u32 vz_direct_my_engines(void)
+__u32 vz_direct_all_engines(void)
 {
 	unsigned int n = vz_direct.nengines;
-	__u32 all = n >= 32 ? ~0u : (1u << n) - 1;
 
-	return my_queues & all ? my_queues & all : all;
+	return n >= 32 ? ~0u : (1u << n) - 1;
 }
 
-void vz_direct_turn(__u32 engines)
+__u32 vz_direct_my_engines(void)
 {
-	unsigned int i;
+	__u32 all = vz_direct_all_engines();
 
-	for (i = 0; i < vz_direct.nengines; i++) {
-		struct vz_direct_engine *e = &vz_direct.engines[i];
-
-		if (!(engines & (1u << i)) || pthread_mutex_trylock(&e->lock))
-			continue;
-		vz_direct_engine_run(e);
-		pthread_mutex_unlock(&e->lock);
-	}
+	return my_queues & all ? my_queues & all : all;
 }
 
 /* The engine a send from s goes out on: the one of the queue the thread's
@@ -94,149 +87,6 @@ static struct vz_direct_engine *send_engine(const struct vz_direct_socket *s)
 	if (last_queue && last_queue <= n)
 		return &vz_direct.engines[last_queue - 1];
 	return &vz_direct.engines[(unsigned int)s->fd % n];
-}
-
-static int on_tx(void *opaque, const void *frame, size_t len)
-{
-	const struct vz_direct_engine *e = opaque;
-
-	return vz_udpd_port_tx_queue(vz_direct.port, e->queue, frame, len);
-}
-
-bool vz_direct_enqueue(struct vz_direct_socket *s, const struct in6_addr *addr,
-		       __be16 port, unsigned int queue, const void *data,
-		       size_t len)
-{
-	struct dgram *d;
-
-	if (s->tail - s->head >= QLEN)
-		return false;
-	d = malloc(sizeof(*d) + len);
-	if (!d)
-		return false;
-	d->addr = *addr;
-	d->port = port;
-	d->queue = queue;
-	d->len = len;
-	memcpy(d->data, data, len);
-	if (s->tail == s->head && vz_direct_efd_kept(s))
-		vz_direct_efd_ring(s->fd);
-	__atomic_store_n(&s->q[s->tail % QLEN], d, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->tail, s->tail + 1, __ATOMIC_RELEASE);
-	return true;
-}
-
-static int on_deliver(void *opaque, const struct vz_dgram_meta *m,
-		      const void *payload, size_t len)
-{
-	const struct vz_direct_engine *e = opaque;
-	int rc;
-
-	pthread_mutex_lock(&vz_direct.lock);
-	rc = vz_direct_deliver(m, e->queue, payload, len);
-	pthread_mutex_unlock(&vz_direct.lock);
-	return rc;
-}
-
-/* An ARP reply, or an ICMPv6 neighbour advertisement: what every engine's
- * stack must see to learn its neighbours. (The stack judges the rest.) */
-static bool neighbour_answer(const unsigned char *f, size_t len)
-{
-	if (len >= 42 && f[12] == 0x08 && f[13] == 0x06)
-		return f[20] == 0 && f[21] == 2; /* ARP, op 2 */
-	return len >= 78 && f[12] == 0x86 && f[13] == 0xdd &&
-	       f[20] == IPPROTO_ICMPV6 && f[54] == 136;
-}
-
-/* A copy of a neighbour answer in each other engine's inbox; each one's
- * background thread is rung to learn it now, not at its next tick. */
-static void share(const struct vz_direct_engine *from, const void *frame,
-		  size_t len)
-{
-	unsigned int i;
-
-	if (len > INBOX_FRAME)
-		return;
-	for (i = 0; i < vz_direct.nengines; i++) {
-		struct vz_direct_engine *e = &vz_direct.engines[i];
-		bool kept = false;
-
-		if (e == from)
-			continue;
-		pthread_mutex_lock(&e->inbox_lock);
-		if (e->ninbox < INBOX) {
-			memcpy(e->inbox[e->ninbox], frame, len);
-			e->inbox_len[e->ninbox++] = (unsigned short)len;
-			kept = true;
-		}
-		pthread_mutex_unlock(&e->inbox_lock);
-		if (kept)
-			vz_direct_efd_ring(e->wake);
-	}
-}
-
-void vz_direct_frame_in(struct vz_direct_engine *e, const void *frame,
-			size_t len)
-{
-	vz_stack_input(e->stack, frame, len, vz_now_ns());
-	if (vz_direct.nengines > 1 && neighbour_answer(frame, len))
-		share(e, frame, len);
-}
-
-static void on_frame(void *opaque, const void *frame, size_t len)
-{
-	vz_direct_frame_in(opaque, frame, len);
-}
-
-/* Under e->lock: what the other engines shared with it. */
-static void learn_shared(struct vz_direct_engine *e, __u64 now)
-{
-	unsigned char frames[INBOX][INBOX_FRAME];
-	unsigned short lens[INBOX];
-	unsigned int n, i;
-
-	if (!__atomic_load_n(&e->ninbox, __ATOMIC_RELAXED))
-		return;
-	pthread_mutex_lock(&e->inbox_lock);
-	n = e->ninbox;
-	for (i = 0; i < n; i++) {
-		lens[i] = e->inbox_len[i];
-		memcpy(frames[i], e->inbox[i], lens[i]);
-	}
-	e->ninbox = 0;
-	pthread_mutex_unlock(&e->inbox_lock);
-	for (i = 0; i < n; i++)
-		vz_stack_input(e->stack, frames[i], lens[i], now);
-}
-
-unsigned int vz_direct_engine_run(struct vz_direct_engine *e)
-{
-	__u64 now = vz_now_ns();
-	unsigned int n;
-
-	if (!e->stack)
-		return 0; /* shut down at exit, or never opened */
-	learn_shared(e, now);
-	if (!vz_direct.port)
-		return 0;
-	n = vz_udpd_port_rx_queue(vz_direct.port, e->queue, on_frame, e, 64);
-	if (now - e->last_tick >= 1000000) {
-		vz_stack_tick(e->stack, now);
-		e->last_tick = now;
-	}
-	vz_udpd_port_flush_queue(vz_direct.port, e->queue);
-	__atomic_store_n(&e->last_run, now, __ATOMIC_RELAXED);
-	return n;
-}
-
-static void free_engines(void)
-{
-	unsigned int i;
-
-	for (i = 0; i < vz_direct.nengines; i++) {
-		vz_stack_free(vz_direct.engines[i].stack);
-		vz_direct.engines[i].stack = NULL;
-	}
 }
 
 static void shutdown_all(void)
@@ -252,7 +102,7 @@ static void shutdown_all(void)
 	pthread_mutex_lock(&vz_direct.lock);
 	vz_udpd_port_close(vz_direct.port); /* detaches the steering program */
 	vz_direct.port = NULL;
-	free_engines();
+	vz_direct_engines_free();
 	for (i = 0; i < MAX_FD; i++) {
 		struct vz_direct_socket *s = vz_direct.by_fd[i];
 
@@ -392,34 +242,14 @@ static int config(struct vz_stack_config *cfg, const char *ifname)
 	return config6(cfg);
 }
 
-/* An engine per queue of the port, each with a stack of its own: 0, or -1
- * with a line on stderr. */
-static int engines_new(const struct vz_stack_config *cfg)
+/* The CPUs this process may run on. */
+static int usable_cpus(void)
 {
-	int xfds[VZ_UDPD_MAX_QUEUES];
-	unsigned int n, i;
-	char err[256] = "";
+	cpu_set_t set;
 
-	n = vz_udpd_port_fds(vz_direct.port, xfds, VZ_UDPD_MAX_QUEUES);
-	for (i = 0; i < n; i++) {
-		struct vz_direct_engine *e = &vz_direct.engines[i];
-		struct vz_stack_ops ops = { .opaque = e,
-					    .tx = on_tx,
-					    .deliver = on_deliver };
-
-		pthread_mutex_init(&e->lock, NULL);
-		pthread_mutex_init(&e->inbox_lock, NULL);
-		e->queue = i;
-		e->xfd = xfds[i];
-		e->wake = -1;
-		e->stack = vz_stack_new(cfg, &ops, err, sizeof(err));
-		vz_direct.nengines = i + 1;
-		if (!e->stack) {
-			fprintf(stderr, "libveloz-sock: %s\n", err);
-			return -1;
-		}
-	}
-	return n ? 0 : -1;
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return 1;
+	return CPU_COUNT(&set);
 }
 
 static void do_init(void)
@@ -429,7 +259,6 @@ static void do_init(void)
 	const char *ifname = getenv("VZ_DIRECT_IFACE");
 	const char *skb = getenv("VZ_DIRECT_SKB");
 	char steer[PATH_MAX + 32], err[256] = "";
-	struct vz_stack *check;
 
 	if (config(&cfg, ifname)) {
 		vz_direct.init_err = EINVAL;
@@ -442,16 +271,11 @@ static void do_init(void)
 	}
 	vz_quiet_bpf_logs(); /* libbpf's and libxdp's notices: debugging only */
 	/* the addresses judged before anything is attached */
-	check = vz_stack_new(
-		&cfg,
-		&(struct vz_stack_ops){ .tx = on_tx, .deliver = on_deliver },
-		err, sizeof(err));
-	if (!check) {
+	if (!vz_direct_config_ok(&cfg, err, sizeof(err))) {
 		fprintf(stderr, "libveloz-sock: %s\n", err);
 		vz_direct.init_err = EINVAL;
 		return;
 	}
-	vz_stack_free(check);
 	pcfg = (struct vz_udpd_port_config){
 		.ifname = ifname,
 		.ip4 = cfg.ip4,
@@ -475,15 +299,16 @@ static void do_init(void)
 	vz_direct.eph_next = (__u32)getpid();
 	vz_direct.busy_us = getenv("VZ_BUSY_POLL_US") ? vz_busy_default_us()
 						      : DEFAULT_BUSY_US;
+	vz_direct.max_wait_spinners = usable_cpus() / 2 ? usable_cpus() / 2 : 1;
 	vz_direct_atfork();
-	if (engines_new(&cfg) || vz_direct_bg_start()) {
+	if (vz_direct_engines_new(&cfg) || vz_direct_bg_start()) {
 		vz_direct_bg_stop();
 		for (unsigned int i = 0; i < vz_direct.nengines; i++)
 			if (vz_direct.engines[i].wake >= 0)
 				close(vz_direct.engines[i].wake);
 		vz_udpd_port_close(vz_direct.port);
 		vz_direct.port = NULL;
-		free_engines();
+		vz_direct_engines_free();
 		vz_direct.init_err = vz_direct.nengines ? EAGAIN : EIO;
 		return;
 	}

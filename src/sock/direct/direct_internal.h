@@ -2,8 +2,11 @@
 /*
  * Direct mode's inside (direct.h is its API), shared by:
  *
- *   direct.c       the engine (the stack and udpd's port in this process),
- *                  its set-up, and the data path: sendto, recvfrom, poll
+ *   direct.c       set-up (udpd's port in this process) and the data
+ *                  path: sendto, recvfrom
+ *   direct_engine.c the engines, one per queue: a stack each on its queue
+ *                  of the port, a turn of one, the neighbour answers they
+ *                  share, poll
  *   direct_sock.c  the socket calls: socket, close, dup, bind, connect,
  *                  the names, the options, fcntl; a socket's references
  *   direct_wait.c  waiting: the background thread, poll/select, the spin
@@ -133,7 +136,10 @@ struct vz_direct_engine {
 	unsigned int queue;
 	int xfd; /* the queue's AF_XDP socket: readable when frames come */
 	__u64 last_run, last_tick;
-	int spinners; /* application threads spinning on it */
+	int spinners; /* application threads spinning on it, theirs */
+	/* Threads spinning on engines of their own that turn this one too
+	 * while none of its own spins (direct_wait.c). */
+	int helpers;
 	int wake; /* an eventfd: its background thread's doorbell */
 	pthread_t bg;
 	bool bg_running;
@@ -162,6 +168,9 @@ struct vz_direct_state {
 	struct in6_addr ip6; /* all zero: no IPv6 (AF_INET6 is EAFNOSUPPORT) */
 	bool v6only; /* new AF_INET6 sockets' IPV6_V6ONLY (the sysctl's) */
 	__u32 busy_us; /* a wait's spin: $VZ_BUSY_POLL_US or the default */
+	/* Threads spinning in a wait now, and how many may: half the CPUs
+	 * the process may run on (at least one). */
+	int wait_spinners, max_wait_spinners;
 	int max_fd; /* the highest descriptor by_fd ever held */
 	pid_t pid; /* whose port this is: a forked child's calls fail */
 	volatile int stop;
@@ -200,18 +209,28 @@ VZ_DIRECT_HIDDEN bool vz_direct_forked(void);
 /* Set up fork handling, once (direct_wait.c). */
 VZ_DIRECT_HIDDEN void vz_direct_atfork(void);
 
-/* Under e->lock: take what e's queue has, run its timers, send (direct.c;
- * nothing without a port). */
+/* Under e->lock: take what e's queue has, run its timers, send
+ * (direct_engine.c; nothing without a port). */
 VZ_DIRECT_HIDDEN unsigned int vz_direct_engine_run(struct vz_direct_engine *e);
 /* Under e->lock: a frame that came on e's queue, into its stack (and a
  * neighbour answer into the other engines' inboxes). */
 VZ_DIRECT_HIDDEN void vz_direct_frame_in(struct vz_direct_engine *e,
 					 const void *frame, size_t len);
+/* Every engine (a bit each). */
+VZ_DIRECT_HIDDEN __u32 vz_direct_all_engines(void);
 /* The engines this thread turns: of the queues its datagrams came on, or
  * all of them (a bit each). */
 VZ_DIRECT_HIDDEN __u32 vz_direct_my_engines(void);
 /* A turn of each engine in the set that no other thread is turning. */
 VZ_DIRECT_HIDDEN void vz_direct_turn(__u32 engines);
+/* Whether the stack takes this configuration (else why, in err). */
+struct vz_stack_config;
+VZ_DIRECT_HIDDEN bool vz_direct_config_ok(const struct vz_stack_config *cfg,
+					  char *err, size_t errlen);
+/* An engine per queue of vz_direct.port: 0, or -1 with a line on stderr.
+ * Free their stacks. */
+VZ_DIRECT_HIDDEN int vz_direct_engines_new(const struct vz_stack_config *cfg);
+VZ_DIRECT_HIDDEN void vz_direct_engines_free(void);
 /* The background threads (direct_wait.c), one per engine: start, stop. */
 VZ_DIRECT_HIDDEN int vz_direct_bg_start(void);
 VZ_DIRECT_HIDDEN void vz_direct_bg_stop(void);

@@ -9,9 +9,13 @@
  *   - a wait first spins for the busy-poll budget ($VZ_BUSY_POLL_US, else
  *     DEFAULT_BUSY_US), running the thread's engines (direct_internal.h)
  *     and asking the kernel with a zero timeout, then sleeps in the real
- *     call. One thread spins on an engine at a time
- *     (`spinners`); others sleep at once, woken by the eventfds the
- *     spinner's engine writes.
+ *     call. One thread spins on an engine at a time (`spinners`), and
+ *     at most half the process's CPUs' worth of threads spin at once (the
+ *     rest are the kernel's softirq's, the peer's and the woken threads');
+ *     others sleep at once, woken by the eventfds the spinners' engines
+ *     write. A spinning thread also turns the other engines while none
+ *     of their own threads spins (`helpers`), so with one spinner, as on
+ *     a small machine, every queue is still served by a spin.
  *   - each engine's background thread sleeps in poll() on its queue's
  *     AF_XDP socket, so a frame wakes it at once and it runs the engine
  *     (which writes the eventfds). While a thread spins on the engine it
@@ -143,6 +147,14 @@ static bool stale(const struct vz_direct_engine *e)
 		       (__u64)TICK_MS * 1000000;
 }
 
+/* Whether a thread spins on e, as its own or helping: its background
+ * thread stays off its queue meanwhile. */
+static bool spun(const struct vz_direct_engine *e)
+{
+	return __atomic_load_n(&e->spinners, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&e->helpers, __ATOMIC_ACQUIRE);
+}
+
 static void *background(void *arg)
 {
 	struct vz_direct_engine *e = arg;
@@ -155,13 +167,13 @@ static void *background(void *arg)
 	if (park.tv_nsec < 50000 || park.tv_nsec >= tick.tv_nsec)
 		park.tv_nsec = park.tv_nsec < 50000 ? 50000 : tick.tv_nsec;
 	while (!__atomic_load_n(&vz_direct.stop, __ATOMIC_ACQUIRE)) {
-		watch = !__atomic_load_n(&e->spinners, __ATOMIC_ACQUIRE);
+		watch = !spun(e);
 		p[0] = (struct pollfd){ .fd = e->wake, .events = POLLIN };
 		p[1] = (struct pollfd){ .fd = e->xfd, .events = POLLIN };
 		rc = sys_ppoll(p, watch ? 2 : 1, watch ? &tick : &park);
 		if (rc > 0 && (p[0].revents & POLLIN))
 			vz_direct_efd_drain(e->wake);
-		if (__atomic_load_n(&e->spinners, __ATOMIC_ACQUIRE))
+		if (spun(e))
 			continue; /* a spinning thread runs the engine */
 		if (rc <= 0 && !stale(e))
 			continue;
@@ -238,20 +250,45 @@ static __u32 spin_begin(__u32 engines, bool alone)
 	return taken;
 }
 
-/* End a spin; one going to sleep hands each engine it was the last
- * spinner of to that engine's background thread. */
-static void spin_end(__u32 engines, bool sleeping)
+/* End a spin (helping: a helper's); one going to sleep hands each engine
+ * nobody spins on any more to that engine's background thread. */
+static void spin_end(__u32 engines, bool helping, bool sleeping)
 {
 	unsigned int i;
 
 	for (i = 0; i < vz_direct.nengines; i++) {
 		struct vz_direct_engine *e = &vz_direct.engines[i];
 
-		if ((engines & (1u << i)) &&
-		    !__atomic_sub_fetch(&e->spinners, 1, __ATOMIC_ACQ_REL) &&
-		    sleeping)
+		if (!(engines & (1u << i)))
+			continue;
+		__atomic_sub_fetch(helping ? &e->helpers : &e->spinners, 1,
+				   __ATOMIC_ACQ_REL);
+		if (sleeping && !spun(e))
 			vz_direct_efd_ring(e->wake);
 	}
+}
+
+/* Start helping a set of engines. */
+static void help_begin(__u32 engines)
+{
+	unsigned int i;
+
+	for (i = 0; i < vz_direct.nengines; i++)
+		if (engines & (1u << i))
+			__atomic_add_fetch(&vz_direct.engines[i].helpers, 1,
+					   __ATOMIC_ACQ_REL);
+}
+
+/* Of a set of engines, those none of whose own threads spins. */
+static __u32 unowned(__u32 engines)
+{
+	unsigned int i;
+
+	for (i = 0; i < vz_direct.nengines; i++)
+		if (__atomic_load_n(&vz_direct.engines[i].spinners,
+				    __ATOMIC_ACQUIRE))
+			engines &= ~(1u << i);
+	return engines;
 }
 
 void vz_direct_spinning(__u32 engines, bool on)
@@ -259,27 +296,58 @@ void vz_direct_spinning(__u32 engines, bool on)
 	if (on)
 		spin_begin(engines, false);
 	else
-		spin_end(engines, false);
+		spin_end(engines, false, false);
 }
 
 /* ---- waits ---- */
 
-/* One look of a spinning wait: a turn of its engines, then the kernel's
- * answer without sleeping (*rc: what the wait returns). */
+/* One look of a spinning wait: a turn of its engines (and of those it
+ * helps that no owner turns), then the kernel's answer without sleeping
+ * (*rc: what the wait returns). */
 struct wait_look {
 	int (*check)(void *arg, int ms);
 	void *arg;
 	int *rc;
-	__u32 engines;
+	__u32 own, help;
 };
 
 static bool wait_look(const void *p)
 {
 	const struct wait_look *w = p;
 
-	vz_direct_turn(w->engines);
+	vz_direct_turn(w->own | (w->help ? unowned(w->help) : 0));
 	*w->rc = w->check(w->arg, 0);
 	return *w->rc != 0;
+}
+
+/* Start a wait's spin: false when it may not (too many threads spin, or
+ * its engines have spinners of their own). */
+static bool wait_spin_begin(struct wait_look *w)
+{
+	__u32 mine = vz_direct_my_engines();
+
+	if (__atomic_add_fetch(&vz_direct.wait_spinners, 1, __ATOMIC_ACQ_REL) >
+	    vz_direct.max_wait_spinners) {
+		__atomic_sub_fetch(&vz_direct.wait_spinners, 1,
+				   __ATOMIC_ACQ_REL);
+		return false;
+	}
+	w->own = spin_begin(mine, true);
+	if (!w->own) {
+		__atomic_sub_fetch(&vz_direct.wait_spinners, 1,
+				   __ATOMIC_ACQ_REL);
+		return false;
+	}
+	w->help = vz_direct_all_engines() & ~mine;
+	help_begin(w->help);
+	return true;
+}
+
+static void wait_spin_end(const struct wait_look *w, bool sleeping)
+{
+	spin_end(w->own, false, sleeping);
+	spin_end(w->help, true, sleeping);
+	__atomic_sub_fetch(&vz_direct.wait_spinners, 1, __ATOMIC_ACQ_REL);
 }
 
 int vz_direct_wait(int (*check)(void *arg, int ms), void *arg, int timeout_ms)
@@ -288,13 +356,10 @@ int vz_direct_wait(int (*check)(void *arg, int ms), void *arg, int timeout_ms)
 					: (__s64)vz_now_ns() +
 						  (__s64)timeout_ms * 1000000;
 	int rc = 0;
-	struct wait_look look = { check, arg, &rc, 0 };
+	struct wait_look look = { check, arg, &rc, 0, 0 };
 	__s64 left;
 
-	if (!vz_direct.ready || child)
-		return check(arg, timeout_ms);
-	look.engines = spin_begin(vz_direct_my_engines(), true);
-	if (!look.engines)
+	if (!vz_direct.ready || child || !wait_spin_begin(&look))
 		return check(arg, timeout_ms);
 	/*
 	 * Offering the CPU every few microseconds: what a server's other
@@ -309,10 +374,10 @@ int vz_direct_wait(int (*check)(void *arg, int ms), void *arg, int timeout_ms)
 				  timeout_ms ? vz_direct.busy_us : 0,
 				  deadline) ||
 	    !timeout_ms) {
-		spin_end(look.engines, false);
+		wait_spin_end(&look, false);
 		return rc;
 	}
-	spin_end(look.engines, true);
+	wait_spin_end(&look, true);
 	if (deadline < 0)
 		return check(arg, -1);
 	left = deadline - (__s64)vz_now_ns();
