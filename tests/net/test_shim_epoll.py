@@ -239,6 +239,24 @@ def test_one_socket_for_both_queues(two_queue_link, server):
     serve_two_queues(two_queue_link, server)
 
 
+def test_the_two_queue_bench_at_a_tiny_size(testbed):
+    """bench/direct_queues.py: a row per server and arm, every request
+    answered, its link gone after; a bad --build refused in one line."""
+    bench = [sys.executable, str(paths.REPO_ROOT / "bench/direct_queues.py")]
+    done = subprocess.run([*bench, "--trials", "1", "--requests", "40", "--clients", "1"],
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-500:]
+    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    servers, arms = ("reuseport", "threads", "asyncio"), ("kernel", "veloz-direct")
+    assert [r[:2] for r in rows] == [[s, a] for s in servers for a in arms], done.stdout
+    assert all(r[2] == "40/40" for r in rows), done.stdout
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert MQ["a"][0] not in netns and MQ["b"][0] not in netns, netns
+    bad = subprocess.run([*bench, "--build", "x=/nonexistent"], capture_output=True, text=True,
+                         check=False)  # fmt: skip
+    assert bad.returncode == 2 and "--build x=/nonexistent" in bad.stderr.splitlines()[-1]
+
+
 def test_epoll_server_asleep_is_woken_by_the_port(testbed):
     """No spin: the server sleeps in epoll_wait on every request, and the
     background thread, woken by the AF_XDP socket, runs the engine that
