@@ -4,8 +4,8 @@
  * own threads (direct.h), an engine per queue of the interface. The
  * caller that holds an engine's lock runs it on whatever its queue has, so
  * a receive that spins is the poller. direct_internal.h says which file
- * holds what and how the locks nest; this one: the engines, their set-up
- * and the data path (sendto, recvfrom).
+ * holds what and how the locks nest; this one: set-up, which engines a
+ * thread uses, and the data path (sendto, recvfrom).
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -61,7 +61,7 @@ bool vz_direct_fd(int fd)
 	       __atomic_load_n(&vz_direct.by_fd[fd], __ATOMIC_ACQUIRE);
 }
 
-/* ---- the engines ---- */
+/* ---- which engines a thread uses ---- */
 
 __u32 vz_direct_all_engines(void)
 {

@@ -6,7 +6,7 @@
  *                  path: sendto, recvfrom
  *   direct_engine.c the engines, one per queue: a stack each on its queue
  *                  of the port, a turn of one, the neighbour answers they
- *                  share, poll
+ *                  share
  *   direct_sock.c  the socket calls: socket, close, dup, bind, connect,
  *                  the names, the options, fcntl; a socket's references
  *   direct_wait.c  waiting: the background thread, poll/select, the spin

@@ -40,8 +40,8 @@
 
 #define FRAME_SIZE 2048u
 #define RING 1024u /* every ring */
-#define QUEUE_FRAMES \
-	(4096u) /* a queue's fill ring (RING) + its transmit pool */
+/* A queue's frames: its fill ring's (RING) and its transmit pool. */
+#define QUEUE_FRAMES 4096u
 #define BATCH 64u
 /* Kicks per flush: a full ring at 32 frames a kick, and room for retries. */
 #define TX_MAX_KICKS (2 * RING / 32 + 8)
