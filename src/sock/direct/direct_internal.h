@@ -72,8 +72,15 @@
  * every round trip and stay there, each round trip paying two wake-ups;
  * 200 us keeps them spinning. */
 #define DEFAULT_BUSY_US 200
-/* The background thread's longest sleep: the stack's timers tick in ms. */
+/* The background thread's longest sleep while its stack waits on a timer
+ * (an ARP or NDP answer, a datagram's missing fragments): the stack's
+ * timers tick in ms. */
 #define TICK_MS 1
+/* Its longest sleep otherwise: what is left to time (entries expiring,
+ * ARP retries of seconds) takes no harm from being this late, and an idle
+ * engine wakes 20 times a second, not a thousand. A frame wakes it at
+ * once either way. */
+#define IDLE_MS 50
 
 /* The port tables a socket is in. */
 #define ON4 1u

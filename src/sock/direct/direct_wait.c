@@ -41,6 +41,7 @@
 #include "sock/app/busy.h"
 #include "sock/direct/direct.h"
 #include "sock/direct/direct_internal.h"
+#include "sock/stack/stack.h"
 
 static bool child; /* forked from the port's owner */
 static int child_warned;
@@ -155,10 +156,22 @@ static bool spun(const struct vz_direct_engine *e)
 	       __atomic_load_n(&e->helpers, __ATOMIC_ACQUIRE);
 }
 
+/* Whether e's stack waits on a timer: datagrams held for their next
+ * hop's address, or fragments for the rest of their datagram. (Read
+ * without e->lock: a gauge read a moment late costs one long sleep.) */
+static bool timing(const struct vz_direct_engine *e)
+{
+	const struct vz_stack_stats *st = vz_stack_get_stats(e->stack);
+
+	return __atomic_load_n(&st->arp_queued, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&st->reasm_datagrams, __ATOMIC_RELAXED);
+}
+
 static void *background(void *arg)
 {
 	struct vz_direct_engine *e = arg;
 	struct timespec tick = { 0, TICK_MS * 1000000L };
+	struct timespec idle = { 0, IDLE_MS * 1000000L };
 	struct timespec park = { 0, (long)vz_direct.busy_us * 1000 };
 	struct pollfd p[2];
 	bool watch;
@@ -170,7 +183,10 @@ static void *background(void *arg)
 		watch = !spun(e);
 		p[0] = (struct pollfd){ .fd = e->wake, .events = POLLIN };
 		p[1] = (struct pollfd){ .fd = e->xfd, .events = POLLIN };
-		rc = sys_ppoll(p, watch ? 2 : 1, watch ? &tick : &park);
+		rc = sys_ppoll(p, watch ? 2 : 1,
+			       !watch	   ? &park
+			       : timing(e) ? &tick
+					   : &idle);
 		if (rc > 0 && (p[0].revents & POLLIN))
 			vz_direct_efd_drain(e->wake);
 		if (spun(e))
