@@ -15,8 +15,10 @@ the kernel's, dup of a closed descriptor (EBADF), a close under a thread
 blocked in recvfrom or epoll_wait, and a forked child's calls. The threaded
 server, ended by SIGINT, SIGTERM or SIGKILL while it serves, leaves
 nothing: no steering program (direct), no socket or ring in udpd (poller).
-On a veth of its own with two queues, the SO_REUSEPORT server in direct
-mode takes its frames from both queues' AF_XDP sockets."""
+On a veth of its own with two queues, direct mode runs an engine per
+queue: each SO_REUSEPORT thread serves one queue's requests, and every
+server's answers leave on the queue their requests came on. Idle, a direct
+server wakes a few times a second."""
 
 from __future__ import annotations
 
