@@ -424,20 +424,10 @@ ssize_t vz_direct_sendto(int fd, const void *buf, size_t len, int flags,
 
 void vz_direct_burst(bool begin)
 {
-	unsigned int i;
-
 	in_burst = begin;
 	if (begin || !vz_direct.ready)
 		return;
-	for (i = 0; i < vz_direct.nengines; i++) {
-		struct vz_direct_engine *e = &vz_direct.engines[i];
-
-		if (!(burst_engines & (1u << i)))
-			continue;
-		pthread_mutex_lock(&e->lock);
-		vz_direct_engine_run(e);
-		pthread_mutex_unlock(&e->lock);
-	}
+	vz_direct_turn(burst_engines, true);
 	burst_engines = 0;
 }
 
@@ -473,7 +463,7 @@ static bool turn(const void *arg)
 
 	if (readable(s) || !__atomic_load_n(&s->refs, __ATOMIC_RELAXED))
 		return true;
-	vz_direct_turn(vz_direct_my_engines());
+	vz_direct_turn(vz_direct_my_engines(), false);
 	return readable(s);
 }
 
@@ -515,9 +505,7 @@ static struct dgram *pop_open(struct vz_direct_socket *s, bool peek)
  * first. NULL with errno EAGAIN, or EBADF once another thread closed s. */
 static struct dgram *take(struct vz_direct_socket *s, bool peek)
 {
-	__u32 engines = vz_direct_my_engines();
 	struct dgram *d;
-	unsigned int i;
 
 	/* the queue looked at without the lock first: empty, it is the
 	 * engines' turn anyway */
@@ -528,15 +516,7 @@ static struct dgram *take(struct vz_direct_socket *s, bool peek)
 		if (d || errno == EBADF)
 			return d;
 	}
-	for (i = 0; i < vz_direct.nengines; i++) {
-		struct vz_direct_engine *e = &vz_direct.engines[i];
-
-		if (!(engines & (1u << i)))
-			continue;
-		pthread_mutex_lock(&e->lock);
-		vz_direct_engine_run(e);
-		pthread_mutex_unlock(&e->lock);
-	}
+	vz_direct_turn(vz_direct_my_engines(), true);
 	pthread_mutex_lock(&vz_direct.lock);
 	d = pop_open(s, peek);
 	pthread_mutex_unlock(&vz_direct.lock);

@@ -16,15 +16,19 @@
 #include "sock/stack/stack.h"
 #include "sock/port/port.h"
 
-void vz_direct_turn(__u32 engines)
+void vz_direct_turn(__u32 engines, bool wait)
 {
 	unsigned int i;
 
 	for (i = 0; i < vz_direct.nengines; i++) {
 		struct vz_direct_engine *e = &vz_direct.engines[i];
 
-		if (!(engines & (1u << i)) || pthread_mutex_trylock(&e->lock))
+		if (!(engines & (1u << i)))
 			continue;
+		if (wait)
+			pthread_mutex_lock(&e->lock);
+		else if (pthread_mutex_trylock(&e->lock))
+			continue; /* another thread is turning it */
 		vz_direct_engine_run(e);
 		pthread_mutex_unlock(&e->lock);
 	}

@@ -228,8 +228,9 @@ VZ_DIRECT_HIDDEN __u32 vz_direct_all_engines(void);
 /* The engines this thread turns: of the queues its datagrams came on, or
  * all of them (a bit each). */
 VZ_DIRECT_HIDDEN __u32 vz_direct_my_engines(void);
-/* A turn of each engine in the set that no other thread is turning. */
-VZ_DIRECT_HIDDEN void vz_direct_turn(__u32 engines);
+/* A turn of each engine in the set: waiting for one another thread is
+ * turning, or (wait false) leaving it to that thread. */
+VZ_DIRECT_HIDDEN void vz_direct_turn(__u32 engines, bool wait);
 /* Whether the stack takes this configuration (else why, in err). */
 struct vz_stack_config;
 VZ_DIRECT_HIDDEN bool vz_direct_config_ok(const struct vz_stack_config *cfg,

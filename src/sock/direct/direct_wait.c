@@ -331,7 +331,7 @@ static bool wait_look(const void *p)
 {
 	const struct wait_look *w = p;
 
-	vz_direct_turn(w->own | (w->help ? unowned(w->help) : 0));
+	vz_direct_turn(w->own | (w->help ? unowned(w->help) : 0), false);
 	*w->rc = w->check(w->arg, 0);
 	return *w->rc != 0;
 }
